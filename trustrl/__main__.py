@@ -1,0 +1,5 @@
+import sys
+
+from trustrl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""One readable file per algorithm."""

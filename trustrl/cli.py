@@ -1,0 +1,135 @@
+"""trustrl command line: train | eval | plot.
+
+Every user error ends as one line on stderr and exit status 2; nothing on disk is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from trustrl.errors import TrustrlError
+
+
+def _train_help() -> str:
+    from trustrl.config import CONFIGS, PRESETS, describe
+
+    lines = ["config keys (set with --set key=value or in a --config TOML/JSON file):"]
+    for algo, cls in CONFIGS.items():
+        lines.append(f"\n[{algo}] {cls.__doc__}")
+        lines.append(describe(cls))
+    lines.append("\npresets (applied before --config and --set):")
+    for (algo, env), values in PRESETS.items():
+        lines.append(f"  {algo} on {env}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="trustrl",
+        description="Trust-region RL: PPO-clip on Gymnasium, instrumented and resumable.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser(
+        "train", help="train an agent (default: PPO on CartPole-v1)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_train_help(),
+        description="Train an agent and write a run folder runs/<env>__<algo>__<seed>__<time>/.",
+    )
+    t.add_argument("algo", nargs="?", default="ppo", help="algorithm (default ppo)")
+    t.add_argument("--env", dest="env_id", help="Gymnasium env id (default CartPole-v1)")
+    t.add_argument("--total-steps", type=str, help="environment steps to train for")
+    t.add_argument("--seed", type=str, help="random seed")
+    t.add_argument("--config", help="TOML or JSON file of config keys")
+    t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config key (repeatable)")
+    t.add_argument("--runs-dir", help="where run folders go (default runs/)")
+    t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its checkpoint")
+    t.add_argument("--quiet", action="store_true", help="no progress output")
+
+    e = sub.add_parser("eval", help="evaluate a trained agent (greedy by default)")
+    e.add_argument("run", help="run folder or agent file")
+    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--stochastic", action="store_true", help="sample actions instead of greedy")
+    e.add_argument("--seed", type=int, default=None, help="seed of the first episode")
+    e.add_argument("--env", dest="env_id", help="env id (default: the run's)")
+
+    pl = sub.add_parser("plot", help="plot learning curves of one or more runs")
+    pl.add_argument("runs", nargs="+", help="run folders")
+    pl.add_argument("--out", help="PNG path (default: learning_curve.png or runs/compare.png)")
+    return p
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from trustrl.config import load_config_file, make_config, parse_sets
+    from trustrl.train import resume, train
+
+    if args.resume:
+        if args.config or args.sets or args.env_id or args.total_steps or args.seed:
+            raise TrustrlError("--resume takes the run's own config; drop the other options")
+        result = resume(args.resume, progress=not args.quiet)
+    else:
+        flags = {"env_id": args.env_id, "total_steps": args.total_steps, "seed": args.seed,
+                 "runs_dir": args.runs_dir}
+        cfg = make_config(
+            args.algo, args.env_id,
+            load_config_file(args.config) if args.config else None,
+            parse_sets(args.sets), flags,
+        )
+        result = train(cfg, progress=not args.quiet)
+    ev = result.final_eval
+    print(f"run: {result.run_dir}")
+    print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± {ev['std']:.1f}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from trustrl.agent import Agent
+    from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
+
+    if args.episodes <= 0:
+        raise TrustrlError(f"--episodes must be positive, got {args.episodes}")
+    agent = Agent.load(args.run)
+    env_id = args.env_id or agent.spec.env_id
+    seed = args.seed
+    if seed is None:
+        cfg_path = Path(args.run) / "config.json"
+        base = json.loads(cfg_path.read_text()).get("seed", 0) if cfg_path.is_file() else 0
+        seed = base + EVAL_SEED_OFFSET
+    returns = evaluate(agent, env_id, args.episodes, deterministic=not args.stochastic, seed=seed)
+    mode = "stochastic" if args.stochastic else "greedy"
+    print(f"{env_id} {mode} over {len(returns)} episodes: "
+          f"{returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():.1f}, "
+          f"max {returns.max():.1f})")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from trustrl.plotting import plot_runs
+
+    for r in args.runs:
+        if not (Path(r) / "metrics.csv").is_file():
+            raise TrustrlError(f"{r} is not a run folder with metrics.csv")
+    out = args.out or (Path(args.runs[0]) / "learning_curve.png" if len(args.runs) == 1
+                       else Path(args.runs[0]).parent / "compare.png")
+    print(plot_runs(args.runs, out))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}
+    try:
+        return commands[args.command](args)
+    except TrustrlError as e:
+        print(f"trustrl: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trustrl: interrupted; continue with `trustrl train --resume RUN`", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

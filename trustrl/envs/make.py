@@ -1,0 +1,98 @@
+"""Build Gymnasium vector envs and check that trustrl can handle their spaces."""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from trustrl.errors import EnvError
+from trustrl.policies import ActionSpec
+
+SUPPORTED_ACTIONS = "Discrete, Box"
+SUPPORTED_OBS = "Box, Discrete (one-hot)"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the networks need to know about an env: observation size and action spec."""
+
+    env_id: str
+    obs_dim: int
+    obs_kind: str  # "box" or "discrete"
+    obs_n: int
+    action: ActionSpec
+
+
+def _make_one(env_id: str) -> gym.Env:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return gym.make(env_id)
+    except gym.error.Error as e:
+        base = env_id.split(":")[-1]
+        close = difflib.get_close_matches(base, list(gym.registry.keys()), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise EnvError(f"unknown env id {env_id!r} ({msg}){hint}") from None
+    except ModuleNotFoundError as e:
+        raise EnvError(f"cannot make env {env_id!r}: {e}") from None
+    except Exception as e:  # an env whose constructor fails
+        raise EnvError(f"cannot make env {env_id!r}: {type(e).__name__}: {e}") from None
+
+
+def check_env(env_id: str) -> EnvSpec:
+    """Make one env and return its EnvSpec, or raise EnvError naming what is unsupported."""
+    env = _make_one(env_id)
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+    finally:
+        env.close()
+    if isinstance(act_space, gym.spaces.Discrete):
+        action = ActionSpec("discrete", n=int(act_space.n))
+    elif isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        action = ActionSpec(
+            "box", dim=int(act_space.shape[0]),
+            low=tuple(float(x) for x in act_space.low), high=tuple(float(x) for x in act_space.high),
+        )
+    else:
+        raise EnvError(
+            f"{env_id} has action space {type(act_space).__name__}{getattr(act_space, 'shape', '')}; "
+            f"trustrl supports {SUPPORTED_ACTIONS} (1-D)"
+        )
+    if isinstance(obs_space, gym.spaces.Box):
+        return EnvSpec(env_id, int(np.prod(obs_space.shape)), "box", 0, action)
+    if isinstance(obs_space, gym.spaces.Discrete):
+        return EnvSpec(env_id, int(obs_space.n), "discrete", int(obs_space.n), action)
+    raise EnvError(
+        f"{env_id} has observation space {type(obs_space).__name__}; "
+        f"trustrl supports {SUPPORTED_OBS}"
+    )
+
+
+def obs_to_array(obs: np.ndarray, spec: EnvSpec) -> np.ndarray:
+    """Vector-env observations as float [N, obs_dim] (one-hot for Discrete observations)."""
+    if spec.obs_kind == "discrete":
+        return np.eye(spec.obs_n, dtype=np.float64)[np.asarray(obs, np.int64)]
+    return np.asarray(obs, np.float64).reshape(len(obs), -1)
+
+
+def make_vec_env(env_id: str, num_envs: int, vector: str = "sync") -> gym.vector.VectorEnv:
+    """A vector env in same-step autoreset mode.
+
+    In SAME_STEP mode a step that ends an episode returns the reset observation and puts the
+    true last observation in info['final_obs']: every step is then a real transition, and the
+    final observation is there for bootstrapping on truncation.
+    """
+    _make_one(env_id).close()  # turns a bad id into EnvError before workers start
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return gym.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode=vector,
+            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        )

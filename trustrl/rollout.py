@@ -1,0 +1,152 @@
+"""Collect T steps from N vector envs with the current policy (pi_old).
+
+Gymnasium 1.x vector envs run here in SAME_STEP autoreset mode: when a step ends an episode the
+returned observation is already the next episode's first one, and the true last observation is
+in info['final_obs']. So every stored step is a real transition, terminated and truncated stay
+apart, and truncated steps bootstrap from V(final observation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from trustrl.agent import Agent
+from trustrl.errors import NonFiniteError
+from trustrl.normalize import RewardScaler
+
+
+@dataclass
+class Rollout:
+    """One batch, all [T, N, ...]. logp and values are frozen at collection (pi_old, V_old)."""
+
+    obs: Tensor
+    actions: Tensor
+    logp: Tensor
+    values: Tensor
+    rewards: Tensor
+    next_values: Tensor
+    terminated: Tensor
+    truncated: Tensor
+
+
+@dataclass
+class Episode:
+    global_step: int
+    env_index: int
+    ret: float
+    length: int
+
+
+@dataclass
+class RolloutState:
+    """What the collector carries between rollouts (saved in checkpoints)."""
+
+    next_obs: np.ndarray
+    ep_return: np.ndarray
+    ep_length: np.ndarray
+    global_step: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Collector:
+    def __init__(
+        self,
+        envs: Any,
+        agent: Agent,
+        num_steps: int,
+        reward_scaler: RewardScaler | None,
+        state: RolloutState,
+    ):
+        self.envs, self.agent, self.num_steps = envs, agent, num_steps
+        self.reward_scaler, self.state = reward_scaler, state
+        self.num_envs = envs.num_envs
+
+    @staticmethod
+    def start(envs: Any, agent: Agent, seed: int) -> RolloutState:
+        """Reset the envs with seeds seed, seed+1, ... and start the trackers."""
+        obs, _ = envs.reset(seed=[seed + i for i in range(envs.num_envs)])
+        if agent.obs_normalizer is not None:
+            from trustrl.envs.make import obs_to_array
+
+            agent.obs_normalizer.update(obs_to_array(obs, agent.spec))
+        n = envs.num_envs
+        return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0)
+
+    def _check_finite(self, what: str, x: np.ndarray) -> None:
+        x = np.asarray(x, np.float64).reshape(self.num_envs, -1)
+        bad = ~np.isfinite(x).all(axis=1)
+        if bad.any():
+            raise NonFiniteError(what, int(np.argmax(bad)), self.state.global_step)
+
+    @torch.no_grad()
+    def collect(self) -> tuple[Rollout, list[Episode]]:
+        T, N, agent, st = self.num_steps, self.num_envs, self.agent, self.state
+        policy, device = agent.policy, agent.device
+        from trustrl.envs.make import obs_to_array
+
+        obs_buf = torch.zeros((T, N, agent.spec.obs_dim), device=device)
+        act_shape = (T, N) if agent.spec.action.kind == "discrete" else (T, N, agent.spec.action.dim)
+        act_buf = torch.zeros(act_shape, device=device,
+                              dtype=torch.long if agent.spec.action.kind == "discrete" else torch.float32)
+        logp_buf = torch.zeros((T, N), device=device)
+        val_buf = torch.zeros((T, N), device=device)
+        rew_buf = torch.zeros((T, N), device=device)
+        term_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
+        trunc_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
+        final_val = torch.zeros((T, N), device=device)  # V(final obs) on truncated steps
+        episodes: list[Episode] = []
+
+        obs_t = agent.obs_tensor(st.next_obs)
+        for t in range(T):
+            d = policy.dist(obs_t)
+            action = d.sample()
+            obs_buf[t], act_buf[t] = obs_t, action
+            logp_buf[t], val_buf[t] = d.log_prob(action), policy.value(obs_t)
+
+            next_obs, reward, term, trunc, info = self.envs.step(agent.env_action(action))
+            st.global_step += N
+            self._check_finite("observation", obs_to_array(next_obs, agent.spec))
+            self._check_finite("reward", reward)
+            done = np.logical_or(term, trunc)
+
+            st.ep_return += reward
+            st.ep_length += 1
+            for i in np.flatnonzero(done):
+                episodes.append(Episode(st.global_step, int(i), float(st.ep_return[i]),
+                                        int(st.ep_length[i])))
+            st.ep_return[done] = 0.0
+            st.ep_length[done] = 0
+
+            if agent.obs_normalizer is not None:
+                agent.obs_normalizer.update(obs_to_array(next_obs, agent.spec))
+            if trunc.any():
+                idx = np.flatnonzero(trunc)
+                final = np.stack([info["final_obs"][i] for i in idx])
+                self._check_finite_rows(final, idx)
+                final_val[t, torch.as_tensor(idx)] = policy.value(agent.obs_tensor(final))
+            if self.reward_scaler is not None:
+                reward = self.reward_scaler(reward, done)
+            rew_buf[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+            term_buf[t] = torch.as_tensor(term, device=device)
+            trunc_buf[t] = torch.as_tensor(trunc, device=device)
+            st.next_obs = next_obs
+            obs_t = agent.obs_tensor(next_obs)
+
+        last_val = policy.value(obs_t)
+        next_values = torch.cat([val_buf[1:], last_val[None]], dim=0)
+        next_values = torch.where(trunc_buf, final_val, next_values)
+        next_values = torch.where(term_buf, torch.zeros_like(next_values), next_values)
+        return (
+            Rollout(obs_buf, act_buf, logp_buf, val_buf, rew_buf, next_values, term_buf, trunc_buf),
+            episodes,
+        )
+
+    def _check_finite_rows(self, rows: np.ndarray, idx: np.ndarray) -> None:
+        bad = ~np.isfinite(np.asarray(rows, np.float64).reshape(len(rows), -1)).all(axis=1)
+        if bad.any():
+            raise NonFiniteError("final observation", int(idx[np.argmax(bad)]), self.state.global_step)
