@@ -48,6 +48,12 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
             ax.plot(step, moving_average(raw), color=color, lw=2.2, label="5-iteration moving average")
         else:
             ax.plot(step, moving_average(raw), color=color, lw=2, label=label)
+        init = Path(rd) / "eval_initial.json"
+        if init.is_file():
+            import json
+
+            step = np.concatenate([[0.0], step])
+            ev = np.concatenate([[json.loads(init.read_text())["mean"]], ev])
         m = np.isfinite(ev)
         if m.any():
             ax.plot(step[m], ev[m], color="k" if single else color, ls="--", marker="o", ms=3,

@@ -129,8 +129,8 @@ class Trainer:
     def iterate(self) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
-        self.iteration += 1
-        frac = 1.0 - (self.iteration - 1) / cfg.num_iterations
+        it = self.iteration + 1  # self.iteration counts completed iterations only
+        frac = 1.0 - (it - 1) / cfg.num_iterations
         lr = cfg.lr * frac if cfg.anneal_lr else cfg.lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -154,7 +154,7 @@ class Trainer:
         self.agent.policy.eval()
         step = self.collector.state.global_step
         row: dict[str, Any] = {
-            "iteration": self.iteration, "global_step": step, "lr": lr,
+            "iteration": it, "global_step": step, "lr": lr,
             "explained_variance": diag.explained_variance(batch.values_old, batch.returns),
             "episodes": len(episodes),
             "ep_return_mean": float(np.mean([e.ret for e in episodes])) if episodes else None,
@@ -163,8 +163,8 @@ class Trainer:
         }
         row["epochs_run"] = int(m["epochs_run"])
         row["early_stopped"] = int(m["early_stopped"])
-        last = self.iteration == cfg.num_iterations
-        if (cfg.eval_every and self.iteration % cfg.eval_every == 0) or last:
+        last = it == cfg.num_iterations
+        if (cfg.eval_every and it % cfg.eval_every == 0) or last:
             returns = evaluate(self.agent, cfg.env_id, cfg.eval_episodes,
                                seed=cfg.seed + EVAL_SEED_OFFSET)
             row["eval_return_mean"] = float(returns.mean())
@@ -175,11 +175,12 @@ class Trainer:
         row["sps"] = cfg.batch_size / dt
         self.run_dir.log_metrics(row)
         self.run_dir.log_episodes([
-            {"global_step": e.global_step, "iteration": self.iteration,
+            {"global_step": e.global_step, "iteration": it,
              "env_index": e.env_index, "return": e.ret, "length": e.length}
             for e in episodes])
         self.metrics.append(row)
-        if self.iteration % cfg.checkpoint_every == 0 or last:
+        self.iteration = it
+        if it % cfg.checkpoint_every == 0 or last:
             self.run_dir.save_checkpoint(self.checkpoint_state())
             self.run_dir.set_status("running", self.iteration)
         return row
@@ -199,7 +200,8 @@ class Trainer:
                     if callback is not None:
                         callback(row)
         except BaseException as e:
-            msg = "interrupted" if isinstance(e, KeyboardInterrupt) else str(e).splitlines()[0]
+            msg = "interrupted" if isinstance(e, KeyboardInterrupt) else (
+                str(e).splitlines() or [type(e).__name__])[0]
             self.run_dir.set_status("stopped" if isinstance(e, KeyboardInterrupt) else "failed",
                                     self.iteration, msg)
             raise
@@ -207,6 +209,17 @@ class Trainer:
             self.run_dir.close()
             self.envs.close()
         return self.finish()
+
+    def evaluate_initial(self) -> None:
+        """Greedy evaluation of the untrained policy (step 0), kept in eval_initial.json.
+        Greedy actions draw no random numbers, so this leaves the run's RNG streams alone."""
+        if not self.cfg.eval_every:
+            return
+        returns = evaluate(self.agent, self.cfg.env_id, self.cfg.eval_episodes,
+                           seed=self.cfg.seed + EVAL_SEED_OFFSET)
+        atomic_write_text(self.run_dir.path / "eval_initial.json", json.dumps(
+            {"global_step": 0, "mean": float(returns.mean()), "std": float(returns.std()),
+             "returns": returns.tolist()}, indent=2) + "\n")
 
     def finish(self) -> TrainResult:
         cfg = self.cfg
@@ -234,7 +247,9 @@ def train(
     check_env(config.env_id)  # bad env id: fail before a run folder exists
     run = RunDir.create(config.runs_dir, config.env_id, config.algo, config.seed,
                         config_to_dict(config))
-    return Trainer(config, run, progress).run(callback)
+    trainer = Trainer(config, run, progress)
+    trainer.evaluate_initial()
+    return trainer.run(callback)
 
 
 def resume(

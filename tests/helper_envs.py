@@ -1,0 +1,60 @@
+"""Small envs for tests, registered on import so that 'helper_envs:Id' works in gym.make
+(in a subprocess, put tests/ on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class NaNCartPole(CartPoleEnv):
+    """CartPole whose observation turns NaN at the `nan_at`-th step after construction."""
+
+    def __init__(self, nan_at: int = 700, **kw):
+        super().__init__(**kw)
+        self.nan_at, self.count = nan_at, 0
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        self.count += 1
+        if self.count >= self.nan_at:
+            obs = obs.copy()
+            obs[2] = np.nan
+        return obs, r, term, trunc, info
+
+
+class MultiDiscreteEnv(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.MultiDiscrete([2, 3])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+class ConstantRewardEnv(gym.Env):
+    """Reward 1 every step, never terminates; a TimeLimit truncates it. The observation is the
+    same every step, so V(s) has one true value: 1/(1-gamma) when truncation is bootstrapped."""
+
+    observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 1.0, False, False, {}
+
+
+for _id, _entry, _kw in (
+    ("NaNCartPole-v0", NaNCartPole, {"max_episode_steps": 500}),
+    ("MultiDiscreteToy-v0", MultiDiscreteEnv, {"max_episode_steps": 10}),
+    ("ConstantReward-v0", ConstantRewardEnv, {"max_episode_steps": 50}),
+):
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=_entry, **_kw)

@@ -1,0 +1,145 @@
+"""End-to-end behaviour of the training loop: determinism, resume, run folder, API."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import trustrl
+train_mod = importlib.import_module("trustrl.train")
+from trustrl.advantages import gae
+from trustrl.config import make_config
+from trustrl.runs import TIMING_COLUMNS
+
+
+def rows(path: Path, drop=TIMING_COLUMNS) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(f)]
+
+
+def small(tmp_path: Path, env: str = "CartPole-v1", **sets):
+    base = dict(total_steps=8 * 256, num_envs=2, num_steps=128, minibatch_size=64,
+                update_epochs=4, eval_every=2, eval_episodes=3, tensorboard=False)
+    base.update(sets)
+    return make_config("ppo", env, flags={"runs_dir": str(tmp_path), **base})
+
+
+def test_same_seed_twice_gives_identical_metrics(tmp_path):
+    a = trustrl.train(small(tmp_path / "a"))
+    b = trustrl.train(small(tmp_path / "b"))
+    ra, rb = rows(a.run_dir / "metrics.csv"), rows(b.run_dir / "metrics.csv")
+    assert len(ra) == 8 and ra == rb
+    assert rows(a.run_dir / "episodes.csv") == rows(b.run_dir / "episodes.csv")
+    c = trustrl.train(small(tmp_path / "c", seed=2))
+    assert rows(c.run_dir / "metrics.csv") != ra
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("env,extra", [
+    ("CartPole-v1", {}),
+    ("Pendulum-v1", {"normalize_obs": True, "normalize_reward": True}),
+])
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, env, extra):
+    full = trustrl.train(small(tmp_path / "full", env, **extra))
+
+    def stop_at_5(row):
+        if row["iteration"] == 5:
+            raise Stop
+
+    cfg = small(tmp_path / "cut", env, checkpoint_every=3, **extra)
+    with pytest.raises(Stop):
+        trustrl.train(cfg, callback=stop_at_5)
+    (run,) = (tmp_path / "cut").iterdir()
+    assert len(rows(run / "metrics.csv")) == 5  # two rows past the checkpoint at iteration 3
+    assert json.loads((run / "status.json").read_text())["status"] == "failed"
+    resumed = trustrl.resume(run)
+    assert resumed.run_dir == run
+    assert rows(run / "metrics.csv") == rows(full.run_dir / "metrics.csv")
+    assert rows(run / "episodes.csv") == rows(full.run_dir / "episodes.csv")
+    assert resumed.final_eval["returns"] == full.final_eval["returns"]
+
+
+def test_run_folder_contents(tmp_path):
+    res = trustrl.train(small(tmp_path))
+    names = {p.name for p in res.run_dir.iterdir()}
+    assert {"config.json", "metrics.csv", "episodes.csv", "checkpoints", "agent.pt", "eval.json",
+            "eval_initial.json", "learning_curve.png", "status.json"} <= names
+    assert res.run_dir.name.startswith("CartPole-v1__ppo__1__")
+    cfg = json.loads((res.run_dir / "config.json").read_text())
+    assert cfg["algo"] == "ppo" and cfg["num_envs"] == 2
+    m = rows(res.run_dir / "metrics.csv", drop=())
+    for key in ("approx_kl", "approx_kl_k1", "clip_fraction", "entropy", "explained_variance",
+                "lr", "epochs_run", "sps", "wall_time", "ratio_max", "ratio_q50"):
+        assert m[0][key] != "", key
+    assert float(m[0]["lr"]) > float(m[-1]["lr"]) > 0  # linear annealing
+    assert m[1]["eval_return_mean"] != "" and m[0]["eval_return_mean"] == ""
+    ev = json.loads((res.run_dir / "eval.json").read_text())
+    assert ev["episodes"] == 3 and ev["greedy"] is True
+    assert not list((res.run_dir / "checkpoints").glob("*.tmp"))
+    assert json.loads((res.run_dir / "status.json").read_text())["status"] == "finished"
+
+
+def test_agent_load_and_act(tmp_path):
+    res = trustrl.train(small(tmp_path, "Pendulum-v1", normalize_obs=True))
+    agent = trustrl.Agent.load(res.run_dir)
+    assert agent.obs_normalizer is not None and agent.obs_normalizer.frozen
+    before = agent.obs_normalizer.rms.mean.copy()
+    obs = np.array([1.0, 0.0, 0.3], np.float32)
+    a = agent.act(obs)
+    assert a.shape == (1,) and -2.0 <= a[0] <= 2.0
+    batch = agent.act(np.stack([obs, obs]))
+    assert batch.shape == (2, 1) and np.allclose(batch[0], a)
+    assert np.array_equal(agent.obs_normalizer.rms.mean, before)  # frozen at evaluation
+    # the saved normaliser is the one training ended with
+    ck = torch.load(res.run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    assert np.array_equal(ck["agent"]["obs_normalizer"]["rms"]["mean"], before)
+    big = agent.act(np.array([1.0, 0.0, 1e6], np.float32), deterministic=False)
+    assert -2.0 <= big[0] <= 2.0  # clipped to the bounds only when sent to the env
+
+
+def test_early_stopping_runs_fewer_epochs(tmp_path):
+    res = trustrl.train(small(tmp_path, update_epochs=40, lr=3e-3, target_kl=0.01,
+                              anneal_lr=False))
+    epochs = [r["epochs_run"] for r in res.metrics]
+    assert min(epochs) < 40 and all(1 <= e <= 40 for e in epochs)
+    for r in res.metrics:
+        if r["early_stopped"]:
+            assert r["approx_kl"] > 0.01  # stopped after the epoch that crossed the target
+        else:
+            assert r["epochs_run"] == 40
+
+
+def test_truncation_bootstrap_learns_infinite_horizon_value(tmp_path, monkeypatch):
+    """Reward 1 forever under a 50-step time limit, gamma 0.9: V(s0) -> 1/(1-gamma) = 10 only
+    when truncation bootstraps V(final obs); treating the time limit as termination biases V
+    down to the average truncated return (about 8.2)."""
+
+    def value_after_training(sub):
+        cfg = make_config("ppo", "helper_envs:ConstantReward-v0", flags=dict(
+            runs_dir=str(tmp_path / sub), total_steps=24 * 256, num_envs=2, num_steps=128,
+            gamma=0.9, lr=3e-3, anneal_lr=False, eval_every=0, eval_episodes=1,
+            tensorboard=False))
+        agent = trustrl.train(cfg).agent
+        with torch.no_grad():
+            return float(agent.policy.value(torch.zeros(1, 1)))
+
+    v = value_after_training("bootstrap")
+    print("V with bootstrap", v)
+    assert abs(v - 10.0) < 0.5, v
+
+    def gae_without_bootstrap(r, v_, nv, term, trunc, g, lam):
+        return gae(r, v_, nv, term | trunc, torch.zeros_like(trunc), g, lam)
+
+    monkeypatch.setattr(train_mod, "gae", gae_without_bootstrap)
+    v_wrong = value_after_training("no_bootstrap")
+    print("V without bootstrap", v_wrong)
+    assert v_wrong < 9.0, v_wrong
