@@ -40,7 +40,7 @@ def _ids(params) -> set[int]:
 def _grads(loss: torch.Tensor, policy: ActorCritic) -> dict[int, torch.Tensor | None]:
     params = list(policy.parameters())
     grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return {id(p): g for p, g in zip(params, grads)}
+    return {id(p): g for p, g in zip(params, grads, strict=True)}
 
 
 def _nonzero(g: torch.Tensor | None) -> bool:

@@ -12,10 +12,11 @@ import pytest
 import torch
 
 import trustrl
-train_mod = importlib.import_module("trustrl.train")
 from trustrl.advantages import gae
 from trustrl.config import make_config
 from trustrl.runs import TIMING_COLUMNS
+
+train_mod = importlib.import_module("trustrl.train")  # the module, not trustrl.train()
 
 
 def rows(path: Path, drop=TIMING_COLUMNS) -> list[dict[str, str]]:

@@ -30,9 +30,14 @@ def approx_kl(log_ratio: Tensor, estimator: str = "k3") -> float:
 
 
 def clip_fraction(ratio: Tensor, clip_eps: float) -> float:
-    """Fraction of samples with |rho - 1| > eps: how many ran into the edge of the band."""
+    """Fraction of samples with |rho - 1| > eps: how many ran into the edge of the band.
+
+    Compared against the band edges exactly as torch.clamp sees them (not via |rho - 1|, whose
+    rounding would count a ratio sitting on 1 + eps as clipped).
+    """
     with torch.no_grad():
-        return float(((ratio - 1.0).abs() > clip_eps).float().mean())
+        outside = (ratio > 1.0 + clip_eps) | (ratio < 1.0 - clip_eps)
+        return float(outside.float().mean())
 
 
 def explained_variance(predicted: Tensor, target: Tensor) -> float:
@@ -56,6 +61,6 @@ def ratio_stats(ratio: Tensor) -> dict[str, float]:
         r = ratio.detach().flatten().double()
         q = torch.quantile(r, torch.tensor(RATIO_QUANTILES, dtype=torch.float64))
         out = {"ratio_min": float(r.min()), "ratio_max": float(r.max())}
-        for p, v in zip(RATIO_QUANTILES, q.tolist()):
+        for p, v in zip(RATIO_QUANTILES, q.tolist(), strict=True):
             out[f"ratio_q{int(round(p * 100)):02d}"] = v
         return out

@@ -45,7 +45,8 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
         label = Path(rd).name
         if single:
             ax.plot(step, raw, color=color, alpha=0.3, lw=1, label="per-batch return (raw)")
-            ax.plot(step, moving_average(raw), color=color, lw=2.2, label="5-iteration moving average")
+            ax.plot(step, moving_average(raw), color=color, lw=2.2,
+                    label="5-iteration moving average")
         else:
             ax.plot(step, moving_average(raw), color=color, lw=2, label=label)
         init = Path(rd) / "eval_initial.json"

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from trustrl.agent import Agent
+from trustrl.envs.make import obs_to_array
 from trustrl.errors import NonFiniteError
 from trustrl.normalize import RewardScaler
 
@@ -71,8 +72,6 @@ class Collector:
         """Reset the envs with seeds seed, seed+1, ... and start the trackers."""
         obs, _ = envs.reset(seed=[seed + i for i in range(envs.num_envs)])
         if agent.obs_normalizer is not None:
-            from trustrl.envs.make import obs_to_array
-
             agent.obs_normalizer.update(obs_to_array(obs, agent.spec))
         n = envs.num_envs
         return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0)
@@ -87,12 +86,11 @@ class Collector:
     def collect(self) -> tuple[Rollout, list[Episode]]:
         T, N, agent, st = self.num_steps, self.num_envs, self.agent, self.state
         policy, device = agent.policy, agent.device
-        from trustrl.envs.make import obs_to_array
-
         obs_buf = torch.zeros((T, N, agent.spec.obs_dim), device=device)
-        act_shape = (T, N) if agent.spec.action.kind == "discrete" else (T, N, agent.spec.action.dim)
-        act_buf = torch.zeros(act_shape, device=device,
-                              dtype=torch.long if agent.spec.action.kind == "discrete" else torch.float32)
+        if agent.spec.action.kind == "discrete":
+            act_buf = torch.zeros((T, N), dtype=torch.long, device=device)
+        else:
+            act_buf = torch.zeros((T, N, agent.spec.action.dim), device=device)
         logp_buf = torch.zeros((T, N), device=device)
         val_buf = torch.zeros((T, N), device=device)
         rew_buf = torch.zeros((T, N), device=device)
@@ -149,4 +147,5 @@ class Collector:
     def _check_finite_rows(self, rows: np.ndarray, idx: np.ndarray) -> None:
         bad = ~np.isfinite(np.asarray(rows, np.float64).reshape(len(rows), -1)).all(axis=1)
         if bad.any():
-            raise NonFiniteError("final observation", int(idx[np.argmax(bad)]), self.state.global_step)
+            raise NonFiniteError("final observation", int(idx[np.argmax(bad)]),
+                                 self.state.global_step)

@@ -31,7 +31,7 @@ from trustrl.errors import RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
-from trustrl.rollout import Collector, RolloutState
+from trustrl.rollout import Collector
 from trustrl.runs import RunDir, atomic_write_text
 
 CHECKPOINT_FORMAT = 1

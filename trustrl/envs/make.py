@@ -56,12 +56,13 @@ def check_env(env_id: str) -> EnvSpec:
     elif isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         action = ActionSpec(
             "box", dim=int(act_space.shape[0]),
-            low=tuple(float(x) for x in act_space.low), high=tuple(float(x) for x in act_space.high),
+            low=tuple(float(x) for x in act_space.low),
+            high=tuple(float(x) for x in act_space.high),
         )
     else:
         raise EnvError(
-            f"{env_id} has action space {type(act_space).__name__}{getattr(act_space, 'shape', '')}; "
-            f"trustrl supports {SUPPORTED_ACTIONS} (1-D)"
+            f"{env_id} has action space {type(act_space).__name__}"
+            f"{getattr(act_space, 'shape', '')}; trustrl supports {SUPPORTED_ACTIONS} (1-D)"
         )
     if isinstance(obs_space, gym.spaces.Box):
         return EnvSpec(env_id, int(np.prod(obs_space.shape)), "box", 0, action)

@@ -1,0 +1,52 @@
+"""Learning tests: the presets must actually train agents. Seeds are named up front; the
+margins each run had when these thresholds were set are in docs/results.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import trustrl
+from trustrl.config import make_config
+
+pytestmark = pytest.mark.slow
+
+
+class Budget(Exception):
+    pass
+
+
+def run_until(cfg, max_steps):
+    """Train the preset unchanged (its LR schedule included) but stop at max_steps."""
+    rows = []
+
+    def cb(row):
+        rows.append(row)
+        if row["global_step"] >= max_steps:
+            raise Budget
+
+    with pytest.raises(Budget):
+        trustrl.train(cfg, callback=cb)
+    return rows
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cartpole_preset_reaches_475_greedy_within_50k_steps(tmp_path, seed):
+    cfg = make_config("ppo", "CartPole-v1", flags=dict(
+        seed=seed, runs_dir=str(tmp_path), eval_every=4, eval_episodes=10, tensorboard=False))
+    rows = run_until(cfg, 50_000)
+    evals = [(r["global_step"], r["eval_return_mean"]) for r in rows if "eval_return_mean" in r]
+    assert evals and all(step <= 50_000 for step, _ in evals)
+    assert max(v for _, v in evals) >= 475, evals
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_pendulum_preset_improves_greedy_return_by_400_within_100k_steps(tmp_path, seed):
+    cfg = make_config("ppo", "Pendulum-v1", flags=dict(
+        seed=seed, runs_dir=str(tmp_path), eval_episodes=10, tensorboard=False))
+    rows = run_until(cfg, 100_000)
+    (run,) = tmp_path.iterdir()
+    initial = json.loads((run / "eval_initial.json").read_text())["mean"]
+    last = [r["eval_return_mean"] for r in rows if "eval_return_mean" in r][-1]
+    assert last - initial >= 400, (initial, last)
