@@ -144,3 +144,22 @@ def test_truncation_bootstrap_learns_infinite_horizon_value(tmp_path, monkeypatc
     v_wrong = value_after_training("no_bootstrap")
     print("V without bootstrap", v_wrong)
     assert v_wrong < 9.0, v_wrong
+
+
+def test_async_vector_env_trains(tmp_path):
+    res = trustrl.train(small(tmp_path, total_steps=512, vector="async", eval_every=0,
+                              eval_episodes=2))
+    assert len(res.metrics) == 2 and res.metrics[-1]["episodes"] > 0
+
+
+def test_tensorboard_events_written(tmp_path):
+    pytest.importorskip("tensorboard", reason="the optional tensorboard extra is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    res = trustrl.train(small(tmp_path, total_steps=512, tensorboard=True))
+    ea = EventAccumulator(str(res.run_dir / "tb"))
+    ea.Reload()
+    tags = set(ea.Tags()["scalars"])
+    assert {"diagnostics/approx_kl", "diagnostics/clip_fraction", "losses/policy_loss",
+            "charts/ep_return_mean", "charts/sps"} <= tags
+    assert [e.step for e in ea.Scalars("diagnostics/approx_kl")] == [256, 512]

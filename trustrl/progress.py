@@ -19,7 +19,7 @@ class TrainProgress:
         self.console = Console(stderr=True)
         self.interactive = enabled and self.console.is_terminal
         self.progress: Progress | None = None
-        self.last_print = 0
+        self.last_eval: float | None = None
 
     def __enter__(self) -> TrainProgress:
         if self.interactive:
@@ -40,9 +40,12 @@ class TrainProgress:
             self.recent.append(row["ep_return_mean"])
         ret = sum(self.recent) / len(self.recent) if self.recent else float("nan")
         ev = row.get("eval_return_mean")
+        if ev is not None:
+            self.last_eval = ev
+        shown = self.last_eval if self.progress is not None else ev
         info = (f"sps {row['sps']:,.0f}  return {ret:8.1f}  kl {row['approx_kl']:.4f}  "
                 f"clipfrac {row['clip_fraction']:.3f}"
-                + (f"  greedy {ev:.1f}" if ev is not None else ""))
+                + (f"  greedy {shown:.1f}" if shown is not None else ""))
         if self.progress is not None:
             self.progress.update(self.task, completed=row["global_step"], info=info)
         elif ev is not None or row["iteration"] == self.cfg.num_iterations:

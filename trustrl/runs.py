@@ -201,11 +201,12 @@ def _complete(row: dict[str, Any], columns: list[str]) -> bool:
 
 
 def _tb_name(key: str) -> str:
-    if key.startswith(("ep_", "eval_")):
+    """CleanRL-style namespaces: charts/ (returns, speed, lr), losses/, diagnostics/."""
+    if key.startswith(("ep_", "eval_")) or key in ("episodes", "sps", "lr", "wall_time"):
         return f"charts/{key}"
-    if key in ("sps", "lr", "wall_time"):
-        return f"charts/{key}"
-    return f"losses/{key}"
+    if key in ("policy_loss", "value_loss"):
+        return f"losses/{key}"
+    return f"diagnostics/{key}"
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
