@@ -103,6 +103,16 @@ BAD = [
     (["--config", "missing.toml"], "config file not found"),
     (["nosuchalgo"], "unknown algorithm"),
     (["--resume", "no/such/run"], "not a trustrl run folder"),
+    (["trpo", "--set", "max_kl=0"], "max_kl (delta) must be positive"),
+    (["npg", "--set", "max_kl=-0.01"], "max_kl (delta) must be positive"),
+    (["trpo", "--set", "cg_iters=0"], "cg_iters must be at least 1"),
+    (["trpo", "--set", "damping=-0.1"], "damping must be >= 0"),
+    (["trpo", "--set", "backtrack_ratio=1"], "backtrack_ratio must be in (0, 1)"),
+    (["trpo", "--set", "backtrack_ratio=0"], "backtrack_ratio must be in (0, 1)"),
+    (["trpo", "--set", "shared_trunk=true"], "needs separate actor and critic"),
+    (["ppo-penalty", "--set", "kl_target=0"], "kl_target (d_targ) must be positive"),
+    (["ppo-penalty", "--set", "clip_eps=0"], "clip_eps must be positive"),
+    (["trpo", "--set", "update_epochs=3"], "unknown config key 'update_epochs'"),
 ]
 
 

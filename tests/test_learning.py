@@ -51,3 +51,25 @@ def test_pendulum_preset_improves_greedy_return_by_400_within_100k_steps(tmp_pat
     last = [r["eval_return_mean"] for r in rows
             if "eval_return_mean" in r and r["global_step"] <= 100_000][-1]
     assert last - initial >= 400, (initial, last)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_trpo_cartpole_reaches_475_greedy_within_100k_steps(tmp_path, seed):
+    cfg = make_config("trpo", "CartPole-v1", flags=dict(
+        seed=seed, runs_dir=str(tmp_path), eval_every=4, eval_episodes=10, tensorboard=False))
+    assert cfg.total_steps <= 100_000
+    res = trustrl.train(cfg)
+    evals = [r["eval_return_mean"] for r in res.metrics if "eval_return_mean" in r]
+    assert max(evals) >= 475, evals
+    # every accepted step stayed inside the trust region
+    assert all(r["kl_exact"] <= cfg.max_kl for r in res.metrics if r.get("ls_accepted"))
+
+
+@pytest.mark.parametrize("algo", ["trpo", "ppo-penalty"])
+def test_pendulum_improves_greedy_return_by_400_within_150k_steps(tmp_path, algo):
+    cfg = make_config(algo, "Pendulum-v1", flags=dict(
+        seed=1, runs_dir=str(tmp_path), eval_episodes=10, tensorboard=False))
+    assert cfg.total_steps <= 150_000
+    res = trustrl.train(cfg)
+    initial = json.loads((res.run_dir / "eval_initial.json").read_text())["mean"]
+    assert res.final_eval["mean"] - initial >= 400, (initial, res.final_eval["mean"])

@@ -6,6 +6,7 @@ Every user error ends as one line on stderr and exit status 2; nothing on disk i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -14,12 +15,21 @@ from trustrl.errors import TrustrlError
 
 
 def _train_help() -> str:
-    from trustrl.config import CONFIGS, PRESETS, describe
+    from trustrl.config import CONFIGS, PRESETS, RunConfig, describe
 
-    lines = ["config keys (set with --set key=value or in a --config TOML/JSON file):"]
+    lines = ["config keys (set with --set key=value or in a --config TOML/JSON file):",
+             f"\n[every algorithm] {RunConfig.__doc__}", describe(RunConfig)]
+    shown: dict[tuple[str, ...], str] = {}
     for algo, cls in CONFIGS.items():
-        lines.append(f"\n[{algo}] {cls.__doc__}")
-        lines.append(describe(cls))
+        doc = " ".join((cls.__doc__ or "").split())
+        own = describe(cls, skip=RunConfig)
+        key = tuple(sorted(f.name for f in dataclasses.fields(cls)))
+        if key in shown:
+            lines.append(f"\n[{algo}] {doc}\n  (same keys as {shown[key]})")
+            continue
+        shown[key] = algo
+        lines.append(f"\n[{algo}] {doc}")
+        lines.append(own)
     lines.append("\npresets (applied before --config and --set):")
     for (algo, env), values in PRESETS.items():
         lines.append(f"  {algo} on {env}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
@@ -38,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_train_help(),
         description="Train an agent and write a run folder runs/<env>__<algo>__<seed>__<time>/.",
     )
-    t.add_argument("algo", nargs="?", default="ppo", help="algorithm (default ppo)")
+    t.add_argument("algo", nargs="?", default="ppo",
+                   help="ppo (default), ppo-penalty, trpo, npg, ppo-noclip or pg")
     t.add_argument("--env", dest="env_id", help="Gymnasium env id (default CartPole-v1)")
     t.add_argument("--total-steps", type=str, help="environment steps to train for")
     t.add_argument("--seed", type=str, help="random seed")

@@ -21,8 +21,8 @@ from trustrl.errors import ConfigError
 
 
 @dataclass
-class PPOConfig:
-    """PPO-clip (Schulman et al., 2017) with the implementation details of the chapter."""
+class RunConfig:
+    """Settings every algorithm shares: env, rollout, networks, normalisation, bookkeeping."""
 
     env_id: str = "CartPole-v1"
     """Gymnasium env id (Box or Discrete actions); 'module:Env-v0' imports module first."""
@@ -41,6 +41,8 @@ class PPOConfig:
     """Discount factor (0.9 to 0.999)."""
     gae_lambda: float = 0.95
     """GAE lambda: 0 is one-step TD, 1 is Monte-Carlo (usually 0.9 to 0.99)."""
+    norm_adv: bool = True
+    """Normalise advantages to mean 0, std 1 (per minibatch for SGD methods, per batch else)."""
 
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and of the critic MLPs, e.g. 64,64."""
@@ -50,31 +52,6 @@ class PPOConfig:
     """Share the hidden layers between actor and critic (then vf_coef balances the two)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions only; -1 to 0.5)."""
-
-    lr: float = 3e-4
-    """Adam learning rate (1e-4 to 3e-3)."""
-    anneal_lr: bool = True
-    """Decay the learning rate linearly to 0 over training."""
-    adam_eps: float = 1e-5
-    """Adam epsilon (1e-5 as in OpenAI's baselines; PyTorch's default is 1e-8)."""
-    update_epochs: int = 10
-    """K: passes over each batch (3 to 10; more makes the clip work harder)."""
-    minibatch_size: int = 64
-    """Samples per gradient step; must not exceed the batch (usually 32 to 4096)."""
-    clip_eps: float = 0.2
-    """Clip range epsilon of the ratio (0.1 to 0.3)."""
-    vf_coef: float = 0.5
-    """c1: weight of the value loss 0.5*(V - R)^2 (0.5 to 1)."""
-    ent_coef: float = 0.0
-    """c2: weight of the entropy bonus (0 to 0.01)."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip (0.5 is common); 0 or less turns it off."""
-    target_kl: float | None = None
-    """Stop the epochs once the full-batch approx KL (k3) exceeds this (0.01 to 0.05); None: off."""
-    norm_adv: bool = True
-    """Normalise advantages to mean 0, std 1 within each minibatch."""
-    clip_value_loss: bool = False
-    """Clip the value loss around V_old with clip_eps (OpenAI baselines; studies found no gain)."""
 
     normalize_obs: bool = False
     """Running mean/std observation normalisation, saved with the agent, frozen at evaluation."""
@@ -100,7 +77,7 @@ class PPOConfig:
     tensorboard: bool = True
     """Also write TensorBoard events when the tensorboard package is installed."""
 
-    algo = "ppo"
+    algo = "base"
 
     # ----- derived values (not settable) -----------------------------------------------------
     @property
@@ -111,31 +88,22 @@ class PPOConfig:
     def num_iterations(self) -> int:
         return self.total_steps // self.batch_size
 
+    def _positive(self, *names: str) -> None:
+        for name in names:
+            value = getattr(self, name)
+            if not value > 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+
     def validate(self) -> None:
         """Raise ConfigError with one line for the first value that cannot work."""
-        positive_ints = ("total_steps", "num_envs", "num_steps", "update_epochs",
-                         "minibatch_size", "eval_episodes", "checkpoint_every", "torch_threads")
-        for name in positive_ints:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("lr", "clip_eps", "obs_clip", "reward_clip", "adam_eps"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise ConfigError(f"target_kl must be positive or None, got {self.target_kl}")
+        self._positive("total_steps", "num_envs", "num_steps", "eval_episodes",
+                       "checkpoint_every", "torch_threads", "obs_clip", "reward_clip")
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 <= self.gae_lambda <= 1.0:
             raise ConfigError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        if self.vf_coef < 0 or self.ent_coef < 0:
-            raise ConfigError("vf_coef and ent_coef must be >= 0")
         if self.eval_every < 0:
             raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
-        if self.minibatch_size > self.batch_size:
-            raise ConfigError(
-                f"minibatch_size {self.minibatch_size} is larger than the batch "
-                f"num_envs*num_steps = {self.batch_size}"
-            )
         if self.total_steps < self.batch_size:
             raise ConfigError(
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
@@ -149,23 +117,224 @@ class PPOConfig:
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ConfigError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
 
+    def _check_minibatch(self, name: str) -> None:
+        if getattr(self, name) > self.batch_size:
+            raise ConfigError(
+                f"{name} {getattr(self, name)} is larger than the batch "
+                f"num_envs*num_steps = {self.batch_size}"
+            )
 
-CONFIGS: dict[str, type] = {"ppo": PPOConfig}
 
-# Presets per (algo, env). CartPole: the chapter's lab settings (T = 512 = 4 envs x 128 steps,
-# K = 10, minibatch 64, lr 1e-3 annealed to 0, gamma 0.99, lambda 0.95, eps 0.2, c1 0.5, c2 0).
-PRESETS: dict[tuple[str, str], dict[str, Any]] = {
-    ("ppo", "CartPole-v1"): dict(
-        total_steps=100_000, num_envs=4, num_steps=128, update_epochs=10, minibatch_size=64,
-        lr=1e-3, anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5,
-        ent_coef=0.0, eval_every=10,
-    ),
-    ("ppo", "Pendulum-v1"): dict(
-        total_steps=122_880, num_envs=4, num_steps=512, update_epochs=10, minibatch_size=64,
-        lr=1e-3, anneal_lr=True, gamma=0.9, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5,
-        ent_coef=0.0, normalize_reward=True, eval_every=5,
-    ),
+@dataclass
+class PPOConfig(RunConfig):
+    """PPO-clip (Schulman et al., 2017) with the implementation details of the chapter."""
+
+    lr: float = 3e-4
+    """Adam learning rate (1e-4 to 3e-3)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over training."""
+    adam_eps: float = 1e-5
+    """Adam epsilon (1e-5 as in OpenAI's baselines; PyTorch's default is 1e-8)."""
+    update_epochs: int = 10
+    """K: passes over each batch (3 to 10; more makes the clip work harder)."""
+    minibatch_size: int = 64
+    """Samples per gradient step; must not exceed the batch (usually 32 to 4096)."""
+    clip_eps: float = 0.2
+    """Clip range epsilon of the ratio (0.1 to 0.3); also the band of the reported clip fraction."""
+    vf_coef: float = 0.5
+    """c1: weight of the value loss 0.5*(V - R)^2 (0.5 to 1)."""
+    ent_coef: float = 0.0
+    """c2: weight of the entropy bonus (0 to 0.01)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip (0.5 is common); 0 or less turns it off."""
+    target_kl: float | None = None
+    """Stop the epochs once the full-batch approx KL (k3) exceeds this (0.01 to 0.05); None: off."""
+    clip_value_loss: bool = False
+    """Clip the value loss around V_old with clip_eps (OpenAI baselines; studies found no gain)."""
+
+    algo = "ppo"
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("update_epochs", "minibatch_size", "lr", "clip_eps", "adam_eps")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise ConfigError(f"target_kl must be positive or None, got {self.target_kl}")
+        if self.vf_coef < 0 or self.ent_coef < 0:
+            raise ConfigError("vf_coef and ent_coef must be >= 0")
+        self._check_minibatch("minibatch_size")
+
+
+@dataclass
+class PPONoClipConfig(PPOConfig):
+    """PPO without the clip: the plain surrogate mean(rho*A) optimised for K epochs (the
+    chapter's and the blog's ablation). clip_eps only sets the band of the reported clip
+    fraction."""
+
+    algo = "ppo-noclip"
+
+
+@dataclass
+class PGConfig(RunConfig):
+    """Vanilla actor-critic policy gradient: one gradient step per batch (PPO with K = 1 and
+    one minibatch, where every ratio is 1 and the clip never acts)."""
+
+    lr: float = 3e-4
+    """Adam learning rate (1e-4 to 3e-3)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over training."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    vf_coef: float = 0.5
+    """c1: weight of the value loss 0.5*(V - R)^2."""
+    ent_coef: float = 0.0
+    """c2: weight of the entropy bonus (0 to 0.01)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip; 0 or less turns it off."""
+    clip_eps: float = 0.2
+    """Only for reporting: the band of the clip fraction (pg never clips)."""
+
+    algo = "pg"
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("lr", "clip_eps", "adam_eps")
+        if self.vf_coef < 0 or self.ent_coef < 0:
+            raise ConfigError("vf_coef and ent_coef must be >= 0")
+
+
+@dataclass
+class PPOPenaltyConfig(RunConfig):
+    """PPO-penalty: maximise mean(rho*A - beta*KL(pi_old||pi)) with the exact per-state KL and
+    an adaptive beta (halved below d_targ/1.5, doubled above 1.5*d_targ)."""
+
+    lr: float = 3e-4
+    """Adam learning rate (1e-4 to 3e-3)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over training."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    update_epochs: int = 10
+    """K: passes over each batch."""
+    minibatch_size: int = 64
+    """Samples per gradient step; must not exceed the batch."""
+    kl_target: float = 0.01
+    """d_targ: the mean KL per update the adaptive beta aims at (0.003 to 0.03 in the paper)."""
+    beta_init: float = 1.0
+    """Initial KL coefficient beta (the paper: 1; it adapts within a few updates)."""
+    vf_coef: float = 0.5
+    """c1: weight of the value loss 0.5*(V - R)^2."""
+    ent_coef: float = 0.0
+    """c2: weight of the entropy bonus (0 to 0.01)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip; 0 or less turns it off."""
+    clip_eps: float = 0.2
+    """Only for reporting: the band of the clip fraction (ppo-penalty never clips)."""
+
+    algo = "ppo-penalty"
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("update_epochs", "minibatch_size", "lr", "clip_eps", "adam_eps")
+        if not self.kl_target > 0:
+            raise ConfigError(f"kl_target (d_targ) must be positive, got {self.kl_target}")
+        if not self.beta_init > 0:
+            raise ConfigError(f"beta_init must be positive, got {self.beta_init}")
+        if self.vf_coef < 0 or self.ent_coef < 0:
+            raise ConfigError("vf_coef and ent_coef must be >= 0")
+        self._check_minibatch("minibatch_size")
+
+
+@dataclass
+class TRPOConfig(RunConfig):
+    """TRPO (Schulman et al., 2015): natural-gradient step by conjugate gradient on Fisher-vector
+    products, scaled to the KL budget, then a backtracking line search; critic by regression."""
+
+    max_kl: float = 0.01
+    """delta: the trust region, the largest mean KL(pi_old||pi) a step may cause (0.001-0.05)."""
+    cg_iters: int = 10
+    """Conjugate-gradient iterations for x = F^-1 g (usually 10 to 20)."""
+    cg_residual_tol: float = 1e-10
+    """Stop CG early once the squared residual falls below this."""
+    damping: float = 0.1
+    """Added to F as F + damping*I: keeps CG stable where F is nearly singular (0.01 to 0.1)."""
+    backtrack_ratio: float = 0.5
+    """Line search shrink factor: candidates theta_old + ratio^j * step (in (0, 1))."""
+    backtrack_iters: int = 10
+    """Line-search candidates before the step is rejected."""
+    vf_lr: float = 1e-3
+    """Adam learning rate of the critic regression."""
+    vf_epochs: int = 5
+    """Epochs of critic regression on each batch."""
+    vf_minibatch_size: int = 64
+    """Minibatch size of the critic regression."""
+    adam_eps: float = 1e-5
+    """Adam epsilon of the critic optimizer."""
+    clip_eps: float = 0.2
+    """Only for reporting: the band of the clip fraction (TRPO never clips)."""
+
+    algo = "trpo"
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.max_kl > 0:
+            raise ConfigError(f"max_kl (delta) must be positive, got {self.max_kl}")
+        if self.cg_iters < 1:
+            raise ConfigError(f"cg_iters must be at least 1, got {self.cg_iters}")
+        if self.damping < 0:
+            raise ConfigError(f"damping must be >= 0, got {self.damping}")
+        if not 0.0 < self.backtrack_ratio < 1.0:
+            raise ConfigError(f"backtrack_ratio must be in (0, 1), got {self.backtrack_ratio}")
+        self._positive("backtrack_iters", "vf_lr", "vf_epochs", "vf_minibatch_size",
+                       "clip_eps", "adam_eps")
+        if self.shared_trunk:
+            raise ConfigError(f"{self.algo} needs separate actor and critic networks "
+                              "(shared_trunk=false): the trust region constrains the actor only")
+        self._check_minibatch("vf_minibatch_size")
+
+
+@dataclass
+class NPGConfig(TRPOConfig):
+    """Natural policy gradient: TRPO's step sqrt(2 delta / x^T F x) * x taken as it is, with no
+    line search (backtrack_* are unused)."""
+
+    algo = "npg"
+
+
+CONFIGS: dict[str, type] = {
+    c.algo: c for c in (PPOConfig, PPOPenaltyConfig, TRPOConfig, NPGConfig, PPONoClipConfig,
+                        PGConfig)
 }
+
+_CARTPOLE_ROLLOUT = dict(total_steps=100_000, num_envs=4, num_steps=128, gamma=0.99,
+                         gae_lambda=0.95, eval_every=10)
+_PENDULUM_ROLLOUT = dict(total_steps=122_880, num_envs=4, num_steps=512, gamma=0.9,
+                         gae_lambda=0.95, normalize_reward=True, eval_every=5)
+
+# Presets per (algo, env). CartPole PPO: the chapter's lab settings (T = 512 = 4 envs x 128
+# steps, K = 10, minibatch 64, lr 1e-3 annealed to 0, gamma 0.99, lambda 0.95, eps 0.2,
+# c1 0.5, c2 0). The ablations (ppo-noclip, pg) keep PPO's settings so that one thing changes.
+PRESETS: dict[tuple[str, str], dict[str, Any]] = {
+    ("ppo", "CartPole-v1"): dict(_CARTPOLE_ROLLOUT, update_epochs=10, minibatch_size=64,
+                                 lr=1e-3, anneal_lr=True, clip_eps=0.2, vf_coef=0.5,
+                                 ent_coef=0.0),
+    ("ppo", "Pendulum-v1"): dict(_PENDULUM_ROLLOUT, update_epochs=10, minibatch_size=64,
+                                 lr=1e-3, anneal_lr=True, clip_eps=0.2, vf_coef=0.5,
+                                 ent_coef=0.0),
+}
+for _env in ("CartPole-v1", "Pendulum-v1"):
+    PRESETS[("ppo-noclip", _env)] = dict(PRESETS[("ppo", _env)])
+    PRESETS[("pg", _env)] = {k: v for k, v in PRESETS[("ppo", _env)].items()
+                             if k not in ("update_epochs", "minibatch_size")}
+PRESETS[("ppo-penalty", "CartPole-v1")] = dict(
+    _CARTPOLE_ROLLOUT, update_epochs=10, minibatch_size=64, lr=1e-3, kl_target=0.01)
+PRESETS[("ppo-penalty", "Pendulum-v1")] = dict(
+    _PENDULUM_ROLLOUT, total_steps=150_000, update_epochs=10, minibatch_size=64, lr=1e-3,
+    kl_target=0.01)
+PRESETS[("trpo", "CartPole-v1")] = dict(_CARTPOLE_ROLLOUT, max_kl=0.01, vf_epochs=5)
+PRESETS[("trpo", "Pendulum-v1")] = dict(_PENDULUM_ROLLOUT, total_steps=150_000, max_kl=0.01,
+                                        vf_epochs=5)
+PRESETS[("npg", "CartPole-v1")] = dict(PRESETS[("trpo", "CartPole-v1")])
+PRESETS[("npg", "Pendulum-v1")] = dict(PRESETS[("trpo", "Pendulum-v1")])
 
 
 # ----- field documentation --------------------------------------------------------------------
@@ -192,12 +361,15 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def describe(cls: type) -> str:
-    """A help text listing every field: name, type, default, docstring."""
+def describe(cls: type, skip: type | None = None) -> str:
+    """A help text listing every field (except those of `skip`): name, type, default, doc."""
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
+    skipped = {f.name for f in fields(skip)} if skip is not None else set()
     lines = []
     for f in fields(cls):
+        if f.name in skipped:
+            continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         tname = _type_name(hints[f.name])
         lines.append(f"  {f.name} ({tname}, default {_fmt(default)})\n      {docs.get(f.name, '')}")
@@ -352,6 +524,7 @@ def config_from_dict(d: dict[str, Any]) -> Any:
 
 
 __all__ = [
-    "PPOConfig", "CONFIGS", "PRESETS", "field_docs", "describe", "make_config",
+    "RunConfig", "PPOConfig", "PPONoClipConfig", "PGConfig", "PPOPenaltyConfig", "TRPOConfig",
+    "NPGConfig", "CONFIGS", "PRESETS", "field_docs", "describe", "make_config",
     "load_config_file", "parse_sets", "config_to_dict", "config_from_dict",
 ]

@@ -35,6 +35,34 @@ class Rollout:
     truncated: Tensor
 
 
+    def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
+        """[T, N] -> [B = T*N], with the GAE advantages and critic targets attached."""
+        n = self.values.numel()
+        return Batch(
+            obs=self.obs.reshape(n, -1),
+            actions=self.actions.reshape(n, *self.actions.shape[2:]),
+            logp_old=self.logp.reshape(n),
+            values_old=self.values.reshape(n),
+            advantages=advantages.reshape(n),
+            returns=returns.reshape(n),
+        )
+
+
+@dataclass
+class Batch:
+    """A rollout flattened to [B]; logp_old and values_old are frozen at collection."""
+
+    obs: Tensor
+    actions: Tensor
+    logp_old: Tensor
+    values_old: Tensor
+    advantages: Tensor
+    returns: Tensor
+
+    def __len__(self) -> int:
+        return self.logp_old.shape[0]
+
+
 @dataclass
 class Episode:
     global_step: int

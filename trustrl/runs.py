@@ -28,12 +28,12 @@ import torch
 
 from trustrl.errors import RunError
 
+# Columns every algorithm writes; each algorithm appends its own (Algorithm.extra_columns).
 METRIC_COLUMNS = [
-    "iteration", "global_step", "wall_time", "sps", "lr", "epochs_run", "early_stopped",
-    "policy_loss", "value_loss", "entropy", "approx_kl", "approx_kl_k1", "clip_fraction",
-    "clip_fraction_mb", "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75",
-    "ratio_q95", "ratio_max", "explained_variance", "grad_norm", "ep_return_mean",
-    "ep_length_mean", "episodes", "eval_return_mean", "eval_return_std",
+    "iteration", "global_step", "wall_time", "sps", "lr", "ep_return_mean", "ep_length_mean",
+    "episodes", "eval_return_mean", "eval_return_std", "value_loss", "explained_variance",
+    "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction", "clip_eps",
+    "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
 ]
 TIMING_COLUMNS = ("wall_time", "sps")
 EPISODE_COLUMNS = ["global_step", "iteration", "env_index", "return", "length"]
@@ -74,6 +74,7 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.checkpoint_path = self.path / "checkpoints" / "latest.pt"
+        self.metric_columns = list(METRIC_COLUMNS)
         self._tb: Any = None
 
     # --- creation and opening ----------------------------------------------------------------
@@ -132,7 +133,7 @@ class RunDir:
             f.flush()
 
     def log_metrics(self, row: dict[str, Any]) -> None:
-        self._append("metrics.csv", METRIC_COLUMNS, [row])
+        self._append("metrics.csv", self.metric_columns, [row])
         if self._tb is not None:
             step = int(row["global_step"])
             for k, v in row.items():
@@ -149,7 +150,8 @@ class RunDir:
     def truncate_logs(self, iteration: int) -> None:
         """Drop rows after `iteration` (written after the checkpoint we resume from), and any
         half-written last line of a killed process."""
-        for name, columns in (("metrics.csv", METRIC_COLUMNS), ("episodes.csv", EPISODE_COLUMNS)):
+        for name, columns in (("metrics.csv", self.metric_columns),
+                              ("episodes.csv", EPISODE_COLUMNS)):
             path = self.path / name
             if not path.exists():
                 continue
@@ -204,7 +206,7 @@ def _tb_name(key: str) -> str:
     """CleanRL-style namespaces: charts/ (returns, speed, lr), losses/, diagnostics/."""
     if key.startswith(("ep_", "eval_")) or key in ("episodes", "sps", "lr", "wall_time"):
         return f"charts/{key}"
-    if key in ("policy_loss", "value_loss"):
+    if key in ("policy_loss", "value_loss", "kl_penalty"):
         return f"losses/{key}"
     return f"diagnostics/{key}"
 

@@ -24,15 +24,15 @@ import torch
 from trustrl import diagnostics as diag
 from trustrl.advantages import gae
 from trustrl.agent import Agent
-from trustrl.algos.ppo import Batch, ppo_update
-from trustrl.config import PPOConfig, config_from_dict, config_to_dict
+from trustrl.algos import make_algorithm
+from trustrl.config import RunConfig, config_from_dict, config_to_dict
 from trustrl.envs.make import check_env, make_vec_env
 from trustrl.errors import RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
 from trustrl.rollout import Collector
-from trustrl.runs import RunDir, atomic_write_text
+from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text
 
 CHECKPOINT_FORMAT = 1
 
@@ -65,7 +65,7 @@ def _set_rng_state(s: dict[str, Any]) -> None:
 class Trainer:
     """Holds the state of one run; `run()` iterates until total_steps."""
 
-    def __init__(self, cfg: PPOConfig, run: RunDir, progress: bool = True):
+    def __init__(self, cfg: RunConfig, run: RunDir, progress: bool = True):
         self.cfg, self.run_dir, self.show_progress = cfg, run, progress
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
@@ -76,7 +76,8 @@ class Trainer:
         ).to(cfg.device)
         norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) if cfg.normalize_obs else None
         self.agent = Agent(policy, self.spec, norm, cfg.device)
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        self.algo = make_algorithm(cfg, policy)
+        run.metric_columns = METRIC_COLUMNS + list(self.algo.extra_columns)
         self.envs = make_vec_env(cfg.env_id, cfg.num_envs, cfg.vector)
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
                   if cfg.normalize_reward else None)
@@ -97,7 +98,7 @@ class Trainer:
             "elapsed": self.elapsed,
             "config": config_to_dict(self.cfg),
             "agent": self.agent.state(),
-            "optimizer": self.optimizer.state_dict(),
+            "algorithm": self.algo.state_dict(),
             "reward_scaler": None if scaler is None else scaler.state_dict(),
             "collector": {"next_obs": st.next_obs, "ep_return": st.ep_return,
                           "ep_length": st.ep_length},
@@ -111,7 +112,7 @@ class Trainer:
         self.agent.policy.load_state_dict(ck["agent"]["policy"])
         if self.agent.obs_normalizer is not None:
             self.agent.obs_normalizer.load_state_dict(ck["agent"]["obs_normalizer"])
-        self.optimizer.load_state_dict(ck["optimizer"])
+        self.algo.load_state_dict(ck["algorithm"])
         if self.collector.reward_scaler is not None:
             self.collector.reward_scaler.load_state_dict(ck["reward_scaler"])
         st = self.collector.state
@@ -130,10 +131,6 @@ class Trainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         it = self.iteration + 1  # self.iteration counts completed iterations only
-        frac = 1.0 - (it - 1) / cfg.num_iterations
-        lr = cfg.lr * frac if cfg.anneal_lr else cfg.lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
 
         # 1. rollout with pi_old; logp_old and V_old frozen inside
         self.agent.policy.eval()
@@ -141,28 +138,23 @@ class Trainer:
         # 2. advantages by GAE, targets R = A + V_old
         adv, ret = gae(rollout.rewards, rollout.values, rollout.next_values,
                        rollout.terminated, rollout.truncated, cfg.gamma, cfg.gae_lambda)
-        batch = Batch.from_rollout(rollout, adv, ret)
-        # 3. K epochs of clipped minibatch updates
+        batch = rollout.flatten(adv, ret)
+        # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...)
         self.agent.policy.train()
-        m = ppo_update(
-            self.agent.policy, self.optimizer, batch,
-            update_epochs=cfg.update_epochs, minibatch_size=cfg.minibatch_size,
-            clip_eps=cfg.clip_eps, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
-            max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl, norm_adv=cfg.norm_adv,
-            clip_value_loss=cfg.clip_value_loss,
-        )
+        m = self.algo.update(batch, progress=(it - 1) / cfg.num_iterations)
         self.agent.policy.eval()
         step = self.collector.state.global_step
         row: dict[str, Any] = {
-            "iteration": it, "global_step": step, "lr": lr,
+            "iteration": it, "global_step": step,
             "explained_variance": diag.explained_variance(batch.values_old, batch.returns),
             "episodes": len(episodes),
             "ep_return_mean": float(np.mean([e.ret for e in episodes])) if episodes else None,
             "ep_length_mean": float(np.mean([e.length for e in episodes])) if episodes else None,
             **m,
         }
-        row["epochs_run"] = int(m["epochs_run"])
-        row["early_stopped"] = int(m["early_stopped"])
+        for key in ("epochs_run", "early_stopped", "ls_steps", "ls_accepted", "cg_iters_run"):
+            if key in row:
+                row[key] = int(row[key])
         last = it == cfg.num_iterations
         if (cfg.eval_every and it % cfg.eval_every == 0) or last:
             returns = evaluate(self.agent, cfg.env_id, cfg.eval_episodes,
@@ -238,7 +230,7 @@ class Trainer:
 
 
 def train(
-    config: PPOConfig,
+    config: RunConfig,
     progress: bool = False,
     callback: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:

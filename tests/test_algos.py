@@ -1,0 +1,171 @@
+"""The algorithms on real batches: TRPO's constraint, PG = PPO(K=1), PPO-penalty's beta,
+and every algorithm end to end with exact resume."""
+
+from __future__ import annotations
+
+import copy
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn.utils import parameters_to_vector
+
+import trustrl
+from trustrl.advantages import gae
+from trustrl.agent import Agent
+from trustrl.algos.common import old_distribution
+from trustrl.algos.pg import PG
+from trustrl.algos.ppo import ppo_update
+from trustrl.algos.ppo_penalty import PPOPenalty
+from trustrl.algos.trpo import TRPO
+from trustrl.config import CONFIGS, make_config
+from trustrl.envs.make import check_env, make_vec_env
+from trustrl.policies import ActorCritic
+from trustrl.rollout import Collector
+from trustrl.runs import TIMING_COLUMNS
+from trustrl.trust.line_search import backtracking_line_search
+
+
+def cartpole_batch(seed=0, steps=128, envs=4):
+    torch.manual_seed(seed)
+    spec = check_env("CartPole-v1")
+    policy = ActorCritic(spec.obs_dim, spec.action)
+    agent = Agent(policy, spec)
+    venv = make_vec_env("CartPole-v1", envs)
+    col = Collector(venv, agent, steps, None, Collector.start(venv, agent, seed))
+    r, _ = col.collect()
+    venv.close()
+    adv, ret = gae(r.rewards, r.values, r.next_values, r.terminated, r.truncated, 0.99, 0.95)
+    return policy, r.flatten(adv, ret)
+
+
+@pytest.mark.parametrize("max_kl", [0.001, 0.01, 0.05])
+def test_trpo_accepted_steps_respect_the_kl_budget(max_kl):
+    policy, batch = cartpole_batch()
+    cfg = make_config("trpo", "CartPole-v1", sets={"max_kl": max_kl})
+    m = TRPO(policy, cfg).update(batch, 0.0)
+    assert m["ls_accepted"] == 1.0
+    assert m["kl_exact"] <= max_kl and m["surrogate_improvement"] > 0
+    assert m["xFx"] > 0 and m["cg_iters_run"] >= 1
+
+
+def test_trpo_line_search_shrinks_a_forced_large_step_and_rejects_a_bad_one():
+    policy, batch = cartpole_batch()
+    cfg = make_config("trpo", "CartPole-v1")
+    actor = list(policy.actor_parameters())
+    old = old_distribution(policy, batch)
+    adv = (batch.advantages - batch.advantages.mean()) / batch.advantages.std()
+
+    @torch.no_grad()
+    def evaluate():
+        d = policy.dist(batch.obs)
+        ratio = torch.exp(d.log_prob(batch.actions) - batch.logp_old)
+        return float((ratio * adv).mean()), float(old.kl(d).mean())
+
+    # the natural step from a real TRPO update, blown up 100 times
+    probe = copy.deepcopy(policy)
+    theta0 = parameters_to_vector(actor).detach().clone()
+    TRPO(probe, cfg).update(batch, 0.0)
+    step = parameters_to_vector(list(probe.actor_parameters())).detach() - theta0
+    L_old = evaluate()[0]
+    big = backtracking_line_search(actor, 100 * step, evaluate, L_old, cfg.max_kl)
+    assert big.accepted and big.steps_tried > 1 and big.step_fraction < 1
+    assert big.kl <= cfg.max_kl and big.improvement > 0
+    # the opposite direction lowers the surrogate at every scale: rejected, parameters kept
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(theta0, actor)
+    bad = backtracking_line_search(actor, -step, evaluate, L_old, cfg.max_kl)
+    assert not bad.accepted and bad.step_fraction == 0.0
+    assert torch.equal(parameters_to_vector(actor), theta0)
+
+
+def test_trpo_leaves_critic_to_regression_and_actor_to_the_natural_step():
+    policy, batch = cartpole_batch()
+    cfg = make_config("trpo", "CartPole-v1")
+    critic0 = parameters_to_vector(list(policy.critic_parameters())).detach().clone()
+    algo = TRPO(policy, cfg)
+    m = algo.update(batch, 0.0)
+    critic1 = parameters_to_vector(list(policy.critic_parameters())).detach()
+    assert not torch.equal(critic0, critic1) and m["value_loss"] > 0
+    opt_params = {id(p) for g in algo.vf_optimizer.param_groups for p in g["params"]}
+    assert opt_params == {id(p) for p in policy.critic_parameters()}
+
+
+def test_pg_equals_ppo_with_one_epoch_and_one_minibatch():
+    policy, batch = cartpole_batch()
+    twin = copy.deepcopy(policy)
+    pg_cfg = make_config("pg", "CartPole-v1")
+    m = PG(policy, pg_cfg).update(batch, 0.0)
+    opt = torch.optim.Adam(twin.parameters(), lr=pg_cfg.lr, eps=pg_cfg.adam_eps)
+    ppo_update(twin, opt, batch, update_epochs=1, minibatch_size=len(batch), clip_eps=0.2,
+               vf_coef=pg_cfg.vf_coef, ent_coef=pg_cfg.ent_coef,
+               max_grad_norm=pg_cfg.max_grad_norm)
+    for a, b in zip(policy.parameters(), twin.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0)
+    assert m["approx_kl"] > 0
+
+
+def test_ppo_penalty_adapts_beta_from_the_measured_kl():
+    policy, batch = cartpole_batch()
+    cfg = make_config("ppo-penalty", "CartPole-v1", sets={"kl_target": 1e-6, "beta_init": 1.0})
+    algo = PPOPenalty(policy, cfg)
+    m = algo.update(batch, 0.0)
+    assert m["beta"] == 1.0 and m["kl_exact"] > 1.5e-6 and algo.kl_control.beta == 2.0
+    cfg = make_config("ppo-penalty", "CartPole-v1", sets={"kl_target": 10.0, "beta_init": 1.0})
+    algo = PPOPenalty(copy.deepcopy(policy), cfg)
+    algo.update(batch, 0.0)
+    assert algo.kl_control.beta == 0.5
+
+
+def test_ppo_noclip_moves_further_than_ppo_on_the_same_batch():
+    policy, batch = cartpole_batch()
+    kls = {}
+    for clip in (True, False):
+        pol = copy.deepcopy(policy)
+        opt = torch.optim.Adam(pol.parameters(), lr=3e-3, eps=1e-5)
+        torch.manual_seed(1)
+        kls[clip] = ppo_update(pol, opt, batch, update_epochs=40, minibatch_size=64,
+                               clip_eps=0.2, vf_coef=0.5, ent_coef=0.0, max_grad_norm=0.5,
+                               clip=clip)["approx_kl"]
+    assert kls[False] > 3 * kls[True], kls
+
+
+def rows(path: Path):
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in csv.DictReader(f)]
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("algo", sorted(CONFIGS))
+def test_every_algorithm_trains_logs_and_resumes_exactly(tmp_path, algo):
+    def cfg(sub, **kw):
+        return make_config(algo, "Pendulum-v1" if algo in ("trpo", "ppo-penalty") else
+                           "CartPole-v1", flags=dict(
+            runs_dir=str(tmp_path / sub), total_steps=6 * 256, num_envs=2, num_steps=128,
+            eval_every=3, eval_episodes=2, tensorboard=False, **kw))
+
+    full = trustrl.train(cfg("full"))
+    header = next(csv.reader(open(full.run_dir / "metrics.csv")))
+    for col in ("approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction", "clip_eps",
+                "entropy", "explained_variance"):
+        assert col in header
+    extra = {"trpo": ["xFx", "cg_residual", "ls_steps", "ls_accepted", "surrogate_improvement"],
+             "npg": ["xFx", "cg_residual", "surrogate_improvement"],
+             "ppo-penalty": ["beta", "kl_penalty"], "ppo": ["epochs_run"]}.get(algo, [])
+    assert set(extra) <= set(header)
+    r0 = rows(full.run_dir / "metrics.csv")
+    assert all(r[c] != "" for r in r0 for c in extra if c != "ls_steps")
+
+    def stop(row):
+        if row["iteration"] == 4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        trustrl.train(cfg("cut", checkpoint_every=3), callback=stop)
+    (run,) = (tmp_path / "cut").iterdir()
+    trustrl.resume(run)
+    assert rows(run / "metrics.csv") == r0
