@@ -1,4 +1,4 @@
-"""trustrl command line: train | eval | plot.
+"""trustrl command line: train | eval | plot | reproduce | lab.
 
 Every user error ends as one line on stderr and exit status 2; nothing on disk is removed.
 """
@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from trustrl.errors import TrustrlError
+from trustrl.lab.commands import add_parser as add_lab_parser
+from trustrl.lab.commands import cmd_lab
 
 
 def _train_help() -> str:
@@ -70,6 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="plot learning curves of one or more runs")
     pl.add_argument("runs", nargs="+", help="run folders")
     pl.add_argument("--out", help="PNG path (default: learning_curve.png or runs/compare.png)")
+    add_lab_parser(sub)
+
+    rp = sub.add_parser("reproduce", help="recompute every table and figure of the seed texts",
+                        description="Recompute the seeds' numbers, compare each with the number "
+                        "the text states, and write DIR/REPORT.md with figures. Exit status 1 "
+                        "when a claim differs.")
+    rp.add_argument("--only", nargs="+", metavar="ID", help="claim ids (or id prefixes)")
+    rp.add_argument("--quick", action="store_true",
+                    help="reduced seed counts and budgets (minutes, for CI)")
+    rp.add_argument("--out", default="reproduction", help="output folder (default reproduction/)")
+    rp.add_argument("--list", action="store_true", help="list the claims and exit")
     return p
 
 
@@ -129,9 +142,37 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    from trustrl.experiments.report import run_claims, select, write_report
+
+    torch.set_num_threads(1)  # the claims' tensors are tiny; threads only add overhead
+
+    claims = select(args.only)
+    if args.list:
+        for c in claims:
+            print(f"{c.id:32s} {c.cost:6s} {c.source}: {c.title}")
+        return 0
+    t0 = time.perf_counter()
+    outcomes = run_claims(claims, Path(args.out), args.quick,
+                          echo=lambda s: print(s, flush=True))
+    report = write_report(outcomes, Path(args.out), args.quick, time.perf_counter() - t0)
+    open_ = [o.claim.id for o in outcomes if o.result.unexplained]
+    print(f"report: {report}")
+    if open_:
+        print(f"{len(open_)} claim(s) differ without an explanation: {', '.join(open_)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}
+    commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
+                "reproduce": cmd_reproduce}
     try:
         return commands[args.command](args)
     except TrustrlError as e:

@@ -31,7 +31,8 @@ from trustrl.errors import RunError
 # Columns every algorithm writes; each algorithm appends its own (Algorithm.extra_columns).
 METRIC_COLUMNS = [
     "iteration", "global_step", "wall_time", "sps", "lr", "ep_return_mean", "ep_length_mean",
-    "episodes", "eval_return_mean", "eval_return_std", "value_loss", "explained_variance",
+    "episodes", "eval_return_mean", "eval_return_std", "value_loss", "value_loss_fresh",
+    "explained_variance",
     "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction", "clip_eps",
     "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
 ]
@@ -206,7 +207,7 @@ def _tb_name(key: str) -> str:
     """CleanRL-style namespaces: charts/ (returns, speed, lr), losses/, diagnostics/."""
     if key.startswith(("ep_", "eval_")) or key in ("episodes", "sps", "lr", "wall_time"):
         return f"charts/{key}"
-    if key in ("policy_loss", "value_loss", "kl_penalty"):
+    if key in ("policy_loss", "value_loss", "value_loss_fresh", "kl_penalty"):
         return f"losses/{key}"
     return f"diagnostics/{key}"
 

@@ -147,6 +147,8 @@ class Trainer:
         row: dict[str, Any] = {
             "iteration": it, "global_step": step,
             "explained_variance": diag.explained_variance(batch.values_old, batch.returns),
+            # the critic on data it has not been trained on yet (rises when it overfits)
+            "value_loss_fresh": float(0.5 * ((batch.values_old - batch.returns) ** 2).mean()),
             "episodes": len(episodes),
             "ep_return_mean": float(np.mean([e.ret for e in episodes])) if episodes else None,
             "ep_length_mean": float(np.mean([e.length for e in episodes])) if episodes else None,
