@@ -1,5 +1,8 @@
 """Environment construction and checks (Gymnasium vector envs)."""
 
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env, obs_to_array
+from trustrl.envs.torch_classic import SUPPORTED as TORCH_ENVS
+from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
 
-__all__ = ["EnvSpec", "check_env", "make_vec_env", "obs_to_array"]
+__all__ = ["EnvSpec", "TORCH_ENVS", "TorchVecEnv", "check_env", "make_torch_env",
+           "make_vec_env", "obs_to_array"]
