@@ -163,3 +163,18 @@ def test_tensorboard_events_written(tmp_path):
     assert {"diagnostics/approx_kl", "diagnostics/clip_fraction", "losses/policy_loss",
             "charts/ep_return_mean", "charts/sps"} <= tags
     assert [e.step for e in ea.Scalars("diagnostics/approx_kl")] == [256, 512]
+
+
+def test_run_folder_claim_survives_a_lost_race(tmp_path, monkeypatch):
+    """Runs with the same env, algo and seed started in the same second by other processes (a
+    sweep over other settings) must each get their own folder. Simulate the race: the folder
+    appears between any existence check and the mkdir."""
+    from trustrl import runs
+
+    monkeypatch.setattr(runs.time, "strftime", lambda fmt: "20260101-000000")
+    first = runs.RunDir.create(tmp_path, "X-v0", "ppo", 1, {})
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # every check loses the race
+    second = runs.RunDir.create(tmp_path, "X-v0", "ppo", 1, {})
+    third = runs.RunDir.create(tmp_path, "X-v0", "ppo", 1, {})
+    assert first.path.name == "X-v0__ppo__1__20260101-000000"
+    assert second.path.name.endswith("-2") and third.path.name.endswith("-3")

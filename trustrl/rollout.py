@@ -8,7 +8,7 @@ apart, and truncated steps bootstrap from V(final observation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,7 +79,6 @@ class RolloutState:
     ep_return: np.ndarray
     ep_length: np.ndarray
     global_step: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Collector:

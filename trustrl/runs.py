@@ -84,11 +84,15 @@ class RunDir:
                config: dict[str, Any]) -> RunDir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         base = Path(runs_dir) / f"{_safe(env_id)}__{algo}__{seed}__{stamp}"
+        base.parent.mkdir(parents=True, exist_ok=True)
         path, k = base, 1
-        while path.exists():
-            k += 1
-            path = base.with_name(f"{base.name}-{k}")
-        path.mkdir(parents=True)
+        while True:  # mkdir is the atomic claim: runs started in the same second by other
+            try:     # processes get -2, -3, ... instead of sharing (or crashing on) a folder
+                path.mkdir()
+                break
+            except FileExistsError:
+                k += 1
+                path = base.with_name(f"{base.name}-{k}")
         run = cls(path)
         atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
         run.set_status("running", 0)
