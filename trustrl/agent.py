@@ -41,7 +41,10 @@ class Agent:
     # --- observation and action plumbing -----------------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
         """Raw vector-env observations [N, ...] -> normalised float32 tensor [N, obs_dim]."""
-        x = obs_to_array(obs, self.spec)
+        return self.array_tensor(obs_to_array(obs, self.spec))
+
+    def array_tensor(self, x: np.ndarray) -> torch.Tensor:
+        """Observations already as float arrays [N, obs_dim] -> normalised float32 tensor."""
         if self.obs_normalizer is not None:
             x = self.obs_normalizer(x)
         return torch.as_tensor(x, dtype=torch.float32, device=self.device)

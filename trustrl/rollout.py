@@ -135,7 +135,8 @@ class Collector:
 
             next_obs, reward, term, trunc, info = self.envs.step(agent.env_action(action))
             st.global_step += N
-            self._check_finite("observation", obs_to_array(next_obs, agent.spec))
+            next_x = obs_to_array(next_obs, agent.spec)  # converted once per step
+            self._check_finite("observation", next_x)
             self._check_finite("reward", reward)
             done = np.logical_or(term, trunc)
 
@@ -148,7 +149,7 @@ class Collector:
             st.ep_length[done] = 0
 
             if agent.obs_normalizer is not None:
-                agent.obs_normalizer.update(obs_to_array(next_obs, agent.spec))
+                agent.obs_normalizer.update(next_x)
             if trunc.any():
                 idx = np.flatnonzero(trunc)
                 final = np.stack([info["final_obs"][i] for i in idx])
@@ -160,7 +161,7 @@ class Collector:
             term_buf[t] = torch.as_tensor(term, device=device)
             trunc_buf[t] = torch.as_tensor(trunc, device=device)
             st.next_obs = next_obs
-            obs_t = agent.obs_tensor(next_obs)
+            obs_t = agent.array_tensor(next_x)
 
         last_val = policy.value(obs_t)
         next_values = torch.cat([val_buf[1:], last_val[None]], dim=0)
