@@ -103,11 +103,16 @@ class Collector:
         n = envs.num_envs
         return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0)
 
-    def _check_finite(self, what: str, x: np.ndarray) -> None:
-        x = np.asarray(x, np.float64).reshape(self.num_envs, -1)
+    def _check_finite(self, what: str, rows: np.ndarray, env_index: np.ndarray | None = None
+                      ) -> None:
+        """Raise NonFiniteError naming the first env whose row holds NaN or inf. rows: one per
+        env, or one per entry of env_index."""
+        x = np.asarray(rows, np.float64).reshape(len(rows), -1)
         bad = ~np.isfinite(x).all(axis=1)
         if bad.any():
-            raise NonFiniteError(what, int(np.argmax(bad)), self.state.global_step)
+            first = int(np.argmax(bad))
+            env = first if env_index is None else int(env_index[first])
+            raise NonFiniteError(what, env, self.state.global_step)
 
     @torch.no_grad()
     def collect(self) -> tuple[Rollout, list[Episode]]:
@@ -153,7 +158,7 @@ class Collector:
             if trunc.any():
                 idx = np.flatnonzero(trunc)
                 final = np.stack([info["final_obs"][i] for i in idx])
-                self._check_finite_rows(final, idx)
+                self._check_finite("final observation", final, idx)
                 final_val[t, torch.as_tensor(idx)] = policy.value(agent.obs_tensor(final))
             if self.reward_scaler is not None:
                 reward = self.reward_scaler(reward, done)
@@ -171,9 +176,3 @@ class Collector:
             Rollout(obs_buf, act_buf, logp_buf, val_buf, rew_buf, next_values, term_buf, trunc_buf),
             episodes,
         )
-
-    def _check_finite_rows(self, rows: np.ndarray, idx: np.ndarray) -> None:
-        bad = ~np.isfinite(np.asarray(rows, np.float64).reshape(len(rows), -1)).all(axis=1)
-        if bad.any():
-            raise NonFiniteError("final observation", int(idx[np.argmax(bad)]),
-                                 self.state.global_step)

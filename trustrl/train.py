@@ -154,9 +154,6 @@ class Trainer:
             "ep_length_mean": float(np.mean([e.length for e in episodes])) if episodes else None,
             **m,
         }
-        for key in ("epochs_run", "early_stopped", "ls_steps", "ls_accepted", "cg_iters_run"):
-            if key in row:
-                row[key] = int(row[key])
         last = it == cfg.num_iterations
         if (cfg.eval_every and it % cfg.eval_every == 0) or last:
             returns = evaluate(self.agent, cfg.env_id, cfg.eval_episodes,

@@ -97,8 +97,8 @@ def ppo_update(
         final = full_batch_diagnostics(policy, batch, old, clip_eps)
     out = {k: sum(v) / len(v) for k, v in stats.items()}
     out.update(final)
-    out["epochs_run"] = float(epochs_run)
-    out["early_stopped"] = float(early_stopped)
+    out["epochs_run"] = epochs_run  # counters stay ints: metrics.csv shows 10, not 10.0
+    out["early_stopped"] = int(early_stopped)
     return out
 
 

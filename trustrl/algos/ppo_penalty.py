@@ -76,7 +76,7 @@ class PPOPenalty:
                 stats["kl_penalty"].append(kl.item())
         diag = full_batch_diagnostics(policy, batch, old, cfg.clip_eps)
         self.kl_control.update(diag["kl_exact"])  # d: exact mean KL after the update
-        return {"lr": lr, "beta": beta, "epochs_run": float(cfg.update_epochs),
+        return {"lr": lr, "beta": beta, "epochs_run": cfg.update_epochs,
                 **{k: sum(v) / len(v) for k, v in stats.items()}, **diag}
 
     def state_dict(self) -> dict[str, Any]:

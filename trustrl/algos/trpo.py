@@ -70,7 +70,7 @@ class TRPO:
         cg = conjugate_gradient(fvp, g, cfg.cg_iters, cfg.cg_residual_tol)
         x = cg.x
         xFx = float(torch.dot(x, fvp(x)))
-        m: dict[str, float] = {"xFx": xFx, "cg_iters_run": float(cg.iterations),
+        m: dict[str, float] = {"xFx": xFx, "cg_iters_run": cg.iterations,
                                "cg_residual": cg.residual, "grad_norm": float(g.norm())}
         # 4. scale the natural gradient to the KL budget: 1/2 step^T F step = delta
         if xFx > 0 and math.isfinite(xFx):
@@ -83,7 +83,7 @@ class TRPO:
                 res = backtracking_line_search(actor, full_step, evaluate, L_old,
                                                cfg.max_kl, cfg.backtrack_ratio,
                                                cfg.backtrack_iters)
-                m.update(ls_steps=float(res.steps_tried), ls_accepted=float(res.accepted),
+                m.update(ls_steps=res.steps_tried, ls_accepted=int(res.accepted),
                          step_fraction=res.step_fraction,
                          surrogate_improvement=res.improvement if res.accepted else 0.0)
             else:
@@ -93,7 +93,7 @@ class TRPO:
                 m.update(step_fraction=1.0, surrogate_improvement=L_new - L_old)
         else:  # zero gradient (e.g. all advantages equal): nothing to do
             m.update(step_size=0.0, expected_improvement=0.0, surrogate_improvement=0.0,
-                     step_fraction=0.0, ls_steps=0.0, ls_accepted=0.0)
+                     step_fraction=0.0, ls_steps=0, ls_accepted=0)
         # 6. critic regression with its own optimizer
         vl = fit_critic(policy, self.vf_optimizer, batch, cfg.vf_epochs, cfg.vf_minibatch_size)
         return {"lr": cfg.vf_lr, "value_loss": vl, **m,
