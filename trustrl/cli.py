@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,11 @@ from pathlib import Path
 from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
 from trustrl.lab.commands import cmd_lab
+
+COMMAND_MODULES: tuple[str, ...] = ()
+"""Modules that add a subcommand: each has add_parser(subparsers), which registers its parser
+and sets `func` (args -> exit status) with set_defaults. Imported when the parser is built, so
+they import only the standard library at module level (keeps `trustrl --help` fast)."""
 
 
 def _train_help() -> str:
@@ -83,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="reduced seed counts and budgets (minutes, for CI)")
     rp.add_argument("--out", default="reproduction", help="output folder (default reproduction/)")
     rp.add_argument("--list", action="store_true", help="list the claims and exit")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
     return p
 
 
@@ -174,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
                 "reproduce": cmd_reproduce}
     try:
-        return commands[args.command](args)
+        func = getattr(args, "func", None) or commands[args.command]
+        return func(args)
     except TrustrlError as e:
         print(f"trustrl: error: {e}", file=sys.stderr)
         return 2
