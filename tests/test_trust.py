@@ -269,3 +269,22 @@ def test_line_search_accepts_shrinks_and_rejects():
     bad = backtracking_line_search(params, torch.tensor([-0.2], dtype=F64), evaluate, L_old,
                                    0.01, max_backtracks=8)
     assert not bad.accepted and bad.steps_tried == 8 and float(pol.theta.detach()) == 0.0
+
+
+def test_pi_old_does_not_move_when_the_parameters_change_in_place():
+    """Regression: pi_old's log-std was a detached *view* of the parameter, so an in-place
+    optimizer step moved it too and KL(pi_old || pi) missed the change of the std."""
+    from trustrl.policies import ActionSpec, ActorCritic
+    from trustrl.trust.fisher import detached
+
+    torch.manual_seed(0)
+    pol = ActorCritic(3, ActionSpec("box", dim=2, low=(-1, -1), high=(1, 1)))
+    obs = torch.randn(5, 3)
+    old = detached(pol.dist(obs))
+    before = old.log_std.clone()  # type: ignore[union-attr]
+    with torch.no_grad():
+        pol.log_std.add_(0.5)  # type: ignore[union-attr]
+    assert torch.equal(old.log_std, before)  # type: ignore[union-attr]
+    # the KL now sees the std change: 2 dims * 0.5 * (e^-1 - 1 + 1) = e^-1 (no mean change)
+    kl = old.kl(pol.dist(obs)).mean()  # type: ignore[arg-type]
+    assert abs(float(kl) - math.exp(-1.0)) < 1e-6

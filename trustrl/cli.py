@@ -11,6 +11,7 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
@@ -61,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--env", dest="env_id", help="Gymnasium env id (default CartPole-v1)")
     t.add_argument("--total-steps", type=str, help="environment steps to train for")
     t.add_argument("--seed", type=str, help="random seed")
+    t.add_argument("--seeds", metavar="LIST",
+                   help="train a population of seeds in one process, e.g. 0-255 or 1,2,5 "
+                   "(batched torch envs: implies --vector torch)")
+    t.add_argument("--vector", help="sync (default), async, or torch (batched torch envs, the "
+                   "whole iteration on --device)")
+    t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--config", help="TOML or JSON file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
@@ -101,19 +108,53 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config or args.sets or args.env_id or args.total_steps or args.seed:
             raise TrustrlError("--resume takes the run's own config; drop the other options")
+        if args.seeds or args.vector or args.device:
+            raise TrustrlError("--resume takes the run's own config; drop the other options")
+        from trustrl.fast.run import is_fast_run, resume_fast
+
+        if is_fast_run(Path(args.resume)):
+            return _report_fast(resume_fast(args.resume, progress=not args.quiet))
         result = resume(args.resume, progress=not args.quiet)
     else:
+        seeds = None
+        if args.seeds:
+            from trustrl.fast.run import parse_seeds
+
+            if args.seed:
+                raise TrustrlError("give --seed or --seeds, not both")
+            seeds = parse_seeds(args.seeds)
+            if args.vector not in (None, "torch"):
+                raise TrustrlError("--seeds runs on batched torch envs: drop --vector "
+                                   f"{args.vector} (or use a sweep for Gymnasium envs)")
+            args.vector = "torch"
         flags = {"env_id": args.env_id, "total_steps": args.total_steps, "seed": args.seed,
-                 "runs_dir": args.runs_dir}
+                 "runs_dir": args.runs_dir, "vector": args.vector, "device": args.device}
         cfg = make_config(
             args.algo, args.env_id,
             load_config_file(args.config) if args.config else None,
             parse_sets(args.sets), flags,
         )
+        if cfg.vector == "torch":
+            from trustrl.fast.run import train_fast
+
+            return _report_fast(train_fast(cfg, seeds, progress=not args.quiet))
         result = train(cfg, progress=not args.quiet)
     ev = result.final_eval
     print(f"run: {result.run_dir}")
     print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± {ev['std']:.1f}")
+    return 0
+
+
+def _report_fast(result: Any) -> int:
+    ev = result.final_eval
+    print(f"run: {result.run_dir}")
+    if len(result.member_dirs) == 1:
+        print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± "
+              f"{ev['std']:.1f}")
+    else:
+        print(f"{len(result.member_dirs)} seeds, greedy evaluation over {ev['episodes']} "
+              f"episodes each: mean {ev['mean']:.1f} (seeds from {ev['min']:.1f} to "
+              f"{ev['max']:.1f}); per seed in {result.run_dir / 'summary.json'}")
     return 0
 
 

@@ -35,7 +35,11 @@ class RunConfig:
     num_steps: int = 128
     """Steps per env per rollout; the batch is num_envs * num_steps (T in the chapter)."""
     vector: str = "sync"
-    """Vector env kind: 'sync' (one process, exact resume) or 'async' (a process per env)."""
+    """Vector env kind: 'sync' (one process, exact resume), 'async' (a process per env) or
+    'torch' (batched torch envs, the whole iteration on `device`: classic control, PPO only)."""
+    jit: str = "none"
+    """With vector 'torch': 'none' (eager), 'compile' (torch.compile the step and loss; about a
+    minute to compile on CPU) or 'cuda-graph' (replay each iteration as one CUDA graph)."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -62,6 +66,8 @@ class RunConfig:
     reward_clip: float = 10.0
     """Clip scaled rewards to +-reward_clip."""
 
+    stop_return: float | None = None
+    """Stop early once a greedy evaluation's mean return reaches this (e.g. 500 on CartPole)."""
     eval_every: int = 10
     """Greedy evaluation every this many iterations (0: only at the end)."""
     eval_episodes: int = 10
@@ -108,8 +114,26 @@ class RunConfig:
             raise ConfigError(
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
             )
-        if self.vector not in ("sync", "async"):
-            raise ConfigError(f"vector must be 'sync' or 'async', got {self.vector!r}")
+        if self.vector not in ("sync", "async", "torch"):
+            raise ConfigError(f"vector must be 'sync', 'async' or 'torch', got {self.vector!r}")
+        if self.jit not in ("none", "compile", "cuda-graph"):
+            raise ConfigError(f"jit must be 'none', 'compile' or 'cuda-graph', got {self.jit!r}")
+        if self.jit != "none" and self.vector != "torch":
+            raise ConfigError("jit applies to vector 'torch' only")
+        if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
+            raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
+        if self.vector == "torch":
+            from trustrl.envs.torch_classic import SUPPORTED
+
+            if self.env_id not in SUPPORTED:
+                raise ConfigError(f"vector 'torch' has no version of {self.env_id}; "
+                                  f"available: {', '.join(SUPPORTED)}")
+            if self.algo not in ("ppo", "ppo-noclip"):
+                raise ConfigError(f"vector 'torch' runs ppo and ppo-noclip, not {self.algo}; "
+                                  "use vector 'sync'")
+            if self.shared_trunk:
+                raise ConfigError("vector 'torch' needs separate actor and critic "
+                                  "(shared_trunk false)")
         if self.activation not in ("tanh", "relu"):
             raise ConfigError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):

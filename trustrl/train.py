@@ -62,6 +62,11 @@ def _set_rng_state(s: dict[str, Any]) -> None:
     torch.set_rng_state(s["torch"])
 
 
+def solved(cfg: RunConfig, eval_mean: float | None) -> bool:
+    """True when cfg.stop_return is set and a greedy evaluation reached it."""
+    return cfg.stop_return is not None and eval_mean is not None and eval_mean >= cfg.stop_return
+
+
 class Trainer:
     """Holds the state of one run; `run()` iterates until total_steps."""
 
@@ -190,6 +195,9 @@ class Trainer:
                     bar.update(row)
                     if callback is not None:
                         callback(row)
+                    if solved(cfg, row.get("eval_return_mean")):
+                        self.run_dir.save_checkpoint(self.checkpoint_state())
+                        break
         except BaseException as e:
             msg = "interrupted" if isinstance(e, KeyboardInterrupt) else (
                 str(e).splitlines() or [type(e).__name__])[0]

@@ -40,6 +40,7 @@ the float32 cases noted per env); float32 mode is the fast one for training.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import ClassVar, NamedTuple
 
 import torch
@@ -138,6 +139,10 @@ class TorchVecEnv:
             self.action_high = torch.full(
                 (self.action_dim,), self._box_high, device=self.device, dtype=dtype
             )
+        self.random_source: Callable[[tuple[int, ...], torch.dtype], Tensor] | None = None
+        """Where reset states' uniforms come from instead of the generator, when set: called
+        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.fast.rng.EnvRandom gives
+        each env row its own counter-based stream, so populations of seeds stay independent)."""
         self._state: Tensor | None = None
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
 
@@ -159,17 +164,31 @@ class TorchVecEnv:
         """Step all N envs; see ``TorchStep`` for what comes back. Ended envs are reset."""
         if self._state is None:
             raise RuntimeError("call reset() (or set_state()) before step()")
-        a = self._convert_actions(actions)
-        state, reward, terminated = self._transition(self._state, a)
-        self._elapsed += 1
-        truncated = self._elapsed >= self.max_episode_steps
-        done = terminated | truncated
-        final_obs = self._observe(state).to(self.dtype)
         reset_state = self._sample_state()  # drawn every step: no host sync to test done.any()
-        self._state = torch.where(done[:, None], reset_state, state)
-        self._elapsed.masked_fill_(done, 0)
+        self._state, self._elapsed, out = self.transition(
+            self._state, self._elapsed, actions, reset_state)
+        return out
+
+    def transition(self, state: Tensor, elapsed: Tensor, actions: Tensor, reset_state: Tensor
+                   ) -> tuple[Tensor, Tensor, TorchStep]:
+        """The pure form of ``step``: from (state, elapsed counters), actions and the states
+        to reset ended episodes to, return (new state, new counters, TorchStep). Touches no
+        attribute, so it can be compiled or captured in a CUDA graph with its inputs."""
+        a = self._convert_actions(actions)
+        new_state, reward, terminated = self._transition(state, a)
+        elapsed = elapsed + 1
+        truncated = elapsed >= self.max_episode_steps
+        done = terminated | truncated
+        final_obs = self._observe(new_state).to(self.dtype)
+        next_state = torch.where(done[:, None], reset_state, new_state)
+        elapsed = elapsed.masked_fill(done, 0)
         next_obs = torch.where(done[:, None], self._observe(reset_state).to(self.dtype), final_obs)
-        return TorchStep(next_obs, reward.to(self.dtype), terminated, truncated, final_obs)
+        return next_state, elapsed, TorchStep(
+            next_obs, reward.to(self.dtype), terminated, truncated, final_obs)
+
+    def sample_states(self) -> Tensor:
+        """N start states [N, state_dim] from the reset distribution (draws from the source)."""
+        return self._sample_state()
 
     def get_state(self) -> Tensor:
         """A copy of the internal state [N, state_dim] in ``state_dtype`` (layout in each env's
@@ -218,7 +237,10 @@ class TorchVecEnv:
 
     def _uniform(self, low: float, high: float, shape: tuple[int, ...]) -> Tensor:
         """Uniform samples in [low, high] (high only by rounding) from the env's generator."""
-        u = torch.rand(shape, generator=self._gen, device=self.device, dtype=self.state_dtype)
+        if self.random_source is not None:
+            u = self.random_source(shape, self.state_dtype)
+        else:
+            u = torch.rand(shape, generator=self._gen, device=self.device, dtype=self.state_dtype)
         return low + (high - low) * u
 
     def _canonical_state(self, state: Tensor) -> Tensor:

@@ -25,10 +25,14 @@ def flat_grad(y: Tensor, params: Sequence[Tensor], **kw) -> Tensor:
 
 
 def detached(d: Categorical | DiagGaussian) -> Categorical | DiagGaussian:
-    """A copy of a distribution with no graph: pi_old, held fixed while theta moves."""
+    """A copy of a distribution with no graph: pi_old, held fixed while theta moves.
+
+    Cloned, not only detached: a Gaussian's log_std is a view of the policy's parameter, which
+    the optimizer (or the line search) then changes in place; a detached view would move
+    with it, and KL(pi_old || pi) would miss the change of the standard deviation."""
     if isinstance(d, Categorical):
-        return Categorical(d.logits.detach())
-    return DiagGaussian(d.mean.detach(), d.log_std.detach())
+        return Categorical(d.logits.detach().clone())
+    return DiagGaussian(d.mean.detach().clone(), d.log_std.detach().clone())
 
 
 def mean_kl(old: Categorical | DiagGaussian, new: Categorical | DiagGaussian) -> Tensor:

@@ -1,0 +1,352 @@
+"""The fast path (trustrl.fast): counter-based RNG, population networks and Adam, the PPO
+engine against the ordinary PPO update, population = separate runs, run folders, resume, CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from trustrl.algos.ppo import ppo_update
+from trustrl.config import make_config
+from trustrl.distributions import Categorical, DiagGaussian
+from trustrl.envs.torch_classic import SUPPORTED
+from trustrl.errors import ConfigError
+from trustrl.fast import rng
+from trustrl.fast.adam import PopAdam
+from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO, init_policies
+from trustrl.fast.popnet import PopActorCritic
+from trustrl.fast.run import parse_seeds, resume_fast, train_fast
+from trustrl.policies import ActionSpec, ActorCritic
+from trustrl.rollout import Batch
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def small_cfg(env: str = "CartPole-v1", **sets: object):
+    base = {"num_envs": 4, "num_steps": 32, "update_epochs": 2, "minibatch_size": 32,
+            "total_steps": 4096, "eval_every": 2, "eval_episodes": 3, "vector": "torch"}
+    base.update(sets)
+    return make_config("ppo", env, None, {k: str(v) for k, v in base.items()}, {})
+
+
+# --- counter-based random numbers --------------------------------------------------------------
+def test_rng_is_a_pure_function_of_key_counter_index():
+    keys = rng.derive(torch.arange(5), 7)
+    a = rng.uniform(keys, 3, 10)
+    assert torch.equal(a, rng.uniform(keys, 3, 10))
+    assert torch.equal(a[2], rng.uniform(keys[2:3], 3, 10)[0])  # independent of the others
+    assert torch.equal(rng.uniform(keys, 3, 4), a[:, :4])  # a prefix of a longer draw
+    assert not torch.equal(a, rng.uniform(keys, 4, 10))  # the counter matters
+    assert len(set(a.flatten().tolist())) == a.numel()
+
+
+def test_rng_distributions():
+    keys = rng.derive(torch.arange(64), 1)
+    u = rng.uniform(keys, torch.arange(100)[:, None], 64).flatten()  # 409,600 draws
+    assert 0.0 <= float(u.min()) and float(u.max()) < 1.0
+    assert abs(float(u.mean()) - 0.5) < 0.002 and abs(float(u.var()) - 1 / 12) < 0.001
+    # uniform histogram: chi-square over 20 bins well within its 99.9% quantile (43.8)
+    counts = torch.histc(u, 20, 0.0, 1.0)
+    expected = u.numel() / 20
+    assert float(((counts - expected) ** 2 / expected).sum()) < 43.8
+    z = rng.normal(keys, torch.arange(100)[:, None], 64).flatten()
+    assert abs(float(z.mean())) < 0.01 and abs(float(z.std()) - 1.0) < 0.01
+    g = rng.gumbel(keys, torch.arange(100)[:, None], 64).flatten()
+    assert abs(float(g.mean()) - 0.5772) < 0.01  # Euler-Mascheroni
+    # Gumbel-max samples the softmax
+    logits = torch.tensor([0.0, 1.0, -1.0])
+    n = rng.gumbel(rng.derive(torch.arange(20000), 3), 0, 3)
+    freq = torch.bincount((logits + n).argmax(-1), minlength=3).float() / 20000
+    assert torch.allclose(freq, torch.softmax(logits, 0), atol=0.01)
+
+
+@pytest.mark.parametrize("env_id", SUPPORTED)
+def test_reset_sampler_batches_equal_steps_and_stay_in_bounds(env_id):
+    keys = rng.derive(torch.arange(6), 2)
+    batched = rng.ResetSampler(env_id, keys).sample(5)
+    one = rng.ResetSampler(env_id, keys)
+    stepwise = torch.stack([one.sample(1)[0] for _ in range(5)])
+    assert torch.equal(batched, stepwise)
+    from test_torch_envs import RESET_RANGES
+
+    for j, rg in enumerate(RESET_RANGES[env_id]):
+        col = batched[..., j]
+        if rg is None:
+            assert torch.all(col == 0)
+        else:
+            assert float(col.min()) >= rg[0] and float(col.max()) <= rg[1]
+
+
+# --- population networks and Adam --------------------------------------------------------------
+@pytest.mark.parametrize("action", [ActionSpec("discrete", n=3),
+                                    ActionSpec("box", dim=2, low=(-1, -1), high=(1, 1))])
+def test_population_network_equals_actor_critic(action):
+    torch.manual_seed(0)
+    pols = [ActorCritic(5, action, (16, 8), "tanh", log_std_init=-0.3 * i) for i in range(3)]
+    net = PopActorCritic.from_policies(pols, "cpu")
+    obs = torch.randn(3, 7, 5)
+    out, v = net.actor(obs), net.critic(obs)
+    acts = torch.randint(0, 3, (3, 7)) if action.kind == "discrete" else torch.randn(3, 7, 2)
+    logp, ent = net.log_prob_entropy(out, acts)
+    for i, p in enumerate(pols):
+        d = p.dist(obs[i])
+        assert torch.allclose(v[i], p.value(obs[i]), atol=1e-6)
+        assert torch.allclose(logp[i], d.log_prob(acts[i]), atol=1e-5)
+        assert torch.allclose(net.log_prob(out, acts)[i], d.log_prob(acts[i]), atol=1e-5)
+        assert torch.allclose(ent[i], d.entropy(), atol=1e-5)
+        back = net.to_policy(i)
+        for a, b in zip(back.parameters(), p.parameters(), strict=True):
+            assert torch.equal(a, b)
+    # exact KL between two populations' policies
+    other = PopActorCritic.from_policies(
+        [ActorCritic(5, action, (16, 8), "tanh", log_std_init=0.2) for _ in range(3)], "cpu")
+    kl = other.kl_from(net.actor(obs), other.actor(obs), net.flat.detach())
+    for i, p in enumerate(pols):
+        q = other.to_policy(i)
+        d_old, d_new = p.dist(obs[i]), q.dist(obs[i])
+        assert isinstance(d_old, Categorical | DiagGaussian)
+        assert torch.allclose(kl[i], d_old.kl(d_new), atol=1e-5)  # type: ignore[arg-type]
+
+
+def test_pop_adam_equals_torch_adam_and_masks_members():
+    torch.manual_seed(1)
+    w0 = torch.randn(3, 6)
+    ref = [torch.nn.Parameter(w0[i].clone()) for i in range(3)]
+    opts = [torch.optim.Adam([r], lr=0.01, eps=1e-5) for r in ref]
+    flat = w0.clone()
+    pop = PopAdam(flat, eps=1e-5)
+    active = torch.tensor([True, False, True])
+    for step in range(5):
+        g = torch.randn(3, 6)
+        mask = active if step >= 2 else None  # member 1 stops after two steps
+        pop.step(g, torch.tensor(0.01), mask)
+        for i in range(3):
+            if mask is None or bool(mask[i]):
+                ref[i].grad = g[i].clone()
+                opts[i].step()
+    for i in range(3):
+        assert torch.allclose(flat[i], ref[i].detach(), atol=1e-6)
+    assert pop.t.tolist() == [5.0, 2.0, 5.0]
+
+
+# --- the engine ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("discrete", [True, False])
+def test_engine_update_equals_core_ppo_update(discrete):
+    """With one minibatch per epoch (no shuffling effect), the engine's update and the core's
+    ppo_update give the same parameters: same loss, clip, grad clip and Adam."""
+    env = "CartPole-v1" if discrete else "Pendulum-v1"
+    cfg = small_cfg(env, minibatch_size=128, update_epochs=3, ent_coef=0.01,
+                    clip_value_loss=True, lr=3e-3)
+    eng = PopulationPPO(cfg, [5])
+    core = init_policies(eng.spec, cfg, [5])[0]
+    torch.manual_seed(0)
+    B = 128
+    obs = torch.randn(1, B, eng.D)
+    acts = torch.randint(0, 2, (1, B)) if discrete else torch.randn(1, B, 1)
+    with torch.no_grad():
+        out = eng.net.actor(obs)
+        logp = eng.net.log_prob(out, acts) + 0.05 * torch.randn(1, B)  # pi_old != pi
+        values = eng.net.critic(obs)
+    adv, ret = torch.randn(1, B), torch.randn(1, B) * 3
+    b = {"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
+         "advantages": adv, "returns": ret}
+    eng.lr.fill_(cfg.lr)
+    m = eng._update(b)
+    opt = torch.optim.Adam(core.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+    mc = ppo_update(core, opt, Batch(obs[0], acts[0], logp[0], values[0], adv[0], ret[0]),
+                    update_epochs=3, minibatch_size=B, clip_eps=0.2, vf_coef=0.5,
+                    ent_coef=0.01, max_grad_norm=0.5, clip_value_loss=True)
+    for a, c in zip(eng.policy(0).parameters(), core.parameters(), strict=True):
+        assert torch.allclose(a, c, atol=2e-5), (a - c).abs().max()
+    for k in ("approx_kl", "kl_exact", "clip_fraction", "entropy", "ratio_q50"):
+        assert math.isclose(float(m[k][0]), mc[k], rel_tol=1e-3, abs_tol=1e-5), k
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_population_equals_separate_runs(env_id):
+    """Each member of a population is the run of its seed alone, to float rounding."""
+    sets = {"normalize_obs": True} if env_id == "CartPole-v1" else {"normalize_reward": True}
+    cfg = small_cfg(env_id, target_kl=0.02, **sets)
+    pop = PopulationPPO(cfg, [3, 4, 5])
+    alone = [PopulationPPO(cfg, [s]) for s in (3, 4, 5)]
+    for _ in range(3):
+        m = pop.iterate()[0]
+        for i, e in enumerate(alone):
+            mi = e.iterate()[0]
+            assert torch.allclose(torch.nan_to_num(m[i]), torch.nan_to_num(mi[0]),
+                                  rtol=1e-4, atol=1e-6)
+    for i, e in enumerate(alone):
+        assert torch.allclose(pop.net.flat[i], e.net.flat[0], atol=1e-6)
+    ev = pop.evaluate(3)
+    assert torch.allclose(ev[1], alone[1].evaluate(3)[0])
+
+
+def test_engine_metrics_are_sane():
+    eng = PopulationPPO(small_cfg(update_epochs=4, minibatch_size=32), [0, 1])
+    m = eng.iterate()[0]
+    row = dict(zip(ROW_COLUMNS, m[0].tolist(), strict=True))
+    assert row["epochs_run"] == 4 and row["early_stopped"] == 0
+    assert 0 <= row["clip_fraction"] <= 1 and row["approx_kl"] >= 0
+    assert row["ratio_min"] <= row["ratio_q05"] <= row["ratio_q50"] <= row["ratio_q95"]
+    assert row["ratio_q95"] <= row["ratio_max"]
+    assert 0 < row["entropy"] <= math.log(2) + 1e-6
+    assert eng.global_step == 128
+
+
+def test_kl_early_stopping_is_per_member():
+    cfg = small_cfg(update_epochs=10, minibatch_size=16, lr=0.01, target_kl=0.002)
+    eng = PopulationPPO(cfg, [0, 1, 2, 3])
+    m = eng.iterate()[0]
+    epochs = m[:, ROW_COLUMNS.index("epochs_run")]
+    assert float(epochs.max()) < 10 and float(epochs.min()) >= 1
+    stopped = m[:, ROW_COLUMNS.index("early_stopped")]
+    assert torch.equal(stopped, (epochs < 10).double())
+
+
+# --- run folders, resume, CLI ---------------------------------------------------------------------
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path) as f:
+        return [{k: v for k, v in r.items() if k not in ("wall_time", "sps")}
+                for r in csv.DictReader(f)]
+
+
+def test_single_run_folder_and_agent(tmp_path):
+    cfg = small_cfg(runs_dir=str(tmp_path), total_steps=512)
+    res = train_fast(cfg)
+    run = res.run_dir
+    for name in ("config.json", "metrics.csv", "episodes.csv", "agent.pt", "eval.json",
+                 "eval_initial.json", "status.json", "learning_curve.png"):
+        assert (run / name).is_file(), name
+    assert json.loads((run / "config.json").read_text())["vector"] == "torch"
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+    rows = _rows(run / "metrics.csv")
+    assert len(rows) == 4 and rows[-1]["eval_return_mean"] != ""
+    from trustrl.agent import Agent
+    from trustrl.evaluate import evaluate
+
+    agent = Agent.load(run / "agent.pt")
+    assert evaluate(agent, "CartPole-v1", 2).shape == (2,)
+
+
+def test_population_resume_is_exact(tmp_path, monkeypatch):
+    cfg = small_cfg(runs_dir=str(tmp_path / "a"), total_steps=768, normalize_obs=True)
+    full = train_fast(cfg, [1, 2])
+    from trustrl.fast import run as run_mod
+
+    calls = {"n": 0}
+    orig = run_mod.FastTrainer._log
+
+    def stop_after_three(self, *a, **k):
+        orig(self, *a, **k)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod.FastTrainer, "_log", stop_after_three)
+    cfg_b = small_cfg(runs_dir=str(tmp_path / "b"), total_steps=768, normalize_obs=True,
+                      checkpoint_every=2)
+    with pytest.raises(KeyboardInterrupt):
+        train_fast(cfg_b, [1, 2])
+    monkeypatch.setattr(run_mod.FastTrainer, "_log", orig)
+    root_b = next((tmp_path / "b").iterdir())
+    assert json.loads((root_b / "status.json").read_text())["status"] == "stopped"
+    resumed = resume_fast(root_b)
+    for ma, mb in zip(full.member_dirs, resumed.member_dirs, strict=True):
+        assert _rows(ma / "metrics.csv") == _rows(mb / "metrics.csv")
+        assert _rows(ma / "episodes.csv") == _rows(mb / "episodes.csv")
+    assert json.loads((root_b / "summary.json").read_text())["per_seed"] == \
+        json.loads((full.run_dir / "summary.json").read_text())["per_seed"]
+
+
+def test_parse_seeds():
+    assert parse_seeds("0-3") == [0, 1, 2, 3]
+    assert parse_seeds("1,2,5") == [1, 2, 5]
+    assert parse_seeds("0-2,10") == [0, 1, 2, 10]
+    for bad in ("5-1", "a", "1,1", "", "1-"):
+        with pytest.raises(ConfigError):
+            parse_seeds(bad)
+
+
+@pytest.mark.parametrize("sets,msg", [
+    ({"vector": "torch", "env_id": "LunarLander-v3"}, "no version of"),
+    ({"vector": "torch", "shared_trunk": "true"}, "separate actor and critic"),
+    ({"jit": "cuda-graph", "vector": "torch"}, "needs device 'cuda'"),
+    ({"jit": "compile"}, "vector 'torch' only"),
+    ({"jit": "fast"}, "jit must be"),
+])
+def test_bad_fast_configs(sets, msg):
+    with pytest.raises(ConfigError, match=msg):
+        make_config("ppo", None, None, sets, {})
+
+
+def test_trpo_has_no_fast_path():
+    with pytest.raises(ConfigError, match="runs ppo and ppo-noclip"):
+        make_config("trpo", None, None, {"vector": "torch"}, {})
+
+
+def test_cli_seeds_population_and_errors(tmp_path, cli_env):
+    def trustrl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trustrl", *args], env=cli_env,
+                              capture_output=True, text=True, timeout=300)
+
+    r = trustrl("train", "--seeds", "0-1", "--total-steps", "1024", "--runs-dir",
+                str(tmp_path), "--set", "num_steps=64", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "2 seeds, greedy evaluation" in r.stdout
+    root = next(tmp_path.iterdir())
+    assert sorted(json.loads((root / "population.json").read_text())["seeds"]) == [0, 1]
+    assert len([p for p in root.iterdir() if p.is_dir() and "__ppo__" in p.name]) == 2
+    for args, msg in [(("--seeds", "3-1"), "--seeds takes"),
+                      (("--seeds", "0-1", "--seed", "3"), "not both"),
+                      (("--seeds", "0-1", "--vector", "sync"), "batched torch envs"),
+                      (("--vector", "torch", "--env", "Foo-v9"), "error")]:
+        r = trustrl("train", *args, "--runs-dir", str(tmp_path / "bad"), "--quiet")
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad").exists()
+
+
+# --- compiled and CUDA paths ---------------------------------------------------------------------
+@pytest.mark.slow
+def test_compiled_path_matches_eager_on_cpu():
+    cfg = small_cfg(num_steps=16, minibatch_size=32)
+    eager = PopulationPPO(cfg, [0, 1])
+    comp = PopulationPPO(cfg, [0, 1], compile=True)
+    for _ in range(2):
+        a, b = eager.iterate()[0], comp.iterate()[0]
+        assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-5, atol=1e-5)
+
+
+@CUDA
+def test_cuda_graph_matches_eager_on_gpu():
+    cfg = small_cfg(device="cuda")
+    eager = PopulationPPO(cfg, [0, 1, 2])
+    graph = PopulationPPO(cfg, [0, 1, 2], graph=True)
+    for _ in range(5):  # two warm-ups, the capture, then replays
+        a, b = eager.iterate()[0], graph.iterate()[0]
+        assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-5, atol=1e-5)
+
+
+@CUDA
+def test_population_equals_separate_runs_on_gpu():
+    cfg = small_cfg(device="cuda")
+    pop = PopulationPPO(cfg, [3, 4])
+    alone = PopulationPPO(cfg, [4])
+    for _ in range(3):
+        m, mi = pop.iterate()[0], alone.iterate()[0]
+        assert torch.allclose(torch.nan_to_num(m[1]), torch.nan_to_num(mi[0]), rtol=1e-4,
+                              atol=1e-6)
+
+
+@CUDA
+def test_cpu_and_gpu_runs_agree_at_first():
+    a = PopulationPPO(small_cfg(), [7]).iterate()[0]
+    b = PopulationPPO(small_cfg(device="cuda"), [7]).iterate()[0].cpu()
+    assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-3, atol=1e-4)

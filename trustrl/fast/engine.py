@@ -1,0 +1,475 @@
+"""PPO for a population of P seeds on batched torch envs: rollout, GAE and update on one device.
+
+The algorithm is trustrl.algos.ppo's, step for step (the chapter's "PPO-clip, actor-critic
+style" box): frozen logp_old and V_old, GAE with terminated and truncated apart, K shuffled
+epochs of minibatches with per-minibatch advantage normalisation, clipped surrogate, 1/2 value
+loss (optionally clipped), entropy bonus, global grad-norm clip, Adam with a linearly annealed
+learning rate, full-batch approx-KL early stopping. What differs is how it is computed:
+
+- all P members at once: [P, B] tensors and batched matrix products (popnet.py);
+- nothing goes to the host during an iteration: actions are sampled with counter-based noise
+  drawn for the whole rollout in one call (rng.py), start states likewise, episode returns are
+  tracked in tensors, V(s) of the whole rollout (and V(final obs) of truncated steps) comes from
+  one critic call after it, since the critic does not change during the rollout;
+- the learning rate and every counter live in device tensors, and state is updated in place,
+  so one iteration can be captured as a single CUDA graph and replayed (`graph=True`), or its
+  step functions compiled with torch.compile (`compile=True`); the eager path runs the same
+  operations;
+- early stopping is a per-member mask (a member that stopped keeps its parameters and Adam
+  state; the others go on);
+- every number a member draws is a function of its seed and the step, so member p of a
+  population follows the same trajectory as a run of that seed alone (to float rounding).
+
+Metrics are [P] tensors stacked into one [P, columns] tensor per iteration; `metrics_rows`
+turns it into metrics.csv rows with the ordinary trainer's columns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from trustrl.advantages import gae
+from trustrl.config import PPOConfig
+from trustrl.envs.make import EnvSpec, check_env
+from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
+from trustrl.fast import rng
+from trustrl.fast.adam import PopAdam
+from trustrl.fast.popnet import PopActorCritic
+from trustrl.policies import ActorCritic
+
+# key purposes: each stream of random numbers has its own
+_ACTION, _ENV, _SHUFFLE, _EVAL = 1, 2, 3, 4
+
+ROW_COLUMNS = (
+    "lr", "ep_return_mean", "ep_length_mean", "episodes", "value_loss", "value_loss_fresh",
+    "explained_variance", "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction",
+    "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
+    "policy_loss", "epochs_run", "early_stopped", "clip_fraction_mb", "grad_norm",
+)
+"""Per-member metrics computed on the device, in the order of the [P, columns] tensor."""
+_INT_COLUMNS = ("episodes", "epochs_run", "early_stopped")
+_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+_STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_var", "obs_count",
+          "ret_var", "ret_mean", "ret_count", "disc_return", "it", "lr")
+"""Tensors that carry the run from one iteration to the next (updated in place)."""
+
+
+def init_policies(spec: EnvSpec, cfg: PPOConfig, seeds: list[int]) -> list[ActorCritic]:
+    """Each member's initial network exactly as the ordinary trainer builds it for its seed."""
+    from trustrl.train import seed_everything
+
+    out = []
+    for s in seeds:
+        seed_everything(s)
+        out.append(ActorCritic(spec.obs_dim, spec.action, cfg.hidden_sizes, cfg.activation,
+                               False, cfg.log_std_init))
+    return out
+
+
+def _chan(mean: Tensor, var: Tensor, count: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Fold the batch x [P, n, ...] (over dim 1) into per-member running mean and variance
+    (Chan et al.), as trustrl.normalize.RunningMeanStd does for one member."""
+    x = x.double()
+    b_mean, b_var, b_count = x.mean(1), x.var(1, unbiased=False), x.shape[1]
+    delta = b_mean - mean
+    total = count + b_count
+    new_mean = mean + delta * b_count / total
+    m2 = var * count + b_var * b_count + delta.pow(2) * count * b_count / total
+    return new_mean, m2 / total, total
+
+
+def _quantiles(x: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
+    """Per-row quantiles of x [P, B] with linear interpolation (torch.quantile's default),
+    written with sort and gather: torch.quantile checks its arguments on the host."""
+    s = x.sort(dim=1).values
+    n = x.shape[1]
+    out = []
+    for q in qs:
+        pos = q * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        out.append(s[:, lo] + (s[:, hi] - s[:, lo]) * (pos - lo))
+    return out
+
+
+class PopulationPPO:
+    """P PPO learners with their envs, stepping together. `iterate()` runs one iteration.
+
+    compile: torch.compile the per-step rollout function and the minibatch loss (CPU or CUDA).
+    graph: on CUDA, capture a whole iteration as one CUDA graph after two eager warm-up
+    iterations, and replay it (the same kernels as the eager path, so the same numbers).
+    """
+
+    def __init__(self, cfg: PPOConfig, seeds: list[int], clip: bool = True,
+                 compile: bool = False, graph: bool = False):
+        self.cfg, self.seeds, self.clip = cfg, list(seeds), clip
+        self.spec = check_env(cfg.env_id)
+        dev = self.device = torch.device(cfg.device)
+        if graph and dev.type != "cuda":
+            raise ValueError("CUDA graphs need a CUDA device")
+        P, N, T = len(seeds), cfg.num_envs, cfg.num_steps
+        self.P, self.N, self.T, self.D = P, N, T, self.spec.obs_dim
+        self.net = PopActorCritic.from_policies(init_policies(self.spec, cfg, seeds), dev)
+        self.opt = PopAdam(self.net.flat, cfg.adam_eps)
+        base = rng.derive(torch.tensor(self.seeds, dtype=torch.int64, device=dev))
+        n_idx = torch.arange(N, device=dev)
+        self.action_keys = rng.derive(base[:, None], _ACTION, n_idx[None, :])  # [P, N]
+        self.shuffle_keys = rng.derive(base, _SHUFFLE)  # [P]
+        self.eval_base = rng.derive(base, _EVAL)  # [P]
+        env_keys = rng.derive(base[:, None], _ENV, n_idx[None, :]).reshape(P * N)
+        self.env: TorchVecEnv = make_torch_env(cfg.env_id, P * N, device=dev)
+        self.resets = rng.ResetSampler(cfg.env_id, env_keys)
+        f64 = dict(dtype=torch.float64, device=dev)
+        # everything that carries over between iterations is a tensor, updated in place
+        self.env_state = self.resets.sample(1)[0]
+        self.elapsed = torch.zeros(P * N, dtype=torch.int64, device=dev)
+        self.obs = self.env._observe(self.env_state).to(torch.float32).view(P, N, self.D)
+        self.obs_mean = torch.zeros(P, self.D, **f64)
+        self.obs_var = torch.ones(P, self.D, **f64)
+        self.obs_count = torch.tensor(1e-4, **f64)
+        self.ret_mean = torch.zeros(P, **f64)
+        self.ret_var = torch.ones(P, **f64)
+        self.ret_count = torch.tensor(1e-4, **f64)
+        self.disc_return = torch.zeros(P, N, **f64)
+        self.ep_ret = torch.zeros(P, N, **f64)
+        self.ep_len = torch.zeros(P, N, dtype=torch.int64, device=dev)
+        self.it = torch.zeros((), dtype=torch.int64, device=dev)  # iterations done
+        self.lr = torch.tensor(cfg.lr, dtype=torch.float32, device=dev)
+        if cfg.normalize_obs:
+            self.obs_mean, self.obs_var, self.obs_count = _chan(
+                self.obs_mean, self.obs_var, self.obs_count, self.obs)
+        self.iteration = 0  # the host's copy of `it`
+        self._step_fn: Callable[..., Any] = self._policy_env_step
+        self._loss_fn: Callable[..., Any] = self._minibatch_loss
+        if compile:
+            self._step_fn = torch.compile(self._policy_env_step, dynamic=False)
+            self._loss_fn = torch.compile(self._minibatch_loss, dynamic=False)
+        self.graph = graph
+        self._graph: Any = None
+        self._graph_out: tuple[Tensor, ...] | None = None
+        self._warmup = 0
+
+    @property
+    def global_step(self) -> int:
+        """Env steps taken by each member."""
+        return self.iteration * self.T * self.N
+
+    # --- pieces -----------------------------------------------------------------------------------
+    def normalize(self, obs: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+        """obs [P, n, obs_dim] -> what the networks see (float32)."""
+        if not self.cfg.normalize_obs:
+            return obs.float()
+        z = (obs.double() - mean[:, None]) / torch.sqrt(var[:, None] + 1e-8)
+        return z.clamp(-self.cfg.obs_clip, self.cfg.obs_clip).float()
+
+    def _sample(self, out: Tensor, noise: Tensor, flat: Tensor) -> Tensor:
+        if self.net.discrete:
+            return torch.argmax(out + noise, dim=-1)
+        return out + torch.exp(self.net.log_std(flat)) * noise
+
+    def _policy_env_step(self, flat: Tensor, x: Tensor, noise: Tensor, env_state: Tensor,
+                         elapsed: Tensor, reset_state: Tensor, ep_ret: Tensor, ep_len: Tensor,
+                         obs_mean: Tensor, obs_var: Tensor, obs_count: Tensor,
+                         ret_mean: Tensor, ret_var: Tensor, ret_count: Tensor,
+                         disc_return: Tensor) -> tuple[Tensor, ...]:
+        """One step of every env with the current policy: a pure function of tensors (the
+        unit torch.compile fuses). Returns the step's records and the new carried state."""
+        cfg, net, P, N, D = self.cfg, self.net, self.P, self.N, self.D
+        out = net.actor(x, flat)
+        a = self._sample(out, noise, flat)
+        logp = net.log_prob(out, a, flat)
+        env_state, elapsed, st = self.env.transition(
+            env_state, elapsed, a.reshape(P * N) if net.discrete else a.reshape(P * N, -1),
+            reset_state)
+        r = st.reward.view(P, N)
+        term, trunc = st.terminated.view(P, N), st.truncated.view(P, N)
+        done = term | trunc
+        ep_ret = ep_ret + r
+        ep_len = ep_len + 1
+        fin_ret, fin_len = ep_ret, ep_len
+        ep_ret = ep_ret.masked_fill(done, 0.0)
+        ep_len = ep_len.masked_fill(done, 0)
+        next_obs = st.next_obs.view(P, N, D)
+        if cfg.normalize_obs:
+            obs_mean, obs_var, obs_count = _chan(obs_mean, obs_var, obs_count, next_obs)
+        final_x = self.normalize(st.final_obs.view(P, N, D), obs_mean, obs_var)
+        if cfg.normalize_reward:
+            disc_return = disc_return * cfg.gamma + r.double()
+            ret_mean, ret_var, ret_count = _chan(ret_mean, ret_var, ret_count, disc_return)
+            rew = (r.double() / torch.sqrt(ret_var[:, None] + 1e-8))
+            rew = rew.clamp(-cfg.reward_clip, cfg.reward_clip).float()
+            disc_return = disc_return.masked_fill(done, 0.0)
+        else:
+            rew = r.float()
+        x_next = self.normalize(next_obs, obs_mean, obs_var)
+        return (a, logp, rew, term, trunc, fin_ret, fin_len, final_x, x_next, next_obs,
+                env_state, elapsed, ep_ret, ep_len, obs_mean, obs_var, obs_count,
+                ret_mean, ret_var, ret_count, disc_return)
+
+    def _minibatch_loss(self, flat: Tensor, o: Tensor, a: Tensor, lpo: Tensor, adv: Tensor,
+                        ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
+        """Per-member PPO loss on one minibatch [P, mb]: (loss, policy loss, value loss,
+        clip fraction), each [P]."""
+        cfg, net, eps = self.cfg, self.net, self.cfg.clip_eps
+        out = net.actor(o, flat)
+        logp, ent = net.log_prob_entropy(out, a, flat)
+        v = net.critic(o, flat)
+        if cfg.norm_adv and adv.shape[1] > 1:
+            adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
+        ratio = torch.exp(logp - lpo)
+        if self.clip:
+            pl = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean(1)
+        else:
+            pl = -(ratio * adv).mean(1)
+        if cfg.clip_value_loss:
+            v_clip = v_old + (v - v_old).clamp(-eps, eps)
+            vl = 0.5 * torch.max((v - ret).pow(2), (v_clip - ret).pow(2)).mean(1)
+        else:
+            vl = 0.5 * (v - ret).pow(2).mean(1)
+        loss = pl + cfg.vf_coef * vl - cfg.ent_coef * ent.mean(1)
+        clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
+        return loss, pl, vl, clipped
+
+    # --- one iteration ----------------------------------------------------------------------------
+    def iterate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One PPO iteration for every member. Returns (metrics [P, columns], and the episodes
+        that ended: done mask, returns and lengths [T, P, N]), all on the device."""
+        cfg = self.cfg
+        progress = self.iteration / cfg.num_iterations
+        self.lr.fill_(cfg.lr * (1.0 - progress) if cfg.anneal_lr else cfg.lr)
+        if not self.graph:
+            out = self._iteration_body()
+        else:
+            out = self._graph_iteration()
+        self.iteration += 1
+        return out
+
+    def _graph_iteration(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        if self._graph is None and self._warmup < 2:
+            # warm-up on a side stream, as CUDA graph capture requires
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out = self._iteration_body()
+            torch.cuda.current_stream().wait_stream(s)
+            self._warmup += 1
+            return out
+        if self._graph is None:
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph):
+                self._graph_out = self._iteration_body()
+            # capture records the kernels without running them: replay once for real
+        self._graph.replay()
+        assert self._graph_out is not None
+        return self._graph_out  # type: ignore[return-value]
+
+    def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        cfg, net = self.cfg, self.net
+        P, N, T, D = self.P, self.N, self.T, self.D
+        flat = net.flat.detach()
+        # rollout noise and start states for all T steps, one batched hash each
+        ctr = self.it * T + torch.arange(T, device=self.device)
+        keys = self.action_keys[None]
+        noise = (rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
+                 else rng.normal(keys, ctr[:, None, None], net.n_out))
+        resets = self.resets.sample(T)
+        carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
+                 self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
+                 self.disc_return]
+        x = self.normalize(self.obs, self.obs_mean, self.obs_var)
+        recs: list[tuple[Tensor, ...]] = []
+        next_obs = self.obs
+        with torch.no_grad():
+            for t in range(T):
+                out = self._step_fn(flat, x, noise[t], carry[0], carry[1], resets[t],
+                                    *carry[2:])
+                recs.append((x,) + tuple(out[:8]))
+                x, next_obs = out[8], out[9]
+                carry = list(out[10:])
+        obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
+            torch.stack(c) for c in zip(*recs, strict=True))
+        with torch.no_grad():
+            # the critic is fixed during the rollout: V of every state in one call
+            values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)
+            values = values.view(P, T, N).transpose(0, 1)
+            final_v = net.critic(final_x.transpose(0, 1).reshape(P, T * N, D), flat)
+            final_v = final_v.view(P, T, N).transpose(0, 1)
+            last_v = net.critic(x, flat)
+            next_v = torch.cat([values[1:], last_v[None]], 0)
+            next_v = torch.where(trunc_b, final_v, next_v)
+            next_v = torch.where(term_b, torch.zeros_like(next_v), next_v)
+            adv, ret = gae(rew_b, values, next_v, term_b, trunc_b, cfg.gamma, cfg.gae_lambda)
+
+        def bflat(x: Tensor) -> Tensor:  # [T, P, N, ...] -> [P, T*N, ...]
+            return x.transpose(0, 1).reshape(P, T * N, *x.shape[3:])
+
+        batch = {"obs": bflat(obs_b), "actions": bflat(act_b), "logp_old": bflat(logp_b),
+                 "values_old": bflat(values), "advantages": bflat(adv),
+                 "returns": bflat(ret)}
+        m = self._update(batch)
+        with torch.no_grad():
+            done = term_b | trunc_b
+            n_ep = done.sum((0, 2))
+            ret_sum = torch.where(done, fin_ret, torch.zeros_like(fin_ret)).sum((0, 2))
+            len_sum = torch.where(done, fin_len, torch.zeros_like(fin_len)).sum((0, 2))
+            nan = torch.full_like(ret_sum, math.nan)
+            m["ep_return_mean"] = torch.where(n_ep > 0, ret_sum / n_ep.clamp(min=1), nan)
+            m["ep_length_mean"] = torch.where(n_ep > 0, len_sum.double() / n_ep.clamp(min=1),
+                                              nan)
+            m["episodes"] = n_ep
+            m["lr"] = self.lr.expand(P)
+            vo, rt = batch["values_old"].double(), batch["returns"].double()
+            var_y = rt.var(1, unbiased=False)
+            ev = 1.0 - (rt - vo).var(1, unbiased=False) / var_y
+            m["explained_variance"] = torch.where(var_y > 0, ev, nan)
+            m["value_loss_fresh"] = 0.5 * (vo - rt).pow(2).mean(1)
+            metrics = torch.stack([m[c].double() for c in ROW_COLUMNS], dim=1)
+            # carry the state over, in place (a CUDA graph replays on the same memory)
+            for name, value in zip(("env_state", "elapsed", "ep_ret", "ep_len", "obs_mean",
+                                    "obs_var", "obs_count", "ret_mean", "ret_var", "ret_count",
+                                    "disc_return"), carry, strict=True):
+                getattr(self, name).copy_(value)
+            self.obs.copy_(next_obs)
+            self.it += 1
+        return metrics, done, fin_ret, fin_len
+
+    def _update(self, b: dict[str, Tensor]) -> dict[str, Tensor]:
+        cfg, net = self.cfg, self.net
+        P, B = self.P, self.T * self.N
+        mb = cfg.minibatch_size
+        n_mb = math.ceil(B / mb)
+        K = cfg.update_epochs
+        dev = self.device
+        with torch.no_grad():
+            old_out = net.actor(b["obs"])
+            flat_old = net.flat.detach().clone()
+        active = torch.ones(P, dtype=torch.bool, device=dev)
+        use_mask = cfg.target_kl is not None
+        epochs_run = torch.zeros(P, device=dev)
+        zeros = torch.zeros(P, device=dev)
+        names = ("policy_loss", "value_loss", "grad_norm", "clip_fraction_mb")
+        last = {k: zeros.clone() for k in names}
+        obs_dim = b["obs"].shape[-1]
+        diag: dict[str, Tensor] | None = None
+        for epoch in range(K):
+            perm = torch.argsort(rng.bits(self.shuffle_keys, self.it * K + epoch, B), dim=1,
+                                 stable=True)
+            acc = {k: zeros.clone() for k in names}
+            for i in range(n_mb):
+                idx = perm[:, i * mb:(i + 1) * mb]
+                o = b["obs"].gather(1, idx[..., None].expand(-1, -1, obs_dim))
+                if net.discrete:
+                    a = b["actions"].gather(1, idx)
+                else:
+                    a = b["actions"].gather(1, idx[..., None].expand(-1, -1, net.n_out))
+                loss, pl, vl, clipped = self._loss_fn(
+                    net.flat, o, a, b["logp_old"].gather(1, idx), b["advantages"].gather(1, idx),
+                    b["returns"].gather(1, idx), b["values_old"].gather(1, idx))
+                (g,) = torch.autograd.grad(loss.sum(), net.flat)
+                with torch.no_grad():
+                    norm = torch.linalg.vector_norm(g, dim=1)
+                    if cfg.max_grad_norm > 0:
+                        g = g * (cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)[:, None]
+                    self.opt.step(g, self.lr, active if use_mask else None)
+                    for k, v in zip(names, (pl, vl, norm, clipped), strict=True):
+                        acc[k] += v.detach()
+            with torch.no_grad():
+                for k in names:
+                    last[k] = torch.where(active, acc[k] / n_mb, last[k])
+                epochs_run += active.float()
+                if use_mask:
+                    diag = self._diagnostics(b, old_out, flat_old)
+                    active = active & (diag["approx_kl"] <= cfg.target_kl)
+        with torch.no_grad():
+            if diag is None or use_mask:  # with the mask, members stopped at different epochs
+                diag = self._diagnostics(b, old_out, flat_old)
+            out = dict(last)
+            out.update(diag)
+            out["epochs_run"] = epochs_run
+            out["early_stopped"] = (epochs_run < K).float()
+        return out
+
+    @torch.no_grad()
+    def _diagnostics(self, b: dict[str, Tensor], old_out: Tensor, flat_old: Tensor
+                     ) -> dict[str, Tensor]:
+        """Full-batch diagnostics of the current policy against pi_old, per member [P]."""
+        net, eps = self.net, self.cfg.clip_eps
+        out = net.actor(b["obs"])
+        logp, ent = net.log_prob_entropy(out, b["actions"])
+        log_ratio = logp - b["logp_old"]
+        ratio = log_ratio.exp()
+        d = {
+            "approx_kl": (torch.expm1(log_ratio) - log_ratio).mean(1),
+            "approx_kl_k1": (-log_ratio).mean(1),
+            "kl_exact": net.kl_from(old_out, out, flat_old).mean(1),
+            "clip_fraction": ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1),
+            "entropy": ent.mean(1),
+            "ratio_min": ratio.min(1).values,
+            "ratio_max": ratio.max(1).values,
+        }
+        for p, row in zip(_QUANTILES, _quantiles(ratio.double(), _QUANTILES), strict=True):
+            d[f"ratio_q{int(round(p * 100)):02d}"] = row
+        return d
+
+    # --- greedy evaluation on the torch envs ------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, episodes: int) -> Tensor:
+        """Greedy returns [P, episodes]: each member plays `episodes` episodes from start states
+        fixed by its seed (the same at every evaluation), observations normalised with frozen
+        statistics. Runs until every episode ended (at most the time limit)."""
+        P, E, D = self.P, episodes, self.D
+        dev = self.device
+        env = make_torch_env(self.cfg.env_id, P * E, device=dev)
+        keys = rng.derive(self.eval_base[:, None], torch.arange(E, device=dev)[None, :])
+        state = rng.ResetSampler(self.cfg.env_id, keys.reshape(P * E)).sample(1)[0]
+        elapsed = torch.zeros(P * E, dtype=torch.int64, device=dev)
+        obs = env._observe(state).to(torch.float32).view(P, E, D)
+        total = torch.zeros(P, E, dtype=torch.float64, device=dev)
+        running = torch.ones(P, E, dtype=torch.bool, device=dev)
+        for t in range(env.max_episode_steps):
+            out = self.net.actor(self.normalize(obs, self.obs_mean, self.obs_var))
+            a = out.argmax(-1).reshape(P * E) if self.net.discrete else out.reshape(P * E, -1)
+            state, elapsed, st = env.transition(state, elapsed, a, state)  # no reset needed
+            total += torch.where(running, st.reward.view(P, E).double(), 0.0)
+            running &= ~(st.terminated | st.truncated).view(P, E)
+            obs = st.final_obs.view(P, E, D)
+            if t % 64 == 63 and not bool(running.any()):
+                break
+        return total
+
+    def policy(self, member: int) -> ActorCritic:
+        return self.net.to_policy(member)
+
+    # --- state for checkpoints --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: getattr(self, k).detach().cpu().clone() for k in _STATE}
+        out.update(flat=self.net.flat.detach().cpu().clone(), adam=self.opt.state_dict(),
+                   resets_counter=self.resets.counter.cpu().clone(), iteration=self.iteration,
+                   seeds=list(self.seeds))
+        return out
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        if list(s["seeds"]) != self.seeds:
+            raise ValueError("checkpoint seeds differ from the run's")
+        with torch.no_grad():
+            self.net.flat.copy_(s["flat"])
+            for k in _STATE:
+                getattr(self, k).copy_(s[k])
+            self.resets.counter.copy_(s["resets_counter"])
+        self.opt.load_state_dict(s["adam"])
+        self.iteration = int(s["iteration"])
+
+
+def metrics_rows(metrics: Tensor) -> list[dict[str, Any]]:
+    """[P, columns] -> one dict per member (ints for the counters, None for NaN)."""
+    rows = []
+    for vals in metrics.cpu().tolist():
+        row: dict[str, Any] = {}
+        for c, v in zip(ROW_COLUMNS, vals, strict=True):
+            row[c] = None if v != v else (int(v) if c in _INT_COLUMNS else v)
+        rows.append(row)
+    return rows

@@ -1,0 +1,189 @@
+"""The actor-critic of P independent agents as one flat parameter tensor [P, D].
+
+Member p's networks are exactly trustrl.policies.ActorCritic's (separate actor and critic MLPs,
+orthogonal init sqrt2 / 0.01 / 1.0, state-independent log-std): `from_policies` stacks P
+ActorCritic modules and `to_policy(p)` gives one back. Layers are batched matrix products
+(x [P, B, in] @ W [P, in, out]) over views of one leaf tensor, so
+
+- a forward for all P members is a handful of kernels, whatever P is (P = 1 included);
+- the gradient of every member lands in one tensor flat.grad [P, D]: its per-member norm is one
+  reduction, and Adam is a few elementwise operations on [P, D] (see adam.py);
+- a loss that sums the members' losses gives each member exactly its own gradient, since no
+  parameter is shared between members.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from trustrl.policies import ActionSpec, ActorCritic
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    offset: int
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+class PopActorCritic:
+    """P actor-critics in one flat tensor. `flat` [P, D] is the leaf that requires grad."""
+
+    def __init__(self, obs_dim: int, action: ActionSpec, hidden_sizes: Sequence[int],
+                 activation: str, flat: Tensor):
+        if activation not in ("tanh", "relu"):
+            raise ValueError(f"activation must be tanh or relu, got {activation!r}")
+        self.obs_dim, self.action = obs_dim, action
+        self.hidden_sizes, self.activation = tuple(hidden_sizes), activation
+        self.discrete = action.kind == "discrete"
+        self.n_out = action.n if self.discrete else action.dim
+        self.segments = self.layout(obs_dim, self.n_out, self.hidden_sizes, not self.discrete)
+        self.size = sum(s.size for s in self.segments)
+        if flat.shape[-1] != self.size:
+            raise ValueError(f"flat has {flat.shape[-1]} columns, the layout needs {self.size}")
+        self.flat = flat
+        self._act = torch.tanh if activation == "tanh" else torch.relu
+
+    @property
+    def population(self) -> int:
+        return self.flat.shape[0]
+
+    @staticmethod
+    def layout(obs_dim: int, n_out: int, hidden: tuple[int, ...], box: bool) -> list[Segment]:
+        segs: list[Segment] = []
+        off = 0
+
+        def add(name: str, *shape: int) -> None:
+            nonlocal off
+            segs.append(Segment(name, off, tuple(shape)))
+            off += math.prod(shape)
+
+        for part, head in (("actor", n_out), ("critic", 1)):
+            n_in = obs_dim
+            for i, h in enumerate(hidden):
+                add(f"{part}.w{i}", n_in, h)
+                add(f"{part}.b{i}", h)
+                n_in = h
+            add(f"{part}.w_out", n_in, head)
+            add(f"{part}.b_out", head)
+        if box:
+            add("log_std", n_out)
+        return segs
+
+    # --- views --------------------------------------------------------------------------------
+    def _view(self, seg: Segment, flat: Tensor) -> Tensor:
+        x = flat[:, seg.offset:seg.offset + seg.size]
+        if len(seg.shape) == 2:
+            return x.view(flat.shape[0], *seg.shape)
+        return x.unsqueeze(1)  # bias or log-std: [P, 1, n], broadcast over the batch
+
+    def _mlp(self, part: str, x: Tensor, flat: Tensor) -> Tensor:
+        segs = [s for s in self.segments if s.name.startswith(part + ".")]
+        n_hidden = len(self.hidden_sizes)
+        for i in range(n_hidden):
+            w, b = self._view(segs[2 * i], flat), self._view(segs[2 * i + 1], flat)
+            x = self._act(torch.baddbmm(b, x, w))
+        w, b = self._view(segs[-2], flat), self._view(segs[-1], flat)
+        if w.shape[-1] == 1:
+            # a product with one output column: a reduction rather than bmm, whose kernel
+            # choice for a single matrix (P = 1) differs from the batched one in the last bits
+            return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
+        return torch.baddbmm(b, x, w)
+
+    # --- forward ------------------------------------------------------------------------------
+    def actor(self, obs: Tensor, flat: Tensor | None = None) -> Tensor:
+        """Logits [P, B, n] (Discrete) or Gaussian means [P, B, d] (Box); obs [P, B, obs_dim]."""
+        return self._mlp("actor", obs, self.flat if flat is None else flat)
+
+    def critic(self, obs: Tensor, flat: Tensor | None = None) -> Tensor:
+        """V(s): [P, B, obs_dim] -> [P, B]."""
+        return self._mlp("critic", obs, self.flat if flat is None else flat).squeeze(-1)
+
+    def log_std(self, flat: Tensor | None = None) -> Tensor:
+        """[P, 1, d] (Box only)."""
+        return self._view(self.segments[-1], self.flat if flat is None else flat)
+
+    def log_prob(self, out: Tensor, actions: Tensor, flat: Tensor | None = None) -> Tensor:
+        """log pi(a|s) [P, B] from the actor's output (what the rollout needs)."""
+        if self.discrete:
+            return torch.log_softmax(out, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        log_std = self.log_std(flat)
+        z = (actions - out) * torch.exp(-log_std)
+        return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+
+    def log_prob_entropy(self, out: Tensor, actions: Tensor,
+                         flat: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """log pi(a|s) and entropy, both [P, B], from the actor's output."""
+        if self.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            return logp, entropy
+        log_std = self.log_std(flat)
+        z = (actions - out) * torch.exp(-log_std)
+        logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+        entropy = (0.5 + 0.5 * _LOG_2PI + log_std).sum(-1).expand_as(logp)
+        return logp, entropy
+
+    def kl_from(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor | None = None
+                ) -> Tensor:
+        """Exact KL(pi_old || pi_new) per state [P, B]; flat_old: pi_old's log-std source."""
+        if self.discrete:
+            lo, ln = torch.log_softmax(old_out, -1), torch.log_softmax(new_out, -1)
+            return (lo.exp() * (lo - ln)).sum(-1)
+        ls_new = self.log_std()
+        ls_old = ls_new.detach() if flat_old is None else self.log_std(flat_old)
+        var_ratio = (2.0 * (ls_old - ls_new)).exp()
+        t = ((old_out - new_out) * torch.exp(-ls_new)).pow(2)
+        return 0.5 * (var_ratio + t - 1.0 - 2.0 * (ls_old - ls_new)).sum(-1)
+
+    # --- conversion to and from ActorCritic -----------------------------------------------------
+    @classmethod
+    def from_policies(cls, policies: Sequence[ActorCritic], device: str | torch.device
+                      ) -> PopActorCritic:
+        """Stack P ActorCritic modules (separate trunks) into one population."""
+        p0 = policies[0]
+        if p0.shared_trunk:
+            raise ValueError("the population networks have separate actor and critic trunks")
+        kw = p0.kwargs()
+        rows = [cls._flatten(p) for p in policies]
+        flat = torch.stack(rows).to(device).requires_grad_(True)
+        return cls(p0.obs_dim, p0.action, kw["hidden_sizes"], kw["activation"], flat)
+
+    @staticmethod
+    def _flatten(p: ActorCritic) -> Tensor:
+        parts: list[Tensor] = []
+        for trunk, head in ((p.actor_trunk, p.policy_head), (p.critic_trunk, p.value_head)):
+            for layer in [m for m in trunk if isinstance(m, torch.nn.Linear)] + [head]:
+                parts += [layer.weight.detach().t().reshape(-1), layer.bias.detach()]
+        if p.log_std is not None:
+            parts.append(p.log_std.detach())
+        return torch.cat([x.float().cpu() for x in parts])
+
+    def to_policy(self, member: int) -> ActorCritic:
+        """Member `member` as an ActorCritic (on the CPU), e.g. to save it as an agent."""
+        pol = ActorCritic(self.obs_dim, self.action, self.hidden_sizes, self.activation)
+        row = self.flat[member].detach().cpu()
+        it = iter(self.segments)
+        with torch.no_grad():
+            for trunk, head in ((pol.actor_trunk, pol.policy_head),
+                                (pol.critic_trunk, pol.value_head)):
+                for layer in [m for m in trunk if isinstance(m, torch.nn.Linear)] + [head]:
+                    w, b = next(it), next(it)
+                    layer.weight.copy_(row[w.offset:w.offset + w.size].view(w.shape).t())
+                    layer.bias.copy_(row[b.offset:b.offset + b.size])
+            if pol.log_std is not None:
+                s = next(it)
+                pol.log_std.copy_(row[s.offset:s.offset + s.size])
+        return pol

@@ -1,0 +1,134 @@
+"""Counter-based random numbers: the value at (key, counter, index) is a pure function of them.
+
+torch.Generator is a sequential stream: a population of P seeds drawing from one generator gets
+numbers that depend on P and on the order of the draws, so seed 7 in a population of 256 would
+not be seed 7 run alone. Here every random number is a hash of a 32-bit key (one per stream:
+a seed and a purpose, an env, ...), a counter (the step, the epoch) and an index, as in JAX's
+threefry keys or Philox. So a member of a population draws exactly the numbers it would draw
+alone, on CPU and on CUDA alike, and no state besides the counters needs saving.
+
+The mixer is the "lowbias32" integer hash (Wellons' hash-prospector, public domain). Its 32-bit
+multiplications are done in int64 pieces that cannot overflow (torch has no uint32 arithmetic).
+Uniforms use the top 24 bits: exactly representable in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+_M32 = 0xFFFFFFFF
+_GOLDEN = 0x9E3779B9
+
+
+def _mul32(x: Tensor, c: int) -> Tensor:
+    """(x * c) mod 2**32 for int64 x in [0, 2**32), without int64 overflow."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _M32
+
+
+def mix32(x: Tensor) -> Tensor:
+    """A bijective 32-bit integer hash with good avalanche (lowbias32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def derive(key: Tensor | int, *tags: Tensor | int) -> Tensor:
+    """A new key from a key and integer tags (a purpose, an env index, ...), hashed in turn;
+    tensor keys and tags broadcast."""
+    k = torch.as_tensor(key, dtype=torch.int64) & _M32
+    for tag in tags:
+        t = torch.as_tensor(tag, dtype=torch.int64, device=k.device)
+        k = mix32((k + _mul32((t + 1) & _M32, _GOLDEN)) & _M32)
+    return k
+
+
+def bits(key: Tensor, counter: Tensor | int, n: int) -> Tensor:
+    """32-bit random integers (in int64) of shape key.shape + (n,): entry j hashes (key,
+    counter, j). key: int64 tensor of keys; counter: an int, or a tensor broadcastable to key."""
+    counter = torch.as_tensor(counter, dtype=torch.int64, device=key.device)
+    k = mix32((key ^ mix32(counter & _M32)) & _M32)
+    j = torch.arange(n, dtype=torch.int64, device=key.device)
+    return mix32(mix32((k.unsqueeze(-1) + _mul32(j + 1, _GOLDEN)) & _M32) ^ k.unsqueeze(-1))
+
+
+def uniform(key: Tensor, counter: Tensor | int, n: int,
+            dtype: torch.dtype = torch.float32) -> Tensor:
+    """Uniforms in [0, 1) with 24 random bits, shape key.shape + (n,)."""
+    return (bits(key, counter, n) >> 8).to(dtype) * (2.0 ** -24)
+
+
+def normal(key: Tensor, counter: Tensor | int, n: int,
+           dtype: torch.dtype = torch.float32) -> Tensor:
+    """Standard normals by Box-Muller from 2n uniforms, shape key.shape + (n,)."""
+    u = uniform(key, counter, 2 * n, torch.float64)
+    u1 = 1.0 - u[..., :n]  # in (0, 1]: the log is finite
+    z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * torch.pi * u[..., n:])
+    return z.to(dtype)
+
+
+def gumbel(key: Tensor, counter: Tensor | int, n: int,
+           dtype: torch.dtype = torch.float32) -> Tensor:
+    """Standard Gumbel samples -log(-log U), shape key.shape + (n,); argmax(logits + g) is a
+    sample of the categorical distribution softmax(logits)."""
+    u = uniform(key, counter, n, torch.float64)
+    u = (u + 2.0 ** -25).clamp(max=1.0 - 2.0 ** -25)  # inside (0, 1): both logs finite
+    return (-torch.log(-torch.log(u))).to(dtype)
+
+
+class ResetSampler:
+    """Start states for T steps of R env rows at once, each row from its own stream.
+
+    A TorchVecEnv draws a reset state for every row at every step (used where an episode
+    ended). Here the draws of T steps come from one batched hash: call j of a reset, at step t,
+    row r, hashes (key_r, counter + t * calls + j), where `calls` is how many uniform draws the
+    env's reset distribution makes. `counter` is a device tensor advanced in place, so the
+    sampler runs inside a CUDA graph, and the numbers a row sees depend only on its key and on
+    the number of steps taken, never on how many other rows there are.
+    """
+
+    def __init__(self, env_id: str, keys: Tensor, width: int = 4):
+        from trustrl.envs.torch_classic import make_torch_env
+
+        self.env_id, self.keys, self.width = env_id, keys, width
+        self.rows = keys.shape[0]
+        self.counter = torch.zeros((), dtype=torch.int64, device=keys.device)
+        self._envs: dict[int, object] = {}
+        probe = make_torch_env(env_id, 1, device=keys.device)
+        calls = [0]
+
+        def count(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+            calls[0] += 1
+            return torch.zeros(shape, dtype=dtype, device=keys.device)
+
+        probe.random_source = count
+        probe.sample_states()
+        self.calls = calls[0]
+
+    def sample(self, steps: int) -> Tensor:
+        """[steps, rows, state_dim] start states; advances the counter by steps * calls."""
+        from trustrl.envs.torch_classic import make_torch_env
+
+        env = self._envs.get(steps)
+        if env is None:
+            env = self._envs[steps] = make_torch_env(self.env_id, steps * self.rows,
+                                                     device=self.keys.device)
+        call = [0]
+        t = torch.arange(steps, device=self.keys.device)
+
+        def source(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+            k = math.prod(shape[1:])
+            ctr = self.counter + t * self.calls + call[0]
+            call[0] += 1
+            u = uniform(self.keys[None, :], ctr[:, None], self.width, torch.float64)
+            return u[:, :, :k].reshape(shape).to(dtype)
+
+        env.random_source = source  # type: ignore[attr-defined]
+        states = env.sample_states()  # type: ignore[attr-defined]
+        self.counter += steps * self.calls
+        return states.view(steps, self.rows, -1)
