@@ -1,0 +1,113 @@
+"""Steps per second of trustrl's fast path (PPO on batched torch envs) on one GPU.
+
+    python benchmarks/gpu_fast.py [--settings single,envs2048,seeds1024,envs65536]
+                                  [--modes eager,graph] [--out FILE.jsonl]
+
+The settings mirror PureJaxRL's CartPole-v1 PPO (benchmarks/purejaxrl_gpu.py times it in the
+same session): 64x64 tanh actor and critic, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip
+0.2, ent 0.01, vf 0.5, grad-norm 0.5, 4 epochs; and
+
+    single     1 agent,      4 envs x 128 steps, 4 minibatches (PureJaxRL's default)
+    envs2048   1 agent,   2048 envs x 128 steps, 8 minibatches
+    seeds1024  1024 agents,  4 envs x 128 steps each, 4 minibatches (a population of seeds)
+    envs65536  1 agent,  65536 envs x 128 steps, 8 minibatches
+
+Timing: the training loop only, after warm-up (and, for mode "graph", after the CUDA graph is
+captured), as PureJaxRL is timed after compilation: `iterations` iterations between two
+torch.cuda.synchronize() calls, with no host transfer in between. SPS = env steps of all agents
+/ seconds. One JSON line per (setting, mode) with SPS, the mean episode return of the last
+iteration (a learning sanity check) and peak GPU memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from trustrl.config import make_config
+from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO
+
+SETTINGS = {
+    "single": dict(P=1, N=4, minibatches=4, iterations=300),
+    "envs2048": dict(P=1, N=2048, minibatches=8, iterations=40),
+    "seeds1024": dict(P=1024, N=4, minibatches=4, iterations=40),
+    "envs65536": dict(P=1, N=65536, minibatches=8, iterations=8),
+}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run(setting: str, mode: str, device: str, iterations: int | None = None) -> dict:
+    s = SETTINGS[setting]
+    P, N, T = s["P"], s["N"], 128
+    iters = iterations or s["iterations"]
+    warm = 3
+    sets = {"num_envs": N, "num_steps": T, "update_epochs": 4,
+            "minibatch_size": N * T // s["minibatches"], "lr": 2.5e-4, "anneal_lr": True,
+            "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "clip_eps": 0.2,
+            "gamma": 0.99, "gae_lambda": 0.95, "vector": "torch", "device": device,
+            "total_steps": N * T * (iters + warm)}
+    cfg = make_config("ppo", "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
+    t0 = time.perf_counter()
+    eng = PopulationPPO(cfg, list(range(P)), compile="compile" in mode, graph="graph" in mode)
+    build = time.perf_counter() - t0
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(warm):
+        eng.iterate()
+    _sync(device)
+    warmup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        metrics = eng.iterate()[0]
+    _sync(device)
+    dt = time.perf_counter() - t0
+    ret = metrics[:, ROW_COLUMNS.index("ep_return_mean")]
+    ret = ret[~torch.isnan(ret)]
+    return {"setting": setting, "mode": mode, "agents": P, "envs_per_agent": N, "steps": T,
+            "iterations_timed": iters, "seconds": round(dt, 4),
+            "sps": round(P * N * T * iters / dt), "build_s": round(build, 2),
+            "warmup_s": round(warmup, 2),
+            "last_ep_return_mean": None if ret.numel() == 0 else round(float(ret.mean()), 1),
+            "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None,
+            "torch": torch.__version__,
+            "device": torch.cuda.get_device_name() if cuda else "cpu"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--modes", default="eager,graph")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--iterations", type=int, default=None, help="override the timed count")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False  # same float32 arithmetic as the CPU tests
+    out = open(a.out, "a") if a.out else None  # noqa: SIM115
+    for setting in a.settings.split(","):
+        for mode in a.modes.split(","):
+            try:
+                row = run(setting, mode, a.device, a.iterations)
+            except Exception as e:  # noqa: BLE001  (report and go on to the next setting)
+                row = {"setting": setting, "mode": mode, "error": f"{type(e).__name__}: {e}"}
+            line = json.dumps(row)
+            print(line, flush=True)
+            if out:
+                out.write(line + "\n")
+                out.flush()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    if out:
+        out.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""`trustrl demo` server without a browser: routing, safety (400 / 404 / 403 / 405, port in
+use), the run-folder readers, and the Python endpoints the pages are checked against."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import http.client
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trustrl.demo import compute, runfiles
+from trustrl.demo.params import BadRequest, Param, parse_query
+from trustrl.demo.server import make_server
+from trustrl.errors import TrustrlError
+from trustrl.experiments.kepoch import DemoConfig, simulate
+
+RUN = "CartPole-v1__ppo__1__20260101-000000"
+COLUMNS = ["iteration", "global_step", "ep_return_mean", "approx_kl", "clip_fraction",
+           "entropy", "explained_variance", "lr", "epochs_run", "eval_return_mean"]
+
+
+def write_run(path: Path, rows: int = 3) -> Path:
+    """A small but well-formed run folder (what `trustrl train` writes, fewer columns)."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps(
+        {"env_id": "CartPole-v1", "algo": "ppo", "seed": 1, "total_steps": 2048, "num_envs": 4,
+         "num_steps": 128, "update_epochs": 10}))
+    (path / "status.json").write_text(json.dumps({"status": "running", "iteration": rows}))
+    with open(path / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for i in range(1, rows + 1):
+            w.writerow([i, 512 * i, 20.0 + i, 0.005, 0.1, 0.69, 0.1 * i, 1e-3, 10, ""])
+    (path / "episodes.csv").write_text("global_step,iteration,env_index,return,length\r\n"
+                                       "60,1,0,15.0,15\r\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    base = tmp_path_factory.mktemp("demo")
+    root = base / "runs"
+    write_run(root / RUN)
+    write_run(root / "sweep" / "CartPole-v1__ppo__2__20260101-000001")
+    (root / "not-a-run").mkdir()
+    (base / "secret.txt").write_text("outside the runs folder")
+    (root / RUN / "checkpoints").mkdir()
+    (root / RUN / "checkpoints" / "latest.pt").write_bytes(b"pickle")
+    os.symlink(base / "secret.txt", root / RUN / "eval.json")  # a link out of the root
+    os.symlink(base, root / "escape")  # a run-looking folder that is outside the root
+    srv = make_server("127.0.0.1", 0, root)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv, root
+    srv.shutdown()
+    srv.server_close()
+
+
+def get(srv, path: str, method: str = "GET", host: str | None = None):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=30)
+    conn.putrequest(method, path, skip_host=host is not None)
+    if host is not None:
+        conn.putheader("Host", host)
+    conn.endheaders()
+    r = conn.getresponse()
+    body = r.read()
+    conn.close()
+    return r.status, dict(r.getheaders()), body
+
+
+def get_json(srv, path: str):
+    status, _, body = get(srv, path)
+    return status, json.loads(body)
+
+
+# ----- pages and static files --------------------------------------------------------------------
+@pytest.mark.parametrize("page", ["/", "/clip", "/kepoch", "/natural", "/dashboard"])
+def test_pages_are_served_with_a_strict_content_security_policy(served, page):
+    srv, _ = served
+    status, headers, body = get(srv, page)
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    text = body.decode()
+    assert "http://" not in text and "https://" not in text  # no CDN: everything is local
+    for ref in ("/static/style.css",):
+        assert ref in text
+
+
+def test_every_asset_a_page_references_exists(served):
+    srv, _ = served
+    import re
+
+    for page in ("/", "/clip", "/kepoch", "/natural", "/dashboard"):
+        text = get(srv, page)[2].decode()
+        for ref in re.findall(r'(?:src|href)="(/static/[^"]+)"', text):
+            status, headers, _ = get(srv, ref)
+            assert status == 200, ref
+            assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+# ----- traversal and unknown paths: 404 ----------------------------------------------------------
+TRAVERSALS = [
+    "/files/../secret.txt", "/files/%2e%2e/secret.txt", f"/files/{RUN}/..%2f..%2fsecret.txt",
+    f"/files/{RUN}/%2e%2e/%2e%2e/secret.txt", "/files/..%2Fsecret.txt",
+    "/static/../server.py", "/static/%2e%2e%2fserver.py", "/static/..%5cserver.py",
+    "/api/runs/../info", "/api/runs/..%2F..%2Fetc/info", "/api/runs/%2e%2e/metrics",
+    f"/files/{RUN}/eval.json",  # a symlink that leaves the root
+    f"/files/{RUN}/checkpoints/latest.pt", f"/files/{RUN}/latest.pt",  # not a served file
+    "/api/runs/escape/info", "/files/escape/secret.txt", "/api/runs/escape/runs/x/info",
+    "//etc/passwd", "/files//etc/passwd", "/etc/passwd", "/static/", "/static/nope.js",
+    "/api/runs/not-a-run/info", "/api/runs/a/b/c/info", "/api/nothing", "/clip/extra",
+    "/files/%00/config.json", "/api/runs/.hidden/info",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_paths_outside_what_we_serve_are_404(served, path):
+    srv, _ = served
+    status, headers, body = get(srv, path)
+    assert status == 404, (path, body)
+    assert b"outside the runs folder" not in body
+
+
+def test_run_files_inside_the_root_are_served(served):
+    srv, _ = served
+    status, _, body = get(srv, f"/files/{RUN}/metrics.csv")
+    assert status == 200 and body.startswith(b"iteration,")
+    status, _, body = get(srv, "/files/sweep/CartPole-v1__ppo__2__20260101-000001/config.json")
+    assert status == 200 and json.loads(body)["algo"] == "ppo"
+
+
+# ----- bad parameters: 400 with a one-line message -----------------------------------------------
+BAD = [
+    ("/api/kepoch?K=0", "K"), ("/api/kepoch?K=abc", "K"), ("/api/kepoch?K=101", "K"),
+    ("/api/kepoch?K=1&K=2", "K"), ("/api/kepoch?N=257", "N"), ("/api/kepoch?N=1.5", "N"),
+    ("/api/kepoch?eps=nan", "eps"), ("/api/kepoch?eps=inf", "eps"), ("/api/kepoch?eps=0", "eps"),
+    ("/api/kepoch?seed=-1", "seed"), ("/api/kepoch?seed=4294967296", "seed"),
+    ("/api/kepoch?iterations=1000", "iterations"), ("/api/kepoch?foo=1", "foo"),
+    ("/api/kepoch?K", "K"), ("/api/kepoch?K=", "K"), ("/api/kepoch?%ff=1", "unknown"),
+    ("/api/clip?rho=1", "adv"), ("/api/clip?adv=0&rho=1", "adv"), ("/api/clip?adv=1&rho=-1", "rho"),
+    ("/api/clip?adv=1e999&rho=1", "adv"), ("/api/natural?theta=x", "theta"),
+    ("/api/natural?theta=0&delta=0", "delta"), ("/api/natural?theta=0&lr=-1", "lr"),
+    (f"/api/runs/{RUN}/metrics?since=-1", "since"), (f"/api/runs/{RUN}/metrics?since=x", "since"),
+    (f"/api/runs/{RUN}/metrics?from=1", "from"), (f"/api/runs/{RUN}/info?x=1", "x"),
+    ("/api/runs?all=1", "all"), ("/kepoch?K=0", "K"), ("/kepoch?seed=abc", "seed"),
+    ("/clip?rho=3", "rho"), ("/natural?theta=11", "theta"), ("/clip?bogus=1", "bogus"),
+    ("/dashboard?run=../x", "run"), ("/dashboard?run=a/b/c", "run"), ("/dashboard?poll=5", "poll"),
+    ("/dashboard?poll=1&poll=2", "poll"), ("/dashboard?other=1", "other"),
+]
+
+
+@pytest.mark.parametrize("path,name", BAD)
+def test_bad_parameters_are_400_with_a_message(served, path, name):
+    srv, _ = served
+    status, body = get_json(srv, path)
+    assert status == 400, (path, body)
+    msg = body["error"]
+    assert "\n" not in msg and (name in msg or name == "unknown")
+
+
+def test_no_input_gives_a_500(served):
+    """A small fuzz over every endpoint: only 200, 400, 404 (never 500)."""
+    srv, _ = served
+    rng = np.random.default_rng(0)
+    pieces = ["", "0", "-0", "1e5", "nan", "%00", "%", "%zz", "..", "a=b=c", "&&", "=", "+",
+              "1" * 40, "0x10", " 1", "1 ", "\u00e9", "[]", "-1e-400"]
+    paths = ["/api/kepoch", "/api/clip", "/api/natural", f"/api/runs/{RUN}/metrics",
+             f"/api/runs/{RUN}/episodes", "/api/runs", "/kepoch", "/clip", "/natural",
+             "/dashboard"]
+    keys = ["K", "N", "eps", "seed", "iterations", "adv", "rho", "theta", "delta", "lr",
+            "since", "run", "poll"]
+    seen = set()
+    for _ in range(300):
+        path = paths[rng.integers(len(paths))]
+        q = "&".join(f"{keys[rng.integers(len(keys))]}={pieces[rng.integers(len(pieces))]}"
+                     for _ in range(rng.integers(0, 3)))
+        from urllib.parse import quote
+
+        status, _, _ = get(srv, path + "?" + quote(q, safe="=&%"))
+        seen.add(status)
+        assert status in (200, 400, 404), (path, q, status)
+    assert {200, 400} <= seen
+
+
+def test_other_methods_are_405_and_foreign_hosts_403(served):
+    srv, _ = served
+    for m in ("POST", "PUT", "DELETE"):
+        assert get(srv, "/api/runs", method=m)[0] == 405
+    assert get(srv, "/api/runs", host="evil.example:80")[0] == 403
+    assert get(srv, "/api/runs", host=f"localhost:{srv.server_address[1]}")[0] == 200
+
+
+# ----- the run readers ---------------------------------------------------------------------------
+def test_runs_are_listed_one_and_two_levels_deep(served):
+    srv, root = served
+    status, body = get_json(srv, "/api/runs")
+    assert status == 200 and body["exists"]
+    names = {r["name"] for r in body["runs"]}
+    assert names == {RUN, "sweep/CartPole-v1__ppo__2__20260101-000001"}
+    r = next(r for r in body["runs"] if r["name"] == RUN)
+    assert (r["algo"], r["status"], r["iterations"]) == ("ppo", "running", 4)
+
+
+def test_metrics_since_and_info(served):
+    srv, _ = served
+    status, body = get_json(srv, f"/api/runs/{RUN}/metrics?since=1")
+    assert status == 200 and body["total"] == 3 and len(body["rows"]) == 2
+    assert body["rows"][0][0] == 2.0 and body["rows"][0][COLUMNS.index("eval_return_mean")] is None
+    status, info = get_json(srv, f"/api/runs/{RUN}/info")
+    assert status == 200 and info["action_space"] == {"kind": "discrete", "n": 2}
+    assert info["config"]["update_epochs"] == 10
+
+
+def test_a_half_written_line_is_not_read_and_a_shrunk_file_is_reported(tmp_path):
+    p = tmp_path / "metrics.csv"
+    p.write_bytes(b"iteration,approx_kl\r\n1,0.01\r\n2,0.0")
+    cols, rows = runfiles.read_complete_rows(p)
+    assert cols == ["iteration", "approx_kl"] and rows == [[1.0, 0.01]]
+    with open(p, "ab") as f:
+        f.write(b"2\r\n")
+    assert runfiles.table_since(p, 1)["rows"] == [[2.0, 0.02]]
+    p.write_bytes(b"iteration,approx_kl\r\n1,nan\r\n")
+    t = runfiles.table_since(p, 2)
+    assert t["total"] == 1 and t["rows"] == []  # the page then reads again from 0
+    assert runfiles.table_since(p, 0)["rows"] == [[1.0, None]]
+
+
+def test_action_space_never_imports_a_module_named_in_a_run_folder():
+    assert compute.action_space("os:Evil-v0") == {"kind": "unknown"}
+    assert compute.action_space("NoSuchEnv-v9") == {"kind": "unknown"}
+    assert compute.action_space("Pendulum-v1") == {"kind": "box", "dim": 1}
+
+
+# ----- the Python endpoints ----------------------------------------------------------------------
+def test_api_kepoch_is_trustrl_simulate(served):
+    srv, _ = served
+    status, body = get_json(srv, "/api/kepoch?K=7&N=20&eps=0.3&seed=5&iterations=3")
+    assert status == 200
+    run = simulate(DemoConfig(K=7, N=20, eps=0.3, iterations=3), [5])
+    np.testing.assert_array_equal(np.array(body["policies"]), run.policies[:, :, 0])
+    np.testing.assert_array_equal(np.array(body["kl_epochs"]), run.kl_epochs[..., 0])
+    arms, adv = run.arms[2, 1, 0], run.advantages[2, 1, 0]
+    for a in range(3):
+        m = body["arm_mean_adv"][2][1][a]
+        assert (m is None) == (not (arms == a).any())
+        if m is not None:
+            assert m == adv[arms == a].mean()
+
+
+def test_api_clip_gives_the_chapters_six_cases(served):
+    from trustrl.experiments.claims_exact import SIX_CASES
+
+    srv, _ = served
+    for adv, rho, ua, ca, mn, slope, case in SIX_CASES:
+        status, b = get_json(srv, f"/api/clip?adv={adv}&rho={rho}&eps=0.2")
+        assert status == 200
+        assert round(b["unclipped"], 1) == ua and round(b["clipped"], 1) == ca
+        assert round(b["objective"], 1) == mn and b["slope"] == slope and b["case"] == case
+
+
+def test_api_natural_gives_the_chapters_table(served):
+    srv, _ = served
+    for theta, p, g, step, kl in ((0, 0.500, 0.250, 0.283, 0.0100), (2, 0.881, 0.105, 0.436,
+                                   0.0090), (4, 0.982, 0.018, 1.064, 0.0073)):
+        status, b = get_json(srv, f"/api/natural?theta={theta}&delta=0.01")
+        assert status == 200
+        assert (round(b["pi_right"], 3), round(b["g"], 3)) == (p, g)
+        assert round(b["natural_step"], 3) == step and round(b["natural_kl"], 4) == kl
+        assert math.isclose(b["natural_step"], math.sqrt(0.02 / b["fisher"]), rel_tol=1e-9)
+
+
+def test_the_seeds_the_kepoch_page_names_do_what_it_says():
+    """kepoch.html: 'seed 18: the first batch makes B look best, the unclipped learner jumps to
+    B (KL about 1.7) and stays stuck at J = 0.6, PPO creeps up to A; seed 4: stuck on C'."""
+    run = simulate(DemoConfig(iterations=30), [18, 4])
+    assert run.argmax[1, 0, 0] == 1 and abs(run.kl_iteration[0, 0, 0] - 1.7) < 0.05
+    assert abs(run.J[30, 0, 0] - 0.6) < 0.01 and run.J[30, 1, 0] > 0.95
+    assert run.argmax[30, 1, 0] == 0
+    assert run.J[30, 0, 1] < 0.01  # seed 4: all on C
+
+
+# ----- parameters --------------------------------------------------------------------------------
+def test_parse_query_is_strict():
+    spec = {"K": Param("int", 1, 100, 40), "eps": Param("float", 0.01, 0.5, 0.2)}
+    assert parse_query("", spec) == {"K": 40, "eps": 0.2}
+    assert parse_query("K=3&eps=.25", spec) == {"K": 3, "eps": 0.25}
+    for q in ("K=3.0", "K=1e1", "eps=0x1", "eps=1/2", "K=3;eps=0.2", "k=3"):
+        with pytest.raises(BadRequest):
+            parse_query(q, spec)
+
+
+# ----- the command line --------------------------------------------------------------------------
+def test_port_in_use_is_a_one_line_error(cli_env):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    try:
+        with pytest.raises(TrustrlError, match="already in use"):
+            make_server("127.0.0.1", port, ".")
+        r = subprocess.run([sys.executable, "-m", "trustrl.cli", "demo", "--port", str(port)],
+                           capture_output=True, text=True, env=cli_env, timeout=120)
+    finally:
+        busy.close()
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trustrl: error: port ")
+
+
+@pytest.mark.parametrize("args,what", [(["--port", "abc"], "--port"),
+                                       (["--port", "70000"], "--port"),
+                                       (["--host", "a b"], "--host")])
+def test_bad_cli_options_are_one_line_errors(cli_env, args, what):
+    r = subprocess.run([sys.executable, "-m", "trustrl.cli", "demo", *args],
+                       capture_output=True, text=True, env=cli_env, timeout=120)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trustrl: error: ") and what in lines[0]
+
+
+def test_cli_serves_on_localhost_and_stops_on_ctrl_c(cli_env, tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "trustrl.cli", "demo", "--port", "0",
+                          "--runs", str(tmp_path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        first = p.stdout.readline()
+        assert first.startswith("trustrl demo: serving on http://127.0.0.1:")
+        port = int(first.split("http://127.0.0.1:")[1].split("/")[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/api/runs")
+        body = json.loads(conn.getresponse().read())
+        assert body["runs"] == [] and body["exists"]
+    finally:
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def test_the_cli_module_imports_only_the_standard_library():
+    """trustrl/cli.py imports trustrl.demo.cli to build the parser: keep it light."""
+    tree = ast.parse(Path(sys.modules["trustrl.demo"].__file__).with_name("cli.py").read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module}
+    assert names - {"__future__"} <= set(sys.stdlib_module_names)

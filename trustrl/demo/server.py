@@ -1,0 +1,303 @@
+"""The demo server: http.server's ThreadingHTTPServer, GET only, every path checked.
+
+Routes (everything else is 404; methods other than GET/HEAD are 405):
+
+    /  /clip  /kepoch  /natural  /dashboard      the pages (static/*.html)
+    /static/<file>                               a file shipped in trustrl/demo/static/
+    /api/runs                                    the runs under the runs root
+    /api/runs/<run>/info                         config, status, evaluations, action space
+    /api/runs/<run>/metrics?since=I              metrics.csv rows from index I (complete lines)
+    /api/runs/<run>/episodes?since=I             the same for episodes.csv
+    /files/<run>/<file>                          a run's config/status/eval/csv/png, read-only
+    /api/kepoch?K=&N=&eps=&seed=&iterations=     trustrl's Python K-epoch demo, for checking
+    /api/clip?adv=&rho=&eps=                     trustrl's clip objective value and slope
+    /api/natural?theta=&delta=&lr=               trustrl's natural and plain steps
+
+<run> is one or two path segments under the runs root. No endpoint writes a file, runs code
+from a request or a run folder, or starts training. A bad parameter is a 400 with a one-line
+JSON message, a path outside what we serve is a 404 (traversal included), and when the server
+listens on a loopback address it only answers requests whose Host is a loopback name (so a web
+page elsewhere cannot reach it through DNS rebinding).
+
+Standard library only at import time; numpy/torch are imported by the /api/kepoch, /api/clip
+and /api/natural handlers on first use.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import mimetypes
+import socket
+import sys
+import traceback
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from trustrl.demo import runfiles
+from trustrl.demo.params import BadRequest, NotFound, Param, parse_query
+from trustrl.errors import TrustrlError
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+PAGES = {"": "index.html", "clip": "clip.html", "kepoch": "kepoch.html",
+         "natural": "natural.html", "dashboard": "dashboard.html"}
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+
+KEPOCH_PARAMS = {"K": Param("int", 1, 100, 40), "N": Param("int", 1, 256, 12),
+                 "eps": Param("float", 0.01, 0.5, 0.2), "seed": Param("int", 0, 2**32 - 1, 1),
+                 "iterations": Param("int", 0, 200, 1), "lr": Param("float", 0.001, 10.0, 1.0)}
+CLIP_PARAMS = {"adv": Param("float", -100.0, 100.0), "rho": Param("float", 0.0, 10.0),
+               "eps": Param("float", 0.01, 0.5, 0.2)}
+NATURAL_PARAMS = {"theta": Param("float", -20.0, 20.0), "delta": Param("float", 1e-5, 1.0, 0.01),
+                  "lr": Param("float", 0.0, 100.0, 1.0)}
+POLL_PARAM = Param("int", 200, 60000, 2000)
+PAGE_PARAMS = {
+    "clip": {"eps": CLIP_PARAMS["eps"], "rho": Param("float", 0.0, 2.0, 1.3)},
+    "kepoch": {k: KEPOCH_PARAMS[k] for k in ("K", "N", "eps", "seed")},
+    "natural": {"theta": Param("float", -10.0, 10.0, 0.0), "delta": Param("float", 0.001, 0.1,
+                                                                         0.01),
+                "lr": Param("float", 0.0, 10.0, 1.0)},
+}
+SINCE_PARAMS = {"since": Param("int", 0, 10**9, 0)}
+NO_PARAMS: dict[str, Param] = {}
+
+MIME = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+        ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
+        ".json": "application/json", ".csv": "text/csv; charset=utf-8"}
+
+
+def static_files() -> frozenset[str]:
+    """Names of the files shipped in static/ (the only ones /static/ serves)."""
+    if not STATIC_DIR.is_dir():
+        return frozenset()
+    return frozenset(p.name for p in STATIC_DIR.iterdir() if p.is_file())
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class DemoServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that knows the runs root and whether it listens on loopback only."""
+
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, runs_root: Path, log_requests: bool = False):
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.runs_root = Path(runs_root).resolve()
+        self.loopback_only = is_loopback(host)
+        self.log_requests = log_requests
+        self.static = static_files()
+        super().__init__((host.strip("[]"), port), DemoHandler)
+
+    @property
+    def url(self) -> str:
+        raw, port = self.server_address[0], self.server_address[1]
+        host = raw.decode() if isinstance(raw, bytes) else str(raw)
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/"
+
+
+class DemoHandler(BaseHTTPRequestHandler):
+    server: DemoServer
+    server_version = "trustrl-demo"
+    sys_version = ""
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        if self.server.log_requests:
+            super().log_message(format, *args)
+
+    def _send(self, status: int, body: bytes, content_type: str, head: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        if content_type.startswith("text/html"):
+            self.send_header("Content-Security-Policy", CSP)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _json(self, status: int, obj: Any, head: bool) -> None:
+        body = json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
+        self._send(status, body, "application/json", head)
+
+    def _error(self, status: HTTPStatus, message: str, head: bool) -> None:
+        self._json(status, {"error": message, "status": int(status)}, head)
+
+    def _file(self, path: Path, head: bool) -> None:
+        ctype = MIME.get(path.suffix) or mimetypes.guess_type(path.name)[0] or \
+            "application/octet-stream"
+        self._send(200, path.read_bytes(), ctype, head)
+
+    # --- methods ----------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._handle(head=False)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._handle(head=True)
+
+    def _not_allowed(self) -> None:
+        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+        body = b'{"error":"only GET and HEAD are served","status":405}'
+        self.send_header("Allow", "GET, HEAD")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815
+
+    def _handle(self, head: bool) -> None:
+        try:
+            if self.server.loopback_only and not self._host_ok():
+                self._error(HTTPStatus.FORBIDDEN, "this server answers only to localhost "
+                            "names (Host header)", head)
+                return
+            self._route(head)
+        except BadRequest as e:
+            self._error(HTTPStatus.BAD_REQUEST, str(e), head)
+        except NotFound as e:
+            self._error(HTTPStatus.NOT_FOUND, str(e) or "not found", head)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as e:  # noqa: BLE001 - a bug: one line to the client, trace to stderr
+            traceback.print_exc(file=sys.stderr)
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
+                        f"internal error: {type(e).__name__}", head)
+
+    def _host_ok(self) -> bool:
+        host = self.headers.get("Host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if host.startswith("[") and "]" in host:
+            name = host[: host.index("]") + 1]
+        return is_loopback(name)
+
+    # --- routing ----------------------------------------------------------------------------
+    def _route(self, head: bool) -> None:
+        split = urlsplit(self.path)
+        raw_path, query = split.path, split.query
+        if "\x00" in raw_path or len(raw_path) > 2000:
+            raise NotFound("not found")
+        parts = [unquote(p) for p in raw_path.split("/")[1:]]
+        if parts and parts[-1] == "" and len(parts) > 1:
+            parts = parts[:-1]
+        first = parts[0] if parts else ""
+        if len(parts) <= 1 and first in PAGES:
+            check_page_query(first, query)
+            self._file(STATIC_DIR / PAGES[first], head)
+        elif first == "static" and len(parts) == 2 and parts[1] in self.server.static:
+            self._file(STATIC_DIR / parts[1], head)
+        elif first == "files":
+            self._file(runfiles.resolve_file(self.server.runs_root, parts[1:]), head)
+        elif first == "api":
+            self._json(200, self._api(parts[1:], query), head)
+        else:
+            raise NotFound("not found")
+
+    def _api(self, parts: list[str], query: str) -> Any:
+        root = self.server.runs_root
+        if parts == ["runs"]:
+            parse_query(query, NO_PARAMS)
+            return {"root": str(root), "exists": root.is_dir(), "runs": runfiles.list_runs(root)}
+        if len(parts) >= 3 and parts[0] == "runs" and parts[-1] in ("info", "metrics",
+                                                                       "episodes"):
+            run_parts, what = parts[1:-1], parts[-1]
+            if what == "info":
+                parse_query(query, NO_PARAMS)
+                info = runfiles.run_info(root, run_parts)
+                info["action_space"] = _action_space(info.get("env_id"))
+                return info
+            since = int(parse_query(query, SINCE_PARAMS)["since"])
+            path = runfiles.resolve_run(root, run_parts) / f"{what}.csv"
+            return runfiles.table_since(path, since)
+        if parts == ["kepoch"]:
+            from trustrl.demo import compute
+
+            q = parse_query(query, KEPOCH_PARAMS)
+            return compute.kepoch(int(q["K"]), int(q["N"]), float(q["eps"]), int(q["seed"]),
+                                  int(q["iterations"]), float(q["lr"]))
+        if parts == ["clip"]:
+            from trustrl.demo import compute
+
+            q = parse_query(query, CLIP_PARAMS)
+            if q["adv"] == 0:
+                raise BadRequest("adv must be non-zero (the four cases need its sign)")
+            return compute.clip(float(q["adv"]), float(q["rho"]), float(q["eps"]))
+        if parts == ["natural"]:
+            from trustrl.demo import compute
+
+            q = parse_query(query, NATURAL_PARAMS)
+            return compute.natural(float(q["theta"]), float(q["delta"]), float(q["lr"]))
+        raise NotFound("no such endpoint")
+
+
+def check_page_query(page: str, query: str) -> None:
+    """A page's own URL parameters (they preset its controls): validated like the API's."""
+    if page == "dashboard":
+        check_dashboard_query(query)
+    else:
+        parse_query(query, PAGE_PARAMS.get(page, NO_PARAMS))
+
+
+def check_dashboard_query(query: str) -> None:
+    """/dashboard?run=NAME&run=NAME2&poll=MS: run repeatable (a run name: 1-2 safe segments),
+    poll the refresh period in milliseconds."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise BadRequest("malformed query string") from None
+    polls = [v for k, v in pairs if k == "poll"]
+    for key, value in pairs:
+        if key == "run":
+            segs = value.split("/")
+            if not (1 <= len(segs) <= runfiles.MAX_DEPTH
+                    and all(runfiles.SEGMENT.fullmatch(s) for s in segs)):
+                raise BadRequest(f"run must be a run folder name under the runs root, got "
+                                 f"{value[:40]!r}")
+        elif key != "poll":
+            raise BadRequest(f"unknown parameter {key[:40]!r} (accepted: run, poll)")
+    if len(polls) > 1:
+        raise BadRequest("parameter 'poll' given more than once")
+    if polls:
+        parse_query(f"poll={quote(polls[0])}", {"poll": POLL_PARAM})
+
+
+def _action_space(env_id: Any) -> dict[str, Any]:
+    if not isinstance(env_id, str) or not env_id:
+        return {"kind": "unknown"}
+    from trustrl.demo import compute
+
+    return compute.action_space(env_id)
+
+
+def make_server(host: str, port: int, runs_root: str | Path,
+                log_requests: bool = False) -> DemoServer:
+    """Bind the server (port 0: a free port), or TrustrlError with one line when we cannot."""
+    try:
+        return DemoServer(host, port, Path(runs_root), log_requests)
+    except OSError as e:
+        import errno
+
+        if e.errno == errno.EADDRINUSE:
+            raise TrustrlError(f"port {port} on {host} is already in use; choose another with "
+                               "--port (--port 0 picks a free one)") from None
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise TrustrlError(f"not allowed to listen on {host}:{port} "
+                               "(ports below 1024 need privileges)") from None
+        if isinstance(e, socket.gaierror) or e.errno in (errno.EADDRNOTAVAIL,):
+            raise TrustrlError(f"cannot listen on host {host!r}: {e.strerror or e}") from None
+        raise TrustrlError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
