@@ -220,9 +220,10 @@ class PopulationPPO:
         """Per-member PPO loss on one minibatch [P, mb]: (loss, policy loss, value loss,
         clip fraction), each [P]."""
         cfg, net, eps = self.cfg, self.net, self.cfg.clip_eps
-        out = net.actor(o, flat)
-        logp, ent = net.log_prob_entropy(out, a, flat)
-        v = net.critic(o, flat)
+        params = net.views(flat)
+        out = net.actor(o, params)
+        logp, ent = net.log_prob_entropy(out, a, params)
+        v = net.critic(o, params)
         if cfg.norm_adv and adv.shape[1] > 1:
             adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
         ratio = torch.exp(logp - lpo)
@@ -275,7 +276,7 @@ class PopulationPPO:
     def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         cfg, net = self.cfg, self.net
         P, N, T, D = self.P, self.N, self.T, self.D
-        flat = net.flat.detach()
+        flat = net.views(net.flat.detach())  # fixed during the rollout: views made once
         # rollout noise and start states for all T steps, one batched hash each
         ctr = self.it * T + torch.arange(T, device=self.device)
         keys = self.action_keys[None]

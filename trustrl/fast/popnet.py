@@ -88,33 +88,43 @@ class PopActorCritic:
             return x.view(flat.shape[0], *seg.shape)
         return x.unsqueeze(1)  # bias or log-std: [P, 1, n], broadcast over the batch
 
-    def _mlp(self, part: str, x: Tensor, flat: Tensor) -> Tensor:
-        segs = [s for s in self.segments if s.name.startswith(part + ".")]
-        n_hidden = len(self.hidden_sizes)
-        for i in range(n_hidden):
-            w, b = self._view(segs[2 * i], flat), self._view(segs[2 * i + 1], flat)
-            x = self._act(torch.baddbmm(b, x, w))
-        w, b = self._view(segs[-2], flat), self._view(segs[-1], flat)
+    def views(self, flat: Tensor | None = None) -> dict[str, Tensor]:
+        """Every segment of `flat` (default: the leaf) as a view shaped for the layers. Views of
+        a detached tensor can be made once and reused for a whole rollout."""
+        flat = self.flat if flat is None else flat
+        return {s.name: self._view(s, flat) for s in self.segments}
+
+    def _mlp(self, part: str, x: Tensor, v: dict[str, Tensor]) -> Tensor:
+        for i in range(len(self.hidden_sizes)):
+            x = self._act(torch.baddbmm(v[f"{part}.b{i}"], x, v[f"{part}.w{i}"]))
+        w, b = v[f"{part}.w_out"], v[f"{part}.b_out"]
         if w.shape[-1] == 1:
             # a product with one output column: a reduction rather than bmm, whose kernel
             # choice for a single matrix (P = 1) differs from the batched one in the last bits
             return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
         return torch.baddbmm(b, x, w)
 
+    def _params(self, flat: Tensor | dict[str, Tensor] | None) -> dict[str, Tensor]:
+        return flat if isinstance(flat, dict) else self.views(flat)
+
     # --- forward ------------------------------------------------------------------------------
-    def actor(self, obs: Tensor, flat: Tensor | None = None) -> Tensor:
-        """Logits [P, B, n] (Discrete) or Gaussian means [P, B, d] (Box); obs [P, B, obs_dim]."""
-        return self._mlp("actor", obs, self.flat if flat is None else flat)
+    def actor(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
+        """Logits [P, B, n] (Discrete) or Gaussian means [P, B, d] (Box); obs [P, B, obs_dim].
+        flat: the parameters (default the leaf), or their views (see `views`)."""
+        return self._mlp("actor", obs, self._params(flat))
 
-    def critic(self, obs: Tensor, flat: Tensor | None = None) -> Tensor:
+    def critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         """V(s): [P, B, obs_dim] -> [P, B]."""
-        return self._mlp("critic", obs, self.flat if flat is None else flat).squeeze(-1)
+        return self._mlp("critic", obs, self._params(flat)).squeeze(-1)
 
-    def log_std(self, flat: Tensor | None = None) -> Tensor:
+    def log_std(self, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         """[P, 1, d] (Box only)."""
+        if isinstance(flat, dict):
+            return flat["log_std"]
         return self._view(self.segments[-1], self.flat if flat is None else flat)
 
-    def log_prob(self, out: Tensor, actions: Tensor, flat: Tensor | None = None) -> Tensor:
+    def log_prob(self, out: Tensor, actions: Tensor,
+                 flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         """log pi(a|s) [P, B] from the actor's output (what the rollout needs)."""
         if self.discrete:
             return torch.log_softmax(out, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
@@ -123,7 +133,8 @@ class PopActorCritic:
         return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
 
     def log_prob_entropy(self, out: Tensor, actions: Tensor,
-                         flat: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                         flat: Tensor | dict[str, Tensor] | None = None
+                         ) -> tuple[Tensor, Tensor]:
         """log pi(a|s) and entropy, both [P, B], from the actor's output."""
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
