@@ -1,0 +1,131 @@
+"""Stable-Baselines3 side of the peer benchmarks: run by the SB3 venv's python, never by trustrl's.
+
+    SB3_PYTHON benchmarks/peer_sb3.py train --params JSON --seed 1
+    SB3_PYTHON benchmarks/peer_sb3.py solve --seed 1 [--eval-steps 10000] [--max-steps 100000]
+
+Only SB3's public API (PPO, make_vec_env, VecNormalize, EvalCallback,
+StopTrainingOnRewardThreshold). Prints one line `RESULT {json}` on stdout at the end.
+
+`train` takes the tool-neutral setting of benchmarks/peers_cpu.py (env_id, num_envs, num_steps,
+update_epochs, num_minibatches, lr, anneal_lr, gamma, gae_lambda, clip_coef, clip_vloss,
+ent_coef, vf_coef, max_grad_norm, norm_obs, norm_reward, total_steps) and maps it onto SB3's
+PPO arguments. Differences that remain (SB3's own choices, kept as a user gets them): the value
+loss is the MSE of the clipped prediction (CleanRL: 0.5 * max of clipped and unclipped squared
+errors), the learning rate anneals with SB3's progress (measured after each rollout, CleanRL's
+before it), and VecNormalize keeps one running statistic shared by all envs.
+
+`solve` is rl-baselines3-zoo's tuned CartPole-v1 PPO setting (see time_to_solve.py for the
+source) with a deterministic 10-episode evaluation every `--eval-steps` env steps that stops
+training once the mean is 500.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+# Zoo hyperparameters (rl-baselines3-zoo hyperparams/ppo.yml, CartPole-v1, "Tuned").
+ZOO_CARTPOLE: dict[str, Any] = {
+    "n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256, "gae_lambda": 0.8,
+    "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "learning_rate": "lin_0.001",
+    "clip_range": "lin_0.2",
+}
+
+
+def linear(initial: float) -> Callable[[float], float]:
+    """SB3 schedules receive progress_remaining (1 at the start, 0 at the end)."""
+    return lambda progress_remaining: progress_remaining * initial
+
+
+def last_returns(model: Any, n: int = 10) -> list[float]:
+    """Undiscounted returns of the last n finished training episodes (Monitor, raw rewards)."""
+    return [float(e["r"]) for e in list(model.ep_info_buffer)[-n:]]
+
+
+def train(params: dict[str, Any], seed: int) -> dict[str, Any]:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    torch.set_num_threads(1)
+    env = make_vec_env(params["env_id"], n_envs=params["num_envs"], seed=seed,
+                       vec_env_cls=DummyVecEnv)
+    if params["norm_obs"] or params["norm_reward"]:
+        env = VecNormalize(env, norm_obs=params["norm_obs"], norm_reward=params["norm_reward"],
+                           clip_obs=10.0, clip_reward=10.0, gamma=params["gamma"])
+    batch = params["num_envs"] * params["num_steps"]
+    lr = float(params["lr"])
+    model = PPO(
+        "MlpPolicy", env, device="cpu", seed=seed, verbose=0,
+        n_steps=params["num_steps"], batch_size=batch // params["num_minibatches"],
+        n_epochs=params["update_epochs"],
+        learning_rate=linear(lr) if params["anneal_lr"] else lr,
+        gamma=params["gamma"], gae_lambda=params["gae_lambda"],
+        clip_range=params["clip_coef"],
+        clip_range_vf=params["clip_coef"] if params["clip_vloss"] else None,
+        ent_coef=params["ent_coef"], vf_coef=params["vf_coef"],
+        max_grad_norm=params["max_grad_norm"], normalize_advantage=True,
+        policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]},
+                       "activation_fn": torch.nn.Tanh},
+    )
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=params["total_steps"])
+    seconds = time.perf_counter() - t0
+    returns = last_returns(model)
+    return {"steps": int(model.num_timesteps), "train_seconds": seconds,
+            "last10_return": sum(returns) / len(returns) if returns else None,
+            "threads": torch.get_num_threads()}
+
+
+def solve(seed: int, eval_steps: int, max_steps: int) -> dict[str, Any]:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    z = ZOO_CARTPOLE
+    env = make_vec_env("CartPole-v1", n_envs=z["n_envs"], seed=seed)
+    eval_env = make_vec_env("CartPole-v1", n_envs=1, seed=seed + 10_000)
+    model = PPO(
+        "MlpPolicy", env, device="cpu", seed=seed, verbose=0, n_steps=z["n_steps"],
+        batch_size=z["batch_size"], gae_lambda=z["gae_lambda"], gamma=z["gamma"],
+        n_epochs=z["n_epochs"], ent_coef=z["ent_coef"], learning_rate=linear(0.001),
+        clip_range=linear(0.2),
+    )
+    stop = StopTrainingOnRewardThreshold(reward_threshold=500.0, verbose=0)
+    # eval_freq counts calls of the callback, one per vector step of n_envs env steps.
+    callback = EvalCallback(eval_env, callback_on_new_best=stop, n_eval_episodes=10,
+                            eval_freq=max(1, eval_steps // z["n_envs"]), deterministic=True,
+                            verbose=0)
+    model.learn(total_timesteps=max_steps, callback=callback)
+    solved = callback.best_mean_reward >= 500.0
+    return {"solved": bool(solved), "solved_at_epoch": time.time() if solved else None,
+            "steps": int(model.num_timesteps), "best_eval": float(callback.best_mean_reward),
+            "evaluations": len(callback.evaluations_timesteps)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    t = sub.add_parser("train", help="PPO with a tool-neutral setting (JSON)")
+    t.add_argument("--params", required=True, help="the setting as a JSON object")
+    t.add_argument("--seed", type=int, default=1)
+    s = sub.add_parser("solve", help="zoo CartPole-v1 PPO until a greedy mean of 500")
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--eval-steps", type=int, default=10_000)
+    s.add_argument("--max-steps", type=int, default=ZOO_CARTPOLE["n_timesteps"])
+    a = p.parse_args()
+    if a.mode == "train":
+        result = train(json.loads(a.params), a.seed)
+    else:
+        result = solve(a.seed, a.eval_steps, a.max_steps)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""trustrl against CleanRL and Stable-Baselines3 on CPU: same PPO setting, back to back.
+
+    python benchmarks/peers_cpu.py --cleanrl /work/bench/cleanrl \\
+        --cleanrl-python /work/bench/cleanrl-venv/bin/python \\
+        --sb3-python /work/bench/sb3-venv/bin/python [--repeats 3] [--settings cartpole pendulum]
+        [--trustrl-args "--set vector=sync"] [--json out.json]
+
+Settings (CleanRL's own defaults, the step budget rounded down to whole iterations for all):
+- cartpole: CartPole-v1 with cleanrl/ppo.py's defaults: 4 envs x 128 steps, 4 epochs x 4
+  minibatches, 64x64 tanh, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip 0.2 (value loss
+  clipped too), entropy 0.01, grad norm 0.5; 100k steps.
+- pendulum: Pendulum-v1 with cleanrl/ppo_continuous_action.py's defaults: 1 env x 2048 steps,
+  10 epochs x 32 minibatches, lr 3e-4 annealed, entropy 0, observation and reward
+  normalisation (clipped at 10); 100k steps.
+
+Each tool runs as its own process with OMP_NUM_THREADS=1, MKL_NUM_THREADS=1 and its own thread
+setting at 1 (CleanRL has none; SB3's driver and trustrl call torch.set_num_threads(1)). The
+repetitions alternate the tools (CleanRL, SB3, trustrl, CleanRL, ...), repetition r uses seed
+r + 1 for every tool, and the table shows medians over repetitions.
+
+Timing. "train SPS" = env steps / seconds of the tool's training part, as each tool bounds it:
+CleanRL from its start_time (after env and network creation) to its last `SPS:` print (steps /
+that SPS); SB3 the wall time of model.learn(); trustrl from the start of its loop (the creation
+of the run folder's tb/ by the TensorBoard writer, else of config.json) to the last checkpoint
+write, by file mtimes: every iteration with its logging and checkpoint, and the greedy
+evaluation trustrl runs in the last iteration. With tb/ present none of the three counts env
+and network creation. "process s" is the whole process from launch to exit (imports, trustrl's
+final evaluation and plot included), the same measure for every tool. The ratio is trustrl's
+train SPS over the peer's.
+
+Learning outcome: mean undiscounted return of the last 10 finished training episodes (raw
+rewards for all three), per repetition; trustrl also reports its final greedy evaluation.
+Figures move with machine load: run on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Tool-neutral settings; names follow CleanRL's Args.
+_COMMON: dict[str, Any] = {
+    "anneal_lr": True, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.2, "clip_vloss": True,
+    "vf_coef": 0.5, "max_grad_norm": 0.5,
+}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "cartpole": dict(_COMMON, env_id="CartPole-v1", script="ppo.py", num_envs=4, num_steps=128,
+                     update_epochs=4, num_minibatches=4, lr=2.5e-4, ent_coef=0.01,
+                     norm_obs=False, norm_reward=False),
+    "pendulum": dict(_COMMON, env_id="Pendulum-v1", script="ppo_continuous_action.py",
+                     num_envs=1, num_steps=2048, update_epochs=10, num_minibatches=32, lr=3e-4,
+                     ent_coef=0.0, norm_obs=True, norm_reward=True),
+}
+TOOLS = ("cleanrl", "sb3", "trustrl")
+
+
+@dataclass
+class Result:
+    """One run of one tool."""
+
+    tool: str
+    steps: int
+    train_seconds: float
+    process_seconds: float
+    peak_rss_mib: float
+    last10_return: float | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sps(self) -> float:
+        return self.steps / self.train_seconds
+
+
+def budget(setting: dict[str, Any], steps: int) -> int:
+    """Steps rounded down to whole iterations, as CleanRL and trustrl do (SB3 would round up)."""
+    batch = setting["num_envs"] * setting["num_steps"]
+    return steps // batch * batch
+
+
+def thread_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return env
+
+
+def launch(cmd: list[str], cwd: Path) -> tuple[str, float, float, float]:
+    """Run cmd to completion; returns (stdout, launch epoch, wall seconds, peak RSS MiB).
+    Fails loudly with the tool's stderr tail: a crashed peer must not become a number."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t_launch = time.time()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=thread_env(), stdout=out, stderr=err,
+                                text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read(), err.read()
+    if proc.returncode != 0:
+        tail = "\n".join(errors.strip().splitlines()[-15:])
+        raise SystemExit(f"failed ({proc.returncode}): {shlex.join(cmd)}\n{tail}")
+    return text, t_launch, wall, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
+
+
+# --- CleanRL -------------------------------------------------------------------------------
+def cleanrl_command(s: dict[str, Any], seed: int, steps: int, cleanrl: Path,
+                    python: str) -> list[str]:
+    def flag(name: str, on: bool) -> str:
+        return f"--{name}" if on else f"--no-{name}"
+
+    if s["norm_obs"] != (s["script"] == "ppo_continuous_action.py"):
+        raise SystemExit("CleanRL's normalisation is fixed by its script; setting disagrees")
+    return [python, str(cleanrl / s["script"]), "--seed", str(seed), "--env-id", s["env_id"],
+            "--total-timesteps", str(steps), "--num-envs", str(s["num_envs"]),
+            "--num-steps", str(s["num_steps"]), "--update-epochs", str(s["update_epochs"]),
+            "--num-minibatches", str(s["num_minibatches"]), "--learning-rate", str(s["lr"]),
+            flag("anneal-lr", s["anneal_lr"]), "--gamma", str(s["gamma"]),
+            "--gae-lambda", str(s["gae_lambda"]), "--clip-coef", str(s["clip_coef"]),
+            flag("clip-vloss", s["clip_vloss"]), "--ent-coef", str(s["ent_coef"]),
+            "--vf-coef", str(s["vf_coef"]), "--max-grad-norm", str(s["max_grad_norm"]),
+            "--norm-adv", "--no-cuda"]
+
+
+def parse_cleanrl(out: str) -> tuple[float, float | None]:
+    """(seconds per env step, last-10 return) from CleanRL's prints: `SPS: n` after each
+    iteration is int(global_step / (time - start_time)), so the last one gives the training
+    time (to 1 part in n)."""
+    sps = [int(m) for m in re.findall(r"^SPS: (\d+)", out, re.M)]
+    rets = [float(m) for m in re.findall(r"episodic_return=\[?([-+\d.eE]+)", out)]
+    if not sps:
+        raise SystemExit("CleanRL printed no SPS line")
+    return 1.0 / sps[-1], (statistics.mean(rets[-10:]) if rets else None)
+
+
+def run_cleanrl(s: dict[str, Any], seed: int, steps: int, a: argparse.Namespace) -> Result:
+    with tempfile.TemporaryDirectory(prefix="bench-cleanrl-") as tmp:
+        out, _, wall, rss = launch(
+            cleanrl_command(s, seed, steps, Path(a.cleanrl), a.cleanrl_python), Path(tmp))
+    per_step, last10 = parse_cleanrl(out)
+    return Result("cleanrl", steps, steps * per_step, wall, rss, last10)
+
+
+# --- SB3 -----------------------------------------------------------------------------------
+def run_sb3(s: dict[str, Any], seed: int, steps: int, a: argparse.Namespace) -> Result:
+    params = dict(s, total_steps=steps)
+    cmd = [a.sb3_python, str(REPO / "benchmarks" / "peer_sb3.py"), "train",
+           "--params", json.dumps(params), "--seed", str(seed)]
+    with tempfile.TemporaryDirectory(prefix="bench-sb3-") as tmp:
+        out, _, wall, rss = launch(cmd, Path(tmp))
+    r = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
+    return Result("sb3", r["steps"], r["train_seconds"], wall, rss, r["last10_return"])
+
+
+# --- trustrl -------------------------------------------------------------------------------
+def trustrl_command(s: dict[str, Any], seed: int, steps: int, runs: Path,
+                    extra: list[str]) -> list[str]:
+    """The trustrl side: `trustrl train` with the same setting (edit here, or append options
+    with --trustrl-args, e.g. "--vector torch" once the batched path lands)."""
+    sets = {
+        "num_envs": s["num_envs"], "num_steps": s["num_steps"],
+        "update_epochs": s["update_epochs"],
+        "minibatch_size": s["num_envs"] * s["num_steps"] // s["num_minibatches"],
+        "lr": s["lr"], "anneal_lr": s["anneal_lr"], "adam_eps": 1e-5, "gamma": s["gamma"],
+        "gae_lambda": s["gae_lambda"], "clip_eps": s["clip_coef"],
+        "clip_value_loss": s["clip_vloss"], "ent_coef": s["ent_coef"], "vf_coef": s["vf_coef"],
+        "max_grad_norm": s["max_grad_norm"], "norm_adv": True, "target_kl": "None",
+        "normalize_obs": s["norm_obs"], "normalize_reward": s["norm_reward"], "obs_clip": 10.0,
+        "reward_clip": 10.0, "hidden_sizes": "64,64", "activation": "tanh", "log_std_init": 0.0,
+        "eval_every": 0, "torch_threads": 1, "device": "cpu",
+    }
+    cmd = [sys.executable, "-m", "trustrl", "train", "ppo", "--env", s["env_id"],
+           "--seed", str(seed), "--total-steps", str(steps), "--runs-dir", str(runs), "--quiet"]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+    return cmd + extra
+
+
+def parse_trustrl_run(run: Path) -> tuple[int, float, float | None, dict[str, Any]]:
+    """(steps, training seconds, last-10 return, extras) from a trustrl run folder. Without a
+    checkpoint the training seconds fall back to the loop time of metrics.csv (`wall_time`)."""
+    import csv
+
+    with open(run / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    loop = float(rows[-1]["wall_time"])
+    ckpt = run / "checkpoints" / "latest.pt"
+    # The loop starts right after the TensorBoard writer creates tb/ (as CleanRL's start_time
+    # follows its SummaryWriter and env creation); without tb/, from config.json's creation.
+    start = run / "tb" if (run / "tb").is_dir() else run / "config.json"
+    seconds = ckpt.stat().st_mtime - start.stat().st_mtime if ckpt.is_file() else loop
+    rets: list[float] = []
+    if (run / "episodes.csv").is_file():
+        with open(run / "episodes.csv") as f:
+            rets = [float(r["return"]) for r in csv.DictReader(f)]
+    greedy = (json.loads((run / "eval.json").read_text())["mean"]
+              if (run / "eval.json").is_file() else None)
+    extras = {"loop_seconds": loop, "greedy_return": greedy}
+    return int(rows[-1]["global_step"]), seconds, (
+        statistics.mean(rets[-10:]) if rets else None), extras
+
+
+def run_trustrl(s: dict[str, Any], seed: int, steps: int, a: argparse.Namespace) -> Result:
+    with tempfile.TemporaryDirectory(prefix="bench-trustrl-") as tmp:
+        out, _, wall, rss = launch(
+            trustrl_command(s, seed, steps, Path(tmp) / "runs", shlex.split(a.trustrl_args)),
+            REPO)
+        run = Path(next(x for x in out.splitlines() if x.startswith("run: "))[5:])
+        n, seconds, last10, extras = parse_trustrl_run(run)
+    return Result("trustrl", n, seconds, wall, rss, last10, extras)
+
+
+RUNNERS: dict[str, Callable[[dict[str, Any], int, int, argparse.Namespace], Result]] = {
+    "cleanrl": run_cleanrl, "sb3": run_sb3, "trustrl": run_trustrl,
+}
+
+
+# --- table ---------------------------------------------------------------------------------
+def fmt_ret(xs: list[float | None]) -> str:
+    vals = [x for x in xs if x is not None]
+    if not vals:
+        return "-"
+    return f"{statistics.median(vals):.1f} [" + ", ".join(f"{x:.0f}" for x in vals) + "]"
+
+
+def table(name: str, results: dict[str, list[Result]]) -> str:
+    """Markdown table of one setting: medians over repetitions, ratios against trustrl."""
+    med = {t: statistics.median(r.sps for r in rs) for t, rs in results.items()}
+    lines = [f"### {name}", "",
+             "| tool | steps | train s | train SPS | process s | process SPS | peak RSS MiB "
+             "| trustrl / tool (train SPS) | last-10 return median [per repeat] |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for tool, rs in results.items():
+        ratio = (f"{med['trustrl'] / med[tool]:.2f}x" if "trustrl" in med and tool != "trustrl"
+                 else "")
+        lines.append(
+            f"| {tool} | {rs[0].steps} | {statistics.median(r.train_seconds for r in rs):.2f} "
+            f"| {med[tool]:,.0f} | {statistics.median(r.process_seconds for r in rs):.2f} "
+            f"| {statistics.median(r.steps / r.process_seconds for r in rs):,.0f} "
+            f"| {statistics.median(r.peak_rss_mib for r in rs):.0f} | {ratio} "
+            f"| {fmt_ret([r.last10_return for r in rs])} |")
+    tr = results.get("trustrl")
+    if tr:
+        lines.append("")
+        lines.append("trustrl final greedy return (10 episodes) per repeat: "
+                     + ", ".join("-" if r.extra["greedy_return"] is None
+                                 else f"{r.extra['greedy_return']:.1f}" for r in tr))
+        lines.append("trustrl loop seconds per repeat (metrics.csv wall_time: iterations "
+                     "without checkpoint and log writes): "
+                     + ", ".join(f"{r.extra['loop_seconds']:.2f}" for r in tr))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cleanrl", help="folder holding CleanRL's ppo.py and "
+                   "ppo_continuous_action.py")
+    p.add_argument("--cleanrl-python", help="python of the CleanRL venv")
+    p.add_argument("--sb3-python", help="python of the Stable-Baselines3 venv")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=100_000, help="budget per run (default 100k)")
+    p.add_argument("--settings", nargs="+", choices=sorted(SETTINGS),
+                   default=["cartpole", "pendulum"])
+    p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    p.add_argument("--trustrl-args", default="", help="extra options for `trustrl train`")
+    p.add_argument("--json", help="also write every run's numbers to this JSON file")
+    a = p.parse_args()
+    if "cleanrl" in a.tools and not (a.cleanrl and a.cleanrl_python):
+        p.error("cleanrl needs --cleanrl DIR and --cleanrl-python PATH (or leave it out of "
+                "--tools)")
+    if "sb3" in a.tools and not a.sb3_python:
+        p.error("sb3 needs --sb3-python PATH (or leave it out of --tools)")
+    if a.repeats < 1 or a.steps < 1:
+        p.error("--repeats and --steps must be positive")
+
+    raw: dict[str, list[dict[str, Any]]] = {}
+    print(f"# peers_cpu: {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
+          f"one torch thread per tool; medians of {a.repeats}", flush=True)
+    for name in a.settings:
+        s = SETTINGS[name]
+        steps = budget(s, a.steps)
+        results: dict[str, list[Result]] = {t: [] for t in a.tools}
+        for rep in range(a.repeats):
+            for tool in a.tools:
+                r = RUNNERS[tool](s, rep + 1, steps, a)
+                results[tool].append(r)
+                print(f"  {name} rep {rep + 1} {tool}: {r.sps:,.0f} SPS "
+                      f"({r.train_seconds:.2f} s train, {r.process_seconds:.2f} s process), "
+                      f"last-10 return {r.last10_return}", file=sys.stderr, flush=True)
+        print(table(f"{name}: {s['env_id']}, {steps} steps", results) + "\n", flush=True)
+        raw[name] = [vars(r) for rs in results.values() for r in rs]
+    if a.json:
+        Path(a.json).write_text(json.dumps(raw, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
