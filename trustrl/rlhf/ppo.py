@@ -1,0 +1,363 @@
+"""PPO for a language model: the clip around pi_old and the KL leash to pi_ref, both.
+
+One iteration, in the order of the RLHF recipe (Ziegler et al. 2019; Ouyang et al. 2022):
+
+1. sample answers from pi_old at pure temperature; freeze logp_old, logp_ref, V_old
+2. per-token reward r_t = -beta * k(t), k = estimate of KL(pi || pi_ref) at token t, plus the
+   reward model's score added to the last answer token (the EOS)
+3. GAE over answer tokens (gamma 1, lambda 0.95) with the core's `gae`; returns = A + V_old;
+   advantages whitened over the batch's valid tokens
+4. K epochs of minibatches: clipped surrogate (the trust region around pi_old) + clipped value
+   loss; one Adam over policy and critic, global grad-norm clip
+5. with a target KL: the adaptive controller moves beta
+
+The two KLs do different jobs: the clip resets every iteration, so on its own it cannot stop a
+policy drifting arbitrarily far from pi_ref in many small steps; the leash can.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from trustrl.advantages import gae
+from trustrl.diagnostics import approx_kl, clip_fraction, explained_variance
+from trustrl.errors import ConfigError
+from trustrl.losses import clipped_surrogate_objective, surrogate_objective, value_loss
+from trustrl.rlhf.common import check_positive, make_run, seed_everything
+from trustrl.rlhf.kl import AdaptiveKLController, check_estimator, exact_kl, kl_to_ref
+from trustrl.rlhf.model import (
+    answer_logits,
+    answer_values,
+    load_model,
+    sample,
+    save_model,
+    token_logprobs,
+)
+from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+"""(prompts [B, P], responses [B, T]) -> [B] scalar score of each answer."""
+PromptFn = Callable[[int, torch.Generator], Tensor]
+"""(batch, generator) -> prompts [B, P]."""
+GoldFn = Callable[[Tensor, Tensor], dict[str, Tensor]]
+"""(prompts, responses) -> named per-sample gold quantities, each [B]."""
+
+GOLD_KEYS = ("gold/score", "gold/exact", "gold/perm", "gold/sorted")
+PPO_COLUMNS = [
+    "iteration", "global_step", "wall_time", "beta", "objective/kl", "objective/kl_exact",
+    "objective/scores", "objective/rlhf_reward", "objective/entropy", "policy/approxkl_avg",
+    "policy/clipfrac_avg", "val/clipfrac_avg", "val/explained_variance", "loss/policy_avg",
+    "loss/value_avg", "response_length", *GOLD_KEYS,
+]
+
+
+@dataclass
+class PPOConfig:
+    seed: int = 1
+    """Seeds sampling, minibatch order and the prompts."""
+    sft: str = ""
+    """SFT run folder: the initial policy and the frozen reference pi_ref."""
+    reward_model: str = ""
+    """Reward-model run folder: the score at the last token, and the critic's initial weights."""
+    iterations: int = 100
+    """PPO iterations (sample a batch, then K epochs on it)."""
+    batch_size: int = 128
+    """Prompts (one answer each) per iteration."""
+    minibatch_size: int = 32
+    """Answers per gradient step."""
+    epochs: int = 4
+    """K: passes over each batch."""
+    lr: float = 1e-4
+    """Adam learning rate for policy and critic."""
+    beta: float = 0.05
+    """KL-leash coefficient (initial value when target_kl is set); 0 = no leash."""
+    target_kl: float | None = None
+    """Target sequence KL to pi_ref for the adaptive controller (None = fixed beta)."""
+    horizon: float = 10000.0
+    """Controller horizon in samples: beta moves by at most 1 + 0.2 * batch / horizon."""
+    kl_estimator: str = "k1"
+    """Per-token estimator in the reward: k1 (log pi - log pi_ref, default), k2 or k3."""
+    clip_eps: float | None = 0.2
+    """PPO clip range around pi_old; None = no clip (plain surrogate)."""
+    clip_value: float | None = 0.2
+    """Value clip range around V_old; None = unclipped value loss."""
+    vf_coef: float = 0.5
+    """Weight of the value loss (the critic is a separate network, so this scales its step)."""
+    gamma: float = 1.0
+    """Discount over answer tokens."""
+    lam: float = 0.95
+    """GAE lambda over answer tokens."""
+    temperature: float = 1.0
+    """Sampling temperature (pure: no top-k / top-p); log-probs use the same temperature."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+    whiten_advantages: bool = True
+    """Whiten advantages over the batch's valid tokens."""
+    eval_prompts: int = 1024
+    """Held-out prompts for the final gold evaluation."""
+    runs_dir: str = "runs"
+    """Where the run folder goes."""
+
+    def validate(self) -> None:
+        if not (math.isfinite(self.beta) and self.beta >= 0):
+            raise ConfigError(f"beta must be a finite number >= 0, got {self.beta}")
+        check_estimator(self.kl_estimator)
+        for name in ("iterations", "batch_size", "minibatch_size", "epochs", "eval_prompts"):
+            check_positive(name, getattr(self, name))
+        for name in ("lr", "temperature", "max_grad_norm", "horizon"):
+            check_positive(name, getattr(self, name))
+        check_positive("vf_coef", self.vf_coef, allow_zero=True)
+        if self.minibatch_size > self.batch_size:
+            raise ConfigError(f"minibatch_size {self.minibatch_size} exceeds batch_size "
+                              f"{self.batch_size}")
+        if self.target_kl is not None:
+            check_positive("target_kl", self.target_kl)
+        for name in ("clip_eps", "clip_value"):
+            v = getattr(self, name)
+            if v is not None:
+                check_positive(name, v)
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            raise ConfigError("gamma and lam must be in [0, 1]")
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """(x - mean) / std over the valid entries (population std); invalid ones come out 0."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return (x - mean) * torch.rsqrt(var + eps) * mask
+
+
+def token_rewards(scores: Tensor, kl: Tensor, mask: Tensor, beta: float) -> Tensor:
+    """[B, T] r_t = -beta * kl_t on valid tokens, plus the score on each answer's last token."""
+    rewards = -beta * kl * mask
+    last = last_index(mask)
+    return rewards.scatter_add(1, last[:, None], scores[:, None].to(rewards.dtype))
+
+
+def token_gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float,
+              lam: float) -> tuple[Tensor, Tensor]:
+    """GAE over answer tokens with the core's [T, N] `gae`: each answer is one episode that
+    terminates at its last valid token (bootstrap 0 there). [B, T] in, ([B, T], [B, T]) out;
+    entries after the last token are set to 0 and must stay masked in every loss."""
+    b, t = rewards.shape
+    values = values * mask
+    next_values = torch.cat([values[:, 1:], torch.zeros(b, 1, dtype=values.dtype)], dim=1)
+    terminated = torch.zeros(b, t, dtype=torch.bool)
+    terminated.scatter_(1, last_index(mask)[:, None], True)
+    adv, ret = gae((rewards * mask).T, values.T, next_values.T, terminated.T,
+                   torch.zeros_like(terminated.T), gamma, lam)
+    return adv.T * mask, ret.T * mask
+
+
+@dataclass
+class Batch:
+    prompts: Tensor
+    responses: Tensor
+    mask: Tensor
+    logp_old: Tensor
+    values_old: Tensor
+    advantages: Tensor
+    returns: Tensor
+
+
+class PPOTrainer:
+    """PPO with a KL-to-reference reward on any policy that maps tokens to [B, L, V] logits.
+
+    `policy` is trained, `ref` frozen; `critic` maps tokens to [B, L, 1]. The sort task and
+    the bandit test both run through this same class.
+    """
+
+    def __init__(self, cfg: PPOConfig, policy: nn.Module, ref: nn.Module, critic: nn.Module,
+                 score_fn: ScoreFn, prompt_fn: PromptFn, max_new: int,
+                 gold_fn: GoldFn | None = None, generator: torch.Generator | None = None):
+        cfg.validate()
+        self.cfg, self.policy, self.ref, self.critic = cfg, policy, ref, critic
+        self.score_fn, self.prompt_fn, self.gold_fn = score_fn, prompt_fn, gold_fn
+        self.max_new = max_new
+        self.gen = generator or torch.Generator().manual_seed(cfg.seed + 1)
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        self.params = [*policy.parameters(), *critic.parameters()]
+        self.opt = torch.optim.Adam(self.params, lr=cfg.lr)
+        self.kl_ctl = (AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.horizon)
+                       if cfg.target_kl is not None else None)
+        self.beta = cfg.beta
+        self.iteration = 0
+
+    # --- steps 1-3 ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def collect(self) -> tuple[Batch, dict[str, float]]:
+        cfg = self.cfg
+        self.policy.eval()
+        prompts = self.prompt_fn(cfg.batch_size, self.gen)
+        responses = sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
+        mask = response_mask(responses).float()
+        logits = answer_logits(self.policy, prompts, responses, cfg.temperature)
+        ref_logits = answer_logits(self.ref, prompts, responses, cfg.temperature)
+        logp, entropy = token_logprobs(logits, responses)
+        logp_ref, _ = token_logprobs(ref_logits, responses)
+        values = answer_values(self.critic, prompts, responses) * mask
+        scores = self.score_fn(prompts, responses).float()
+        kl = kl_to_ref(logp, logp_ref, cfg.kl_estimator) * mask
+        rewards = token_rewards(scores, kl, mask, self.beta)
+        adv, returns = token_gae(rewards, values, mask, cfg.gamma, cfg.lam)
+        stats = {
+            "objective/kl": float(kl.sum(1).mean()),
+            "objective/kl_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
+            "objective/scores": float(scores.mean()),
+            "objective/rlhf_reward": float(rewards.sum(1).mean()),
+            "objective/entropy": float((entropy * mask).sum(1).mean()),
+            "val/explained_variance": explained_variance(values[mask.bool()],
+                                                         returns[mask.bool()]),
+            "response_length": float(mask.sum(1).mean()),
+        }
+        if self.gold_fn is not None:
+            stats.update({f"gold/{k}": float(v.float().mean())
+                          for k, v in self.gold_fn(prompts, responses).items()})
+        if cfg.whiten_advantages:
+            adv = whiten(adv, mask)
+        self.policy.train()
+        return Batch(prompts, responses, mask, logp, values, adv, returns), stats
+
+    # --- step 4 ------------------------------------------------------------------------------
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.cfg
+        n = batch.prompts.shape[0]
+        eps_diag = cfg.clip_eps if cfg.clip_eps is not None else 0.2
+        kls, clipfracs, vclipfracs, pls, vls = [], [], [], [], []
+        for _ in range(cfg.epochs):
+            perm = torch.randperm(n, generator=self.gen)
+            for i in range(0, n, cfg.minibatch_size):
+                idx = perm[i: i + cfg.minibatch_size]
+                m = batch.mask[idx].bool()
+                logits = answer_logits(self.policy, batch.prompts[idx], batch.responses[idx],
+                                       cfg.temperature)
+                logp, _ = token_logprobs(logits, batch.responses[idx])
+                log_ratio = (logp - batch.logp_old[idx])[m]
+                ratio = log_ratio.exp()
+                adv = batch.advantages[idx][m]
+                if cfg.clip_eps is None:
+                    pg_loss = -surrogate_objective(ratio, adv).mean()
+                else:
+                    pg_loss = -clipped_surrogate_objective(ratio, adv, cfg.clip_eps).mean()
+                v_new = answer_values(self.critic, batch.prompts[idx], batch.responses[idx])[m]
+                v_old, ret = batch.values_old[idx][m], batch.returns[idx][m]
+                v_loss = value_loss(v_new, ret, v_old, cfg.clip_value)
+                loss = pg_loss + cfg.vf_coef * v_loss
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.opt.step()
+                kls.append(approx_kl(log_ratio.detach(), "k3"))
+                clipfracs.append(clip_fraction(ratio.detach(), eps_diag))
+                if cfg.clip_value is not None:
+                    v_clip = v_old + torch.clamp(v_new.detach() - v_old, -cfg.clip_value,
+                                                 cfg.clip_value)
+                    vclipfracs.append(float(((v_clip - ret) ** 2 > (v_new.detach() - ret) ** 2)
+                                            .float().mean()))
+                pls.append(float(pg_loss.detach()))
+                vls.append(float(v_loss.detach()))
+
+        def avg(x: list[float]) -> float:
+            return sum(x) / len(x) if x else float("nan")
+
+        return {"policy/approxkl_avg": avg(kls), "policy/clipfrac_avg": avg(clipfracs),
+                "val/clipfrac_avg": avg(vclipfracs), "loss/policy_avg": avg(pls),
+                "loss/value_avg": avg(vls)}
+
+    def step(self) -> dict[str, float]:
+        """One PPO iteration; returns its metrics (beta is the one used for this batch)."""
+        batch, stats = self.collect()
+        row = {"beta": self.beta, **stats, **self.update(batch)}
+        if self.kl_ctl is not None:
+            self.beta = self.kl_ctl.update(stats["objective/kl"], self.cfg.batch_size)
+        self.iteration += 1
+        return {"iteration": self.iteration,
+                "global_step": self.iteration * self.cfg.batch_size, **row}
+
+
+# --- the sort task -------------------------------------------------------------------------------
+def sort_task_of(run: str | Path) -> SortTask:
+    _, blob = load_model(str(Path(run) / "model.pt"))
+    return SortTask(int(blob.get("task_n", 5)))
+
+
+def gold_fn_for(task: SortTask) -> GoldFn:
+    return lambda prompts, responses: gold_scores(task, prompts, responses)
+
+
+@torch.no_grad()
+def evaluate_policy(policy: nn.Module, task: SortTask, n_prompts: int, seed: int,
+                    temperature: float = 1.0, ref: nn.Module | None = None) -> dict[str, float]:
+    """Gold quantities (and the exact KL to ref) of temperature samples on held-out prompts."""
+    gen = torch.Generator().manual_seed(seed)
+    policy.eval()
+    prompts = task.sample_prompts(n_prompts, gen)
+    responses = sample(policy, prompts, task.max_new, temperature, gen)
+    out = {f"gold/{k}": float(v.mean()) for k, v in gold_scores(task, prompts, responses).items()}
+    if ref is not None:
+        mask = response_mask(responses).float()
+        kl = exact_kl(answer_logits(policy, prompts, responses, temperature),
+                      answer_logits(ref, prompts, responses, temperature))
+        out["kl_exact"] = float((kl * mask).sum(1).mean())
+    return out
+
+
+def train_ppo(cfg: PPOConfig, echo: Callable[[str], None] = print,
+              log_every: int = 10) -> Path:
+    """PPO on the sort task from an SFT run and a reward-model run; returns the run folder."""
+    from trustrl.rlhf.reward_model import RewardScorer
+    from trustrl.rlhf.sft import EVAL_SEED
+
+    cfg.validate()
+    torch.set_num_threads(1)
+    if not cfg.sft or not cfg.reward_model:
+        raise ConfigError("ppo needs --sft RUN and --reward-model RUN")
+    policy, _ = load_model(str(Path(cfg.sft) / "model.pt"))
+    ref, _ = load_model(str(Path(cfg.sft) / "model.pt"))
+    task = sort_task_of(cfg.sft)
+    scorer = RewardScorer.load(cfg.reward_model)
+    critic = scorer.rm.with_head(1)
+    critic.head.load_state_dict(scorer.rm.head.state_dict())
+    for p in critic.parameters():
+        p.requires_grad_(True)
+    ref.eval()
+    gen = seed_everything(cfg.seed)
+    trainer = PPOTrainer(cfg, policy, ref, critic, scorer, task.sample_prompts, task.max_new,
+                         gold_fn_for(task), gen)
+    run = make_run(cfg.runs_dir, "ppo", cfg.seed, cfg, PPO_COLUMNS)
+    echo(f"ppo: run folder {run.path}")
+    t0 = time.perf_counter()
+    for it in range(1, cfg.iterations + 1):
+        row = trainer.step()
+        row["wall_time"] = time.perf_counter() - t0
+        run.log_metrics(row)
+        if it % log_every == 0 or it == cfg.iterations:
+            echo(f"ppo {it}: score {row['objective/scores']:+.2f} kl {row['objective/kl']:.2f} "
+                 f"beta {row['beta']:.3f} gold/exact {row['gold/exact']:.3f} "
+                 f"gold/perm {row['gold/perm']:.3f}")
+    final = evaluate_policy(policy, task, cfg.eval_prompts, cfg.seed + EVAL_SEED, ref=ref)
+    write_eval(run.path, final)
+    save_model(policy, str(run.path / "policy.pt"), {"task_n": task.n})
+    run.set_status("finished", cfg.iterations)
+    return run.path
+
+
+def write_eval(path: Path, final: dict[str, float]) -> None:
+    import json
+
+    from trustrl.runs import atomic_write_text
+
+    atomic_write_text(path / "eval.json", json.dumps(final, indent=2) + "\n")
+
