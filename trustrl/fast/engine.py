@@ -436,8 +436,9 @@ class PopulationPPO:
         obs = env._observe(state).to(torch.float32).view(P, E, D)
         total = torch.zeros(P, E, dtype=torch.float64, device=dev)
         running = torch.ones(P, E, dtype=torch.bool, device=dev)
+        params = self.net.views(self.net.flat.detach())
         for t in range(env.max_episode_steps):
-            out = self.net.actor(self.normalize(obs, self.obs_mean, self.obs_var))
+            out = self.net.actor(self.normalize(obs, self.obs_mean, self.obs_var), params)
             a = out.argmax(-1).reshape(P * E) if self.net.discrete else out.reshape(P * E, -1)
             state, elapsed, st = env.transition(state, elapsed, a, state)  # no reset needed
             total += torch.where(running, st.reward.view(P, E).double(), 0.0)
