@@ -17,7 +17,7 @@ from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
 from trustrl.lab.commands import cmd_lab
 
-COMMAND_MODULES: tuple[str, ...] = ("trustrl.demo.cli", "trustrl.rlhf.cli")
+COMMAND_MODULES: tuple[str, ...] = ("trustrl.sweep.cli", "trustrl.demo.cli", "trustrl.rlhf.cli")
 """Modules that add a subcommand: each has add_parser(subparsers), which registers its parser
 and sets `func` (args -> exit status) with set_defaults. Imported when the parser is built, so
 they import only the standard library at module level (keeps `trustrl --help` fast)."""

@@ -1,0 +1,108 @@
+"""`trustrl sweep` and `trustrl report`. Standard library only at module level."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    s = subparsers.add_parser(
+        "sweep", help="run algorithms x envs x seeds x settings from a SPEC file",
+        description="Run every trial of a sweep SPEC (YAML) in its own run folder under the "
+        "sweep folder; interrupted sweeps continue with --resume DIR. The SPEC is checked "
+        "(algorithms, config keys, env ids, grids) before anything runs.")
+    s.add_argument("spec", nargs="?", help="SPEC.yaml (omit with --resume)")
+    s.add_argument("--resume", metavar="DIR",
+                   help="continue a sweep folder: finished trials are kept, unfinished ones "
+                   "rerun (from their checkpoint when they have one)")
+    s.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: also rerun trials recorded as failed")
+    s.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or Ray")
+    s.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a new "
+                   "local Ray instance)")
+    s.add_argument("--workers", type=int,
+                   help="local: processes (default: the cores); ray, local instance: CPUs")
+    s.add_argument("--out", help="sweep folder (default sweeps/<spec name>)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="check the SPEC and list its trials; run nothing")
+    s.set_defaults(func=cmd_sweep)
+
+    r = subparsers.add_parser(
+        "report", help="learning curves with confidence bands and tables for a sweep folder",
+        description="Read a sweep folder and write REPORT.md and one PNG per env: greedy "
+        "learning curves (mean or IQM over seeds, 95%% bootstrap band), the final-performance "
+        "table (mean ± std, median, IQM with 95%% CIs), steps to threshold and diagnostics.")
+    r.add_argument("dir", help="sweep folder")
+    r.add_argument("--out", help="output folder (default DIR/report)")
+    r.add_argument("--stat", choices=("mean", "iqm"), default="mean",
+                   help="curve statistic across seeds (default mean)")
+    r.add_argument("--threshold", action="append", default=[], metavar="ENV=VALUE",
+                   help="steps-to-threshold level for an env (overrides the SPEC's)")
+    r.add_argument("--boot", type=int, default=5000, help="bootstrap resamples (default 5000)")
+    r.set_defaults(func=cmd_report)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from trustrl.errors import TrustrlError
+    from trustrl.sweep import runner
+    from trustrl.sweep.folder import SweepFolder
+    from trustrl.sweep.spec import load_spec
+
+    if args.resume and args.spec:
+        raise TrustrlError("give either SPEC or --resume DIR, not both")
+    if not args.resume and not args.spec:
+        raise TrustrlError("give a SPEC file, or --resume DIR to continue a sweep")
+    if args.retry_failed and not args.resume:
+        raise TrustrlError("--retry-failed goes with --resume DIR")
+    if args.address and args.backend != "ray":
+        raise TrustrlError("--address is for --backend ray")
+    if args.workers is not None and args.workers < 1:
+        raise TrustrlError(f"--workers must be at least 1, got {args.workers}")
+    if args.dry_run:
+        spec = load_spec(args.spec) if args.spec else None
+        trials = spec.trials if spec else SweepFolder.open(args.resume).trials
+        for t in trials:
+            print(f"{t.id}  total_steps={t.config['total_steps']}")
+        print(f"{len(trials)} trials")
+        return 0
+    if args.backend == "ray":
+        from trustrl.sweep.ray_backend import require_ray
+
+        require_ray()  # before a folder is created
+    folder = SweepFolder.open(args.resume) if args.resume else runner.start(args.spec, args.out)
+    try:
+        out = runner.run(folder, args.backend, args.workers, args.address, args.retry_failed,
+                         echo=lambda s: print(s, flush=True))
+    except KeyboardInterrupt:
+        print(f"trustrl: interrupted; finished trials are kept; continue with "
+              f"`trustrl sweep --resume {folder.path}`", file=sys.stderr)
+        return 130
+    print(f"done in {out.wall_s:.0f} s: {out.finished} finished, {out.failed} failed in this "
+          f"run; report with `trustrl report {folder.path}`")
+    return 1 if out.failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from trustrl.errors import TrustrlError
+    from trustrl.sweep.report import write_report
+
+    thresholds: dict[str, float] = {}
+    for pair in args.threshold:
+        env, sep, value = pair.partition("=")
+        try:
+            thresholds[env.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not env.strip():
+            raise TrustrlError(f"--threshold expects ENV=VALUE, got {pair!r}")
+    if args.boot < 100:
+        raise TrustrlError(f"--boot must be at least 100, got {args.boot}")
+    out = Path(args.out) if args.out else Path(args.dir) / "report"
+    path = write_report(Path(args.dir), out, stat=args.stat, thresholds=thresholds,
+                        n_boot=args.boot)
+    print(f"report: {path}")
+    return 0

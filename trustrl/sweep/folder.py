@@ -1,0 +1,109 @@
+"""The sweep folder: what was asked (fixed at the start) and what each trial gave.
+
+    DIR/
+        spec.yaml              the SPEC as the user wrote it
+        sweep.json             name, resources, thresholds and every trial with its resolved
+                               config: `--resume` reads this, never the SPEC again, so a resumed
+                               sweep runs exactly the trials it started with
+        trials/<id>/           one trial: the runs_dir of its train() call
+            <env>__<algo>__<seed>__<time>/   the run folder (metrics.csv, eval.json, ...)
+            attempts.jsonl     one line per start of the trial (pid, host, fresh or resumed)
+            result.json        written last: finished (final greedy return) or failed (error)
+        report/                `trustrl report DIR` writes REPORT.md and PNGs here
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from trustrl.runs import atomic_write_text
+from trustrl.sweep.spec import Spec, SpecError, Trial
+
+SWEEP_FORMAT = 1
+
+
+class SweepFolder:
+    def __init__(self, path: Path, meta: dict[str, Any]):
+        self.path = Path(path)
+        self.meta = meta
+        self.trials = [Trial.from_dict(t) for t in meta["trials"]]
+
+    @property
+    def name(self) -> str:
+        return str(self.meta["name"])
+
+    @property
+    def resources(self) -> dict[str, float]:
+        return dict(self.meta.get("resources", {"cpus": 1, "gpus": 0}))
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        return dict(self.meta.get("thresholds", {}))
+
+    # --- creation and opening ----------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, spec: Spec, spec_text: str) -> SweepFolder:
+        p = Path(path)
+        if p.exists() and (not p.is_dir() or any(p.iterdir())):
+            raise SpecError(f"{p} already exists; continue it with `trustrl sweep --resume {p}` "
+                            "or choose another --out")
+        (p / "trials").mkdir(parents=True, exist_ok=True)
+        meta = {"format": SWEEP_FORMAT, "name": spec.name,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "resources": spec.resources, "thresholds": spec.thresholds,
+                "trials": [t.as_dict() for t in spec.trials]}
+        atomic_write_text(p / "spec.yaml", spec_text)
+        atomic_write_text(p / "sweep.json", json.dumps(meta, indent=1) + "\n")
+        return cls(p, meta)
+
+    @classmethod
+    def open(cls, path: str | Path) -> SweepFolder:
+        p = Path(path)
+        try:
+            meta = json.loads((p / "sweep.json").read_text())
+        except FileNotFoundError:
+            raise SpecError(f"{p} is not a sweep folder (no sweep.json)") from None
+        except (OSError, json.JSONDecodeError) as e:
+            raise SpecError(f"cannot read {p / 'sweep.json'}: {e}") from None
+        if meta.get("format") != SWEEP_FORMAT:
+            raise SpecError(f"{p / 'sweep.json'}: format not understood by this trustrl")
+        return cls(p, meta)
+
+    # --- trials ------------------------------------------------------------------------------
+    def trial_dir(self, trial: Trial) -> Path:
+        return self.path / "trials" / trial.id
+
+    def result(self, trial: Trial) -> dict[str, Any] | None:
+        """The trial's result.json, or None while it has not finished or failed."""
+        try:
+            return json.loads((self.trial_dir(trial) / "result.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def status(self, trial: Trial) -> str:
+        r = self.result(trial)
+        return "pending" if r is None else str(r.get("status", "pending"))
+
+    def attempts(self, trial: Trial) -> int:
+        f = self.trial_dir(trial) / "attempts.jsonl"
+        try:
+            return sum(1 for line in f.read_text().splitlines() if line.strip())
+        except OSError:
+            return 0
+
+    def record_failure(self, trial: Trial, error: str) -> dict[str, Any]:
+        """For failures the trial could not record itself (its worker died, Ray lost it)."""
+        res = {"status": "failed", "id": trial.id, "error": error, "run": None,
+               "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        d = self.trial_dir(trial)
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(d / "result.json", json.dumps(res, indent=2) + "\n")
+        return res
+
+    def pending(self, retry_failed: bool = False) -> list[Trial]:
+        """Trials still to run: not finished (and not failed, unless retry_failed)."""
+        todo = {"pending", "failed"} if retry_failed else {"pending"}
+        return [t for t in self.trials if self.status(t) in todo]

@@ -1,0 +1,97 @@
+"""Local backend: a ProcessPoolExecutor with spawn workers, one trial per task.
+
+Spawn (not fork) gives each worker a fresh interpreter: no torch thread pool or RNG state is
+inherited from the driver, and the same code path runs on Linux, macOS and Windows.
+
+A worker that dies (SIGKILL, out of memory) breaks the whole pool: every trial in flight is
+then lost mid-way. The pool is rebuilt and those trials continue from their checkpoints; a
+trial whose attempts end that way `max_attempts` times is recorded as failed. Trials that had
+not started yet are resubmitted without counting an attempt.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from trustrl.sweep.folder import SweepFolder
+from trustrl.sweep.spec import Trial
+from trustrl.sweep.trial import run_in_worker, worker_init
+
+OnResult = Callable[[Trial, dict[str, Any]], None]
+
+
+def default_workers() -> int:
+    """The cores this process may use (the affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _stop_workers(timeout: float = 10.0) -> None:
+    """Ctrl-C: interrupt the running trials (each marks its run 'stopped' with its checkpoint
+    kept), wait briefly, then terminate what is left."""
+    children = mp.active_children()
+    for p in children:
+        if p.pid is not None:
+            try:
+                os.kill(p.pid, signal.SIGINT)
+            except OSError:
+                pass
+    deadline = time.monotonic() + timeout
+    for p in children:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.terminate()
+
+
+def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result: OnResult,
+              max_attempts: int = 3) -> None:
+    """Run `trials` on `workers` processes; on_result(trial, result) as each one ends."""
+    ctx = mp.get_context("spawn")
+    queue = list(trials)
+    deaths: dict[str, int] = {}
+    while queue:
+        before = {t.id: folder.attempts(t) for t in queue}
+        lost: list[Trial] = []
+        ex = ProcessPoolExecutor(max_workers=max(1, min(workers, len(queue))), mp_context=ctx,
+                                 initializer=worker_init)
+        try:
+            futures: dict[Future[dict[str, Any]], Trial] = {
+                ex.submit(run_in_worker, t.as_dict(), str(folder.trial_dir(t))): t
+                for t in queue}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    t = futures[f]
+                    try:
+                        res = f.result()
+                    except BrokenProcessPool:
+                        lost.append(t)
+                        continue
+                    except Exception as e:  # noqa: BLE001 - e.g. an unpicklable result
+                        res = folder.record_failure(t, f"{type(e).__name__}: {e}")
+                    on_result(t, res)
+        except KeyboardInterrupt:
+            ex.shutdown(wait=False, cancel_futures=True)
+            _stop_workers()
+            raise
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+        queue = []
+        for t in lost:
+            if folder.attempts(t) > before[t.id]:  # it had started: its worker died
+                deaths[t.id] = deaths.get(t.id, 0) + 1
+            if deaths.get(t.id, 0) >= max_attempts:
+                on_result(t, folder.record_failure(
+                    t, f"its worker process died {deaths[t.id]} times"))
+            else:
+                queue.append(t)

@@ -1,0 +1,305 @@
+"""The sweep SPEC: which algorithms, envs, seeds and settings, parsed into fixed trials.
+
+A SPEC is a YAML (or JSON) mapping:
+
+    name: classic-control          # optional; default: the file's stem
+    seeds: [1, 2, 3]               # a list of ints, or "1..10" (both ends included)
+    total_steps: 100000            # optional budget of every trial (else the preset's)
+    algos: [ppo, trpo]             # a list, or a mapping algo -> config overrides
+    envs:                          # a list of ids, or a mapping id -> settings:
+      CartPole-v1:
+        seeds: 1..10               #   this env's seeds (default: the top-level seeds)
+        total_steps: 100000        #   this env's budget
+        threshold: 500             #   for steps-to-threshold in the report
+        overrides: {eval_every: 4} #   config keys for every algorithm on this env
+        algos: {ppo: {lr: 0.001}}  #   config keys for one algorithm on this env
+    common: {tensorboard: false}   # config keys for every trial
+    grid: {clip_eps: [0.1, 0.2]}   # every combination is a variant (of each algorithm)
+    resources: {cpus: 1, gpus: 0}  # what each trial asks of a Ray cluster (the local
+                                   # backend runs one trial per worker process)
+
+A trial's config is resolved like `trustrl train`: dataclass defaults < the (algo, env) preset <
+common < algos.<algo> < envs.<env>.overrides < envs.<env>.algos.<algo> < grid point < seed and
+budget. Every key of every trial is checked, and every env made once, before anything runs:
+a bad SPEC fails with one line that names where in the file the problem is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trustrl.errors import ConfigError, TrustrlError
+
+TOP_KEYS = ("name", "seeds", "total_steps", "algos", "envs", "common", "grid", "resources")
+ENV_KEYS = ("seeds", "total_steps", "threshold", "overrides", "algos")
+RESOURCE_KEYS = ("cpus", "gpus")
+RESERVED = {"seed": "set seeds with `seeds`", "env_id": "list envs under `envs`",
+            "total_steps": "set the budget with `total_steps` (top level or per env)",
+            "runs_dir": "the sweep folder holds the runs"}
+
+
+class SpecError(TrustrlError):
+    """A sweep SPEC that cannot be run (unknown algorithm, key, env; empty list; bad value)."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One train() call: everything that decides its numbers is in `config` (seed included)."""
+
+    id: str
+    algo: str
+    env_id: str
+    seed: int
+    variant: str
+    grid: dict[str, Any]
+    config: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trial:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+
+
+@dataclass
+class Spec:
+    """A validated SPEC: the trials in a fixed order, plus what the report needs."""
+
+    name: str
+    trials: list[Trial]
+    thresholds: dict[str, float] = field(default_factory=dict)
+    resources: dict[str, float] = field(default_factory=lambda: {"cpus": 1, "gpus": 0})
+
+
+# ----- small parsers --------------------------------------------------------------------------
+def _unknown(key: str, allowed: Any, where: str) -> SpecError:
+    close = difflib.get_close_matches(str(key), list(allowed), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return SpecError(f"unknown key {key!r} in {where}{hint}; allowed: {', '.join(allowed)}")
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{where} must be a mapping of key: value, got {type(value).__name__}")
+    return {str(k): v for k, v in value.items()}
+
+
+def parse_seeds(value: Any, where: str) -> list[int]:
+    """A list of ints or "A..B" (inclusive). Empty, duplicated or non-integer seeds fail."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*", value)
+        if not m:
+            raise SpecError(f"{where} must be a list of ints or 'A..B', got {value!r}")
+        first, last = int(m.group(1)), int(m.group(2))
+        seeds = list(range(first, last + 1))
+    elif isinstance(value, list):
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+            raise SpecError(f"{where} must hold integers, got {value!r}")
+        seeds = list(value)
+    else:
+        raise SpecError(f"{where} must be a list of ints or 'A..B', got {value!r}")
+    if not seeds:
+        raise SpecError(f"{where} is empty: a sweep needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{where} repeats a seed: {value!r}")
+    return seeds
+
+
+def _budget(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
+            isinstance(value, float) and not value.is_integer()):
+        raise SpecError(f"{where} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _check_overrides(algo: str, values: dict[str, Any], where: str) -> None:
+    from trustrl.config import CONFIGS
+
+    names = [f.name for f in dataclasses.fields(CONFIGS[algo])]
+    for key in values:
+        if key in RESERVED:
+            raise SpecError(f"{key!r} in {where} is not a config override: {RESERVED[key]}")
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise SpecError(f"unknown config key {key!r} for {algo} in {where}{hint}")
+
+
+def _grid_points(grid: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cartesian product of the grid, in the order the keys and values are written."""
+    for key, values in grid.items():
+        if not isinstance(values, list):
+            raise SpecError(f"grid.{key} must be a list of values, got {values!r}")
+        if not values:
+            raise SpecError(f"grid.{key} is empty: it would make no trials")
+    keys = list(grid)
+    return [dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, list):
+        return "-".join(str(x) for x in v)
+    return str(v)
+
+
+def variant_name(algo: str, point: dict[str, Any]) -> str:
+    """'ppo' or 'ppo[clip_eps=0.1,lr=0.001]': the label the report groups seeds by."""
+    if not point:
+        return algo
+    return algo + "[" + ",".join(f"{k}={_fmt_value(v)}" for k, v in point.items()) + "]"
+
+
+def trial_id(env_id: str, algo: str, point: dict[str, Any], seed: int) -> str:
+    """A folder name that is the same every time the same SPEC is read:
+    <env>__<algo>[__key=value,...]__seed<seed>."""
+    grid = ",".join(f"{k}={_fmt_value(v)}" for k, v in point.items())
+    name = f"{env_id}__{algo}" + (f"__{grid}" if grid else "")
+    return re.sub(r"[^A-Za-z0-9_.=,-]+", "-", name) + f"__seed{seed}"
+
+
+# ----- the whole SPEC -------------------------------------------------------------------------
+def load_spec_text(text: str, source: str) -> dict[str, Any]:
+    """Parse YAML (a superset of JSON); a parse error is one line naming the file."""
+    try:
+        import yaml
+    except ModuleNotFoundError:  # pragma: no cover - pyyaml is a core dependency
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"cannot parse {source}: {e} (install pyyaml for YAML)") from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SpecError(f"cannot parse {source}: " + " ".join(str(e).split())) from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source} must be a mapping (name, seeds, algos, envs, ...)")
+    return data
+
+
+def load_spec(path: str | Path, check_envs: bool = True) -> Spec:
+    """Read and validate a SPEC file; returns every trial with its resolved config."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"sweep spec not found: {p}")
+    return parse_spec(load_spec_text(p.read_text(), str(p)), default_name=p.stem,
+                      check_envs=check_envs)
+
+
+def parse_spec(data: dict[str, Any], default_name: str = "sweep",
+               check_envs: bool = True) -> Spec:
+    """Validate a SPEC mapping and resolve every trial's config (nothing runs)."""
+    from trustrl.config import CONFIGS, config_to_dict, make_config
+
+    for key in data:
+        if key not in TOP_KEYS:
+            raise _unknown(key, TOP_KEYS, "the spec")
+    name = str(data.get("name") or default_name)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise SpecError(f"name must use letters, digits, '_', '.', '-', got {name!r}")
+
+    algos_raw = data.get("algos")
+    if isinstance(algos_raw, list):
+        algos: dict[str, dict[str, Any]] = {str(a): {} for a in algos_raw}
+    else:
+        algos = {a: _mapping(v, f"algos.{a}") for a, v in _mapping(algos_raw, "algos").items()}
+    if not algos:
+        raise SpecError("algos is empty or missing: name at least one algorithm")
+    for algo in algos:
+        if algo not in CONFIGS:
+            close = difflib.get_close_matches(algo, list(CONFIGS), n=2)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise SpecError(f"unknown algorithm {algo!r} in algos{hint}; "
+                            f"choose from {', '.join(CONFIGS)}")
+
+    envs_raw = data.get("envs")
+    if isinstance(envs_raw, list):
+        envs: dict[str, dict[str, Any]] = {str(e): {} for e in envs_raw}
+    else:
+        envs = {e: _mapping(v, f"envs.{e}") for e, v in _mapping(envs_raw, "envs").items()}
+    if not envs:
+        raise SpecError("envs is empty or missing: name at least one env id")
+    for env_id, settings in envs.items():
+        for key in settings:
+            if key not in ENV_KEYS:
+                raise _unknown(key, ENV_KEYS, f"envs.{env_id}")
+        for a in _mapping(settings.get("algos"), f"envs.{env_id}.algos"):
+            if a not in algos:
+                raise SpecError(f"envs.{env_id}.algos names {a!r}, which is not in algos")
+
+    top_seeds = parse_seeds(data["seeds"], "seeds") if "seeds" in data else None
+    top_budget = _budget(data.get("total_steps"), "total_steps")
+    common = _mapping(data.get("common"), "common")
+    grid = _mapping(data.get("grid"), "grid")
+    points = _grid_points(grid)
+    resources = _mapping(data.get("resources"), "resources")
+    for key in resources:
+        if key not in RESOURCE_KEYS:
+            raise _unknown(key, RESOURCE_KEYS, "resources")
+    res = {"cpus": resources.get("cpus", 1), "gpus": resources.get("gpus", 0)}
+    for key, v in res.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise SpecError(f"resources.{key} must be a number >= 0, got {v!r}")
+
+    if check_envs:
+        from trustrl.envs.make import check_env
+
+        for env_id in envs:
+            check_env(env_id)  # EnvError (one line, with close matches) before anything runs
+
+    trials: list[Trial] = []
+    thresholds: dict[str, float] = {}
+    for env_id, settings in envs.items():
+        where = f"envs.{env_id}"
+        seeds = (parse_seeds(settings["seeds"], f"{where}.seeds") if "seeds" in settings
+                 else top_seeds)
+        if seeds is None:
+            raise SpecError(f"no seeds for {env_id}: set `seeds` at the top or in {where}")
+        budget = _budget(settings.get("total_steps"), f"{where}.total_steps") or top_budget
+        if settings.get("threshold") is not None:
+            t = settings["threshold"]
+            if isinstance(t, bool) or not isinstance(t, (int, float)):
+                raise SpecError(f"{where}.threshold must be a number, got {t!r}")
+            thresholds[env_id] = float(t)
+        env_over = _mapping(settings.get("overrides"), f"{where}.overrides")
+        env_algo = _mapping(settings.get("algos"), f"{where}.algos")
+        for algo, algo_over in algos.items():
+            own = _mapping(env_algo.get(algo), f"{where}.algos.{algo}")
+            layers = [(common, "common"), (algo_over, f"algos.{algo}"),
+                      (env_over, f"{where}.overrides"), (own, f"{where}.algos.{algo}")]
+            merged: dict[str, Any] = {}
+            for values, layer_where in layers:
+                _check_overrides(algo, values, layer_where)
+                merged.update(values)
+            for point in points:
+                _check_overrides(algo, point, "grid")
+                variant = variant_name(algo, point)
+                for seed in seeds:
+                    flags = {"seed": seed, "total_steps": budget, "env_id": env_id}
+                    try:
+                        cfg = make_config(algo, env_id, merged, dict(point), flags)
+                    except ConfigError as e:
+                        raise SpecError(f"{env_id} / {variant}: {e}") from None
+                    d = config_to_dict(cfg)
+                    d["runs_dir"] = ""  # set by the trial to its own folder
+                    trials.append(Trial(trial_id(env_id, algo, point, seed), algo, env_id, seed,
+                                        variant, dict(point), d))
+    ids = [t.id for t in trials]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise SpecError(f"two trials would share the folder {dup[0]!r}; make the env ids or "
+                        "grid values distinct")
+    return Spec(name, trials, thresholds, {k: float(v) for k, v in res.items()})
