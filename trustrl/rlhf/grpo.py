@@ -17,7 +17,6 @@ eps_high > eps_low is DAPO's clip-higher. The per-token losses are aggregated th
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +27,8 @@ from torch import Tensor, nn
 from trustrl.errors import ConfigError
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
 from trustrl.rlhf.kl import exact_kl, kl_to_ref
-from trustrl.rlhf.model import answer_logits, load_model, sample, save_model, token_logprobs
-from trustrl.rlhf.ppo import GOLD_KEYS, evaluate_policy, sort_task_of, write_eval
+from trustrl.rlhf.model import answer_logits, load_model, sample, token_logprobs
+from trustrl.rlhf.ppo import GOLD_KEYS, run_rl_loop, sort_task_of
 from trustrl.rlhf.task import SortTask, gold_scores, response_mask
 
 LOSS_TYPES = ("seq-mean", "token-mean", "dr-grpo")
@@ -228,7 +227,6 @@ def _avg(x: list[float]) -> float:
 def train_grpo(cfg: GRPOConfig, echo: Callable[[str], None] = print,
                log_every: int = 10) -> Path:
     """GRPO on the sort task from an SFT run; returns the run folder."""
-    from trustrl.rlhf.sft import EVAL_SEED
 
     cfg.validate()
     torch.set_num_threads(1)
@@ -241,18 +239,7 @@ def train_grpo(cfg: GRPOConfig, echo: Callable[[str], None] = print,
     gen = seed_everything(cfg.seed)
     trainer = GRPOTrainer(cfg, policy, ref, task, reward_fn(cfg, task), gen)
     run = make_run(cfg.runs_dir, "grpo", cfg.seed, cfg, GRPO_COLUMNS)
-    echo(f"grpo: run folder {run.path}")
-    t0 = time.perf_counter()
-    for it in range(1, cfg.iterations + 1):
-        row = trainer.step()
-        row["wall_time"] = time.perf_counter() - t0
-        run.log_metrics(row)
-        if it % log_every == 0 or it == cfg.iterations:
-            echo(f"grpo {it}: reward {row['reward']:.3f} kl {row['kl_seq_exact']:.2f} "
-                 f"gold/exact {row['gold/exact']:.3f} gold/perm {row['gold/perm']:.3f} "
-                 f"gold/sorted {row['gold/sorted']:.3f}")
-    final = evaluate_policy(policy, task, cfg.eval_prompts, cfg.seed + EVAL_SEED, ref=ref)
-    write_eval(run.path, final)
-    save_model(policy, str(run.path / "policy.pt"), {"task_n": task.n})
-    run.set_status("finished", cfg.iterations)
-    return run.path
+    return run_rl_loop("grpo", trainer, run, cfg, policy, ref, task, echo, log_every,
+                       lambda r: f"reward {r['reward']:.3f} kl {r['kl_seq_exact']:.2f} "
+                       f"gold/exact {r['gold/exact']:.3f} gold/perm {r['gold/perm']:.3f} "
+                       f"gold/sorted {r['gold/sorted']:.3f}")

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -33,6 +34,7 @@ from trustrl.losses import clipped_surrogate_objective, surrogate_objective, val
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
 from trustrl.rlhf.kl import AdaptiveKLController, check_estimator, exact_kl, kl_to_ref
 from trustrl.rlhf.model import (
+    TinyLM,
     answer_logits,
     answer_values,
     load_model,
@@ -318,7 +320,6 @@ def train_ppo(cfg: PPOConfig, echo: Callable[[str], None] = print,
               log_every: int = 10) -> Path:
     """PPO on the sort task from an SFT run and a reward-model run; returns the run folder."""
     from trustrl.rlhf.reward_model import RewardScorer
-    from trustrl.rlhf.sft import EVAL_SEED
 
     cfg.validate()
     torch.set_num_threads(1)
@@ -337,16 +338,27 @@ def train_ppo(cfg: PPOConfig, echo: Callable[[str], None] = print,
     trainer = PPOTrainer(cfg, policy, ref, critic, scorer, task.sample_prompts, task.max_new,
                          gold_fn_for(task), gen)
     run = make_run(cfg.runs_dir, "ppo", cfg.seed, cfg, PPO_COLUMNS)
-    echo(f"ppo: run folder {run.path}")
+    return run_rl_loop("ppo", trainer, run, cfg, policy, ref, task, echo, log_every,
+                       lambda r: f"score {r['objective/scores']:+.2f} "
+                       f"kl {r['objective/kl']:.2f} beta {r['beta']:.3f} "
+                       f"gold/exact {r['gold/exact']:.3f} gold/perm {r['gold/perm']:.3f}")
+
+
+def run_rl_loop(stage: str, trainer: Any, run: Any, cfg: Any, policy: TinyLM,
+                ref: TinyLM, task: SortTask, echo: Callable[[str], None], log_every: int,
+                line: Callable[[dict[str, Any]], str]) -> Path:
+    """The loop PPO and GRPO share: `cfg.iterations` trainer steps logged to the run folder
+    (a line echoed every `log_every`), then the held-out evaluation, the policy and status."""
+    from trustrl.rlhf.sft import EVAL_SEED
+
+    echo(f"{stage}: run folder {run.path}")
     t0 = time.perf_counter()
     for it in range(1, cfg.iterations + 1):
         row = trainer.step()
         row["wall_time"] = time.perf_counter() - t0
         run.log_metrics(row)
         if it % log_every == 0 or it == cfg.iterations:
-            echo(f"ppo {it}: score {row['objective/scores']:+.2f} kl {row['objective/kl']:.2f} "
-                 f"beta {row['beta']:.3f} gold/exact {row['gold/exact']:.3f} "
-                 f"gold/perm {row['gold/perm']:.3f}")
+            echo(f"{stage} {it}: {line(row)}")
     final = evaluate_policy(policy, task, cfg.eval_prompts, cfg.seed + EVAL_SEED, ref=ref)
     write_eval(run.path, final)
     save_model(policy, str(run.path / "policy.pt"), {"task_n": task.n})

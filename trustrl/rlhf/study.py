@@ -297,15 +297,7 @@ def make_figures(index: dict[str, Any], out: Path) -> list[Path]:
         keys = [("objective/scores", "reward-model score"), ("gold/exact", "gold exact rate"),
                 ("gold/perm", "permutation rate"), ("objective/kl_exact", "KL to ref [nats]"),
                 ("objective/entropy", "entropy per answer [nats]")]
-        fig, ax = plt.subplots(1, len(keys), figsize=(18, 3.6))
-        for c, n in zip(colors, pair, strict=False):
-            for j, m in enumerate(runs_of(n)):
-                for a, (k, lab) in zip(ax, keys, strict=True):
-                    a.plot(m["iteration"], _smooth(m[k]), color=c, lw=1,
-                           label=n if j == 0 else None)
-                    a.set(title=lab, xlabel="iteration")
-        for a in ax:
-            a.grid(alpha=0.3)
+        fig, ax = _panels(plt, keys, pair, colors, runs_of, 18)
         ax[0].legend(fontsize=8)
         figs.append(_save(fig, out / "ppo_reward_hacking.png"))
 
@@ -314,15 +306,7 @@ def make_figures(index: dict[str, Any], out: Path) -> list[Path]:
     if grpo:
         keys = [("reward", "training reward"), ("gold/exact", "gold exact rate"),
                 ("gold/perm", "permutation rate"), ("kl_seq_exact", "KL to ref [nats]")]
-        fig, ax = plt.subplots(1, len(keys), figsize=(16, 3.6))
-        for c, n in zip(colors, grpo, strict=False):
-            for j, m in enumerate(runs_of(n)):
-                for a, (k, lab) in zip(ax, keys, strict=True):
-                    a.plot(m["iteration"], _smooth(m[k]), color=c, lw=1,
-                           label=n if j == 0 else None)
-                    a.set(title=lab, xlabel="iteration")
-        for a in ax:
-            a.grid(alpha=0.3)
+        fig, ax = _panels(plt, keys, grpo, colors, runs_of, 16)
         ax[1].legend(fontsize=8)
         figs.append(_save(fig, out / "grpo_gold_vs_sorted_reward.png"))
 
@@ -334,20 +318,28 @@ def make_figures(index: dict[str, Any], out: Path) -> list[Path]:
                 ("policy/approxkl_avg", "per-update KL to pi_old (k3, per token)"),
                 ("policy/clipfrac_avg", "fraction of tokens outside [0.8, 1.2]"),
                 ("gold/exact", "gold exact rate")]
-        fig, ax = plt.subplots(1, len(keys), figsize=(16, 3.6))
-        for c, n in zip(colors, abl, strict=False):
-            for j, m in enumerate(runs_of(n)):
-                for a, (k, lab) in zip(ax, keys, strict=True):
-                    a.plot(m["iteration"], _smooth(m[k]), color=c, lw=1,
-                           label=n if j == 0 else None)
-                    a.set(title=lab, xlabel="iteration")
-        for a in ax:
-            a.grid(alpha=0.3)
+        fig, ax = _panels(plt, keys, abl, colors, runs_of, 16)
         ax[0].set_yscale("symlog", linthresh=1.0)
         ax[1].set_yscale("log")
         ax[3].legend(fontsize=8)
         figs.append(_save(fig, out / "ppo_clip_vs_leash.png"))
     return figs
+
+
+def _panels(plt: Any, keys: list[tuple[str, str]], names: list[str], colors: Any,
+            runs_of: Any, width: float) -> tuple[Any, Any]:
+    """One panel per (metric, title) in keys; in each, every run of every variant in names
+    against the iteration (smoothed), one color per variant, labelled once."""
+    fig, ax = plt.subplots(1, len(keys), figsize=(width, 3.6))
+    for c, n in zip(colors, names, strict=False):
+        for j, m in enumerate(runs_of(n)):
+            for a, (k, lab) in zip(ax, keys, strict=True):
+                a.plot(m["iteration"], _smooth(m[k]), color=c, lw=1,
+                       label=n if j == 0 else None)
+                a.set(title=lab, xlabel="iteration")
+    for a in ax:
+        a.grid(alpha=0.3)
+    return fig, ax
 
 
 def _save(fig: Any, path: Path) -> Path:
