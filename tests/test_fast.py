@@ -303,6 +303,14 @@ def test_cli_seeds_population_and_errors(tmp_path, cli_env):
     root = next(tmp_path.iterdir())
     assert sorted(json.loads((root / "population.json").read_text())["seeds"]) == [0, 1]
     assert len([p for p in root.iterdir() if p.is_dir() and "__ppo__" in p.name]) == 2
+    r = trustrl("eval", str(root))  # the population folder is not an agent: say which is
+    assert r.returncode == 2 and "holds a population of seeds" in r.stderr, r.stderr
+    member = next(p for p in root.iterdir() if p.is_dir() and "__ppo__" in p.name)
+    r = trustrl("eval", str(member), "--episodes", "2")
+    assert r.returncode == 0 and "greedy over 2 episodes" in r.stdout, r.stderr
+    (member / "agent.pt").unlink()  # as while running: only the fast path's checkpoint
+    r = trustrl("eval", str(root / "checkpoints" / "latest.pt"))
+    assert r.returncode == 2 and "checkpoint of the fast path" in r.stderr, r.stderr
     for args, msg in [(("--seeds", "3-1"), "--seeds takes"),
                       (("--seeds", "0-1", "--seed", "3"), "not both"),
                       (("--seeds", "0-1", "--vector", "sync"), "batched torch envs"),

@@ -110,6 +110,11 @@ class Agent:
         """Load from agent.pt, a checkpoint file, or a run folder (its agent.pt, else latest
         checkpoint)."""
         p = Path(path)
+        if p.is_dir() and (p / "population.json").is_file():
+            members = sorted(q.name for q in p.iterdir() if (q / "config.json").is_file())
+            raise RunError(f"{p} holds a population of seeds: give one seed's run folder inside "
+                           f"it (e.g. {p / members[0]})" if members else
+                           f"{p} holds a population of seeds but no seed folder")
         if p.is_dir():
             candidates = [p / "agent.pt", p / "checkpoints" / "latest.pt"]
             found = next((c for c in candidates if c.is_file()), None)
@@ -122,6 +127,10 @@ class Agent:
             state = torch.load(p, map_location="cpu", weights_only=False)
         except Exception as e:  # noqa: BLE001
             raise RunError(f"cannot read {p}: {type(e).__name__}: {e}".splitlines()[0]) from None
+        if isinstance(state, dict) and state.get("engine") == "population-ppo":
+            raise RunError(f"{p} is a checkpoint of the fast path (--vector torch): its agent.pt "
+                           "is written when the run finishes; resume it with trustrl train "
+                           "--resume RUN")
         if isinstance(state, dict) and "agent" in state:  # a training checkpoint
             state = state["agent"]
         if not isinstance(state, dict) or state.get("format") != AGENT_FORMAT:
