@@ -358,3 +358,9 @@ def test_cpu_and_gpu_runs_agree_at_first():
     a = PopulationPPO(small_cfg(), [7]).iterate()[0]
     b = PopulationPPO(small_cfg(device="cuda"), [7]).iterate()[0].cpu()
     assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the message on a machine without CUDA")
+def test_cuda_device_without_cuda_is_a_config_error():
+    with pytest.raises(ConfigError, match="sees no CUDA device"):
+        make_config("ppo", None, None, {"device": "cuda"}, {})

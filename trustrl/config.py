@@ -140,6 +140,16 @@ class RunConfig:
             raise ConfigError(f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ConfigError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+        if self.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(f"device {self.device!r}: torch sees no CUDA device here "
+                                  f"(torch {torch.__version__}); use device 'cpu'")
+            index = self.device.partition(":")[2]
+            if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+                raise ConfigError(f"device {self.device!r}: there are "
+                                  f"{torch.cuda.device_count()} CUDA devices")
 
     def _check_minibatch(self, name: str) -> None:
         if getattr(self, name) > self.batch_size:
