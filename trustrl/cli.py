@@ -106,9 +106,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from trustrl.train import resume, train
 
     if args.resume:
-        if args.config or args.sets or args.env_id or args.total_steps or args.seed:
-            raise TrustrlError("--resume takes the run's own config; drop the other options")
-        if args.seeds or args.vector or args.device:
+        if (args.config or args.sets or args.env_id or args.total_steps or args.seed
+                or args.seeds or args.vector or args.device):
             raise TrustrlError("--resume takes the run's own config; drop the other options")
         from trustrl.fast.run import is_fast_run, resume_fast
 

@@ -141,8 +141,9 @@ class TorchVecEnv:
             )
         self.random_source: Callable[[tuple[int, ...], torch.dtype], Tensor] | None = None
         """Where reset states' uniforms come from instead of the generator, when set: called
-        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.fast.rng.EnvRandom gives
-        each env row its own counter-based stream, so populations of seeds stay independent)."""
+        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.fast.rng.ResetSampler
+        gives each env row its own counter-based stream, so populations of seeds stay
+        independent)."""
         self._state: Tensor | None = None
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
 
