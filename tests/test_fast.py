@@ -364,3 +364,14 @@ def test_cpu_and_gpu_runs_agree_at_first():
 def test_cuda_device_without_cuda_is_a_config_error():
     with pytest.raises(ConfigError, match="sees no CUDA device"):
         make_config("ppo", None, None, {"device": "cuda"}, {})
+
+
+def test_python_api_and_sweeps_reach_the_fast_path(tmp_path):
+    """trustrl.train / trustrl.resume (what sweeps call) dispatch vector 'torch' runs."""
+    from trustrl.train import resume, train
+
+    res = train(small_cfg(runs_dir=str(tmp_path), total_steps=512))
+    assert (res.run_dir / "agent.pt").is_file() and res.final_eval["evaluator"]
+    assert res.agent.act(torch.zeros(1, 4).numpy()).shape == (1,)
+    again = resume(res.run_dir)  # finished: evaluates and returns
+    assert again.run_dir == res.run_dir

@@ -241,8 +241,15 @@ def train(
     progress: bool = False,
     callback: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
-    """Train from scratch; writes a run folder under config.runs_dir and returns the result."""
+    """Train from scratch; writes a run folder under config.runs_dir and returns the result.
+    With vector 'torch' the run goes through the fast path (trustrl.fast), one seed."""
     config.validate()
+    if config.vector == "torch":
+        from trustrl.fast.run import train_fast
+
+        if callback is not None:
+            raise RunError("callbacks are not supported with vector 'torch'")
+        return _from_fast(train_fast(config, None, progress))
     check_env(config.env_id)  # bad env id: fail before a run folder exists
     run = RunDir.create(config.runs_dir, config.env_id, config.algo, config.seed,
                         config_to_dict(config))
@@ -257,6 +264,15 @@ def resume(
     callback: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
     """Continue a stopped run from its last checkpoint; logs after it are dropped first."""
+    from trustrl.fast.run import is_fast_run, resume_fast
+
+    if is_fast_run(Path(run_path)):
+        if callback is not None:
+            raise RunError("callbacks are not supported with vector 'torch'")
+        if (Path(run_path) / "population.json").is_file():
+            raise RunError(f"{run_path} holds a population of seeds: resume it with "
+                           "`trustrl train --resume` or trustrl.fast.run.resume_fast")
+        return _from_fast(resume_fast(run_path, progress))
     run = RunDir.open(run_path)
     cfg = config_from_dict(run.read_config())
     cfg.validate()
@@ -268,3 +284,8 @@ def resume(
         trainer.envs.close()
         return trainer.finish()
     return trainer.run(callback)
+
+
+def _from_fast(result: Any) -> TrainResult:
+    """A fast-path result of one seed as the ordinary trainer's TrainResult."""
+    return TrainResult(result.run_dir, Agent.load(result.run_dir / "agent.pt"), result.final_eval)
