@@ -48,7 +48,8 @@ def _train_help() -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trustrl",
-        description="Trust-region RL: PPO-clip on Gymnasium, instrumented and resumable.",
+        description="Trust-region RL (PPO, TRPO, NPG) on Gymnasium and batched torch envs: "
+        "instrumented and resumable; demos, sweeps and RLHF.",
     )
     sub = p.add_subparsers(dest="command", required=True)
 
