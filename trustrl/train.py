@@ -196,7 +196,8 @@ class Trainer:
                     if callback is not None:
                         callback(row)
                     if solved(cfg, row.get("eval_return_mean")):
-                        self.run_dir.save_checkpoint(self.checkpoint_state())
+                        if self.iteration % cfg.checkpoint_every:  # not written by iterate()
+                            self.run_dir.save_checkpoint(self.checkpoint_state())
                         break
         except BaseException as e:
             msg = "interrupted" if isinstance(e, KeyboardInterrupt) else (

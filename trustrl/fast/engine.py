@@ -391,8 +391,8 @@ class PopulationPPO:
                     diag = self._diagnostics(b, old_out, flat_old)
                     active = active & (diag["approx_kl"] <= cfg.target_kl)
         with torch.no_grad():
-            if diag is None or use_mask:  # with the mask, members stopped at different epochs
-                diag = self._diagnostics(b, old_out, flat_old)
+            if diag is None:  # with the mask, the last epoch's diagnostics are of the final
+                diag = self._diagnostics(b, old_out, flat_old)  # parameters of every member
             out = dict(last)
             out.update(diag)
             out["epochs_run"] = epochs_run

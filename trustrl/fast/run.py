@@ -141,7 +141,8 @@ class FastTrainer:
                     bar.update(summary)
                     if (cfg.stop_return is not None and evals is not None
                             and float(evals.mean(1).min()) >= cfg.stop_return):
-                        self.checkpoint()
+                        if it % cfg.checkpoint_every:  # not written above
+                            self.checkpoint()
                         break
         except BaseException as e:
             msg = "interrupted" if isinstance(e, KeyboardInterrupt) else (
@@ -267,8 +268,7 @@ def resume_fast(path: str | Path, progress: bool = False) -> FastResult:
         members = [RunDir.open(root.path / name) for name in pop["members"]]
     trainer = FastTrainer(cfg, seeds, root, members, progress)  # type: ignore[arg-type]
     trainer.restore()
-    for m in members:
-        m.metric_columns = METRIC_COLUMNS + EXTRA_COLUMNS
+    for m in members:  # FastTrainer set their metric columns
         m.truncate_logs(trainer.engine.iteration)
     if trainer.engine.iteration >= cfg.num_iterations:
         return trainer.finish()
