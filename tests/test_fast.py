@@ -170,6 +170,95 @@ def test_engine_update_equals_core_ppo_update(discrete):
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_closed_form_gradient_equals_autograd(env_id, clip, activation):
+    """`_minibatch_grad` (the loss's derivatives written out, pushed through the MLPs by hand)
+    equals autograd's gradient of `_minibatch_loss`, with every loss term on: clipped or plain
+    surrogate, value clipping, entropy bonus, advantage normalisation; ratios spread on both
+    sides of the clip band so every branch of min/max/clamp is taken."""
+    for vclip in (True, False):
+        cfg = small_cfg(env_id, clip_value_loss=vclip, activation=activation, ent_coef=0.01,
+                        hidden_sizes="16,8", log_std_init=-0.3)
+        eng = PopulationPPO(cfg, [1, 2, 3], clip=clip)
+        net, P, M = eng.net, 3, 48
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            net.flat.add_(0.3 * torch.randn(net.flat.shape, generator=g))
+        obs = torch.randn(P, M, eng.D, generator=g)
+        acts = (torch.randint(0, net.n_out, (P, M), generator=g) if net.discrete
+                else torch.randn(P, M, net.n_out, generator=g))
+        with torch.no_grad():
+            lpo = net.log_prob(net.actor(obs), acts) + 0.3 * torch.randn(P, M, generator=g)
+            v_old = net.critic(obs) + 0.3 * torch.randn(P, M, generator=g)
+        adv, ret = torch.randn(P, M, generator=g), torch.randn(P, M, generator=g)
+        ratio = torch.exp(net.log_prob(net.actor(obs), acts) - lpo)
+        assert ((ratio > 1.2).any() and (ratio < 0.8).any()
+                and ((ratio - 1).abs() < 0.2).any())  # all three regions
+        loss, pl, vl, cf = eng._minibatch_loss(net.flat, obs, acts, lpo, adv, ret, v_old)
+        (ref,) = torch.autograd.grad(loss.sum(), net.flat)
+        with torch.no_grad():
+            got, pl2, vl2, cf2 = eng._minibatch_grad(net.views(net.flat.detach()), obs, acts,
+                                                     lpo, adv, ret, v_old)
+        assert (got - ref).abs().max() <= 1e-5 * ref.abs().max(), (got - ref).abs().max()
+        assert torch.allclose(pl, pl2, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(vl, vl2, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(cf, cf2, atol=1.5 / M)
+
+
+def test_engine_autograd_and_closed_form_updates_agree():
+    """A whole iteration with autograd's gradients and one with the closed form agree."""
+    cfg = small_cfg("Pendulum-v1", ent_coef=0.01, clip_value_loss=True, normalize_obs=True)
+    a = PopulationPPO(cfg, [1, 2], autograd=True)
+    b = PopulationPPO(cfg, [1, 2])
+    for _ in range(2):
+        ma, mb = a.iterate()[0], b.iterate()[0]
+        assert torch.allclose(torch.nan_to_num(ma), torch.nan_to_num(mb), rtol=1e-4, atol=1e-5)
+    assert torch.allclose(a.net.flat, b.net.flat, atol=1e-5)
+
+
+@pytest.mark.parametrize("env_id,sets", [
+    ("CartPole-v1", {}), ("Acrobot-v1", {"normalize_obs": True}), ("MountainCar-v0", {}),
+    ("Pendulum-v1", {"normalize_obs": True, "normalize_reward": True}),
+    ("MountainCarContinuous-v0", {"normalize_reward": True})])
+def test_numpy_rollout_matches_torch_rollout(env_id, sets):
+    """The CPU rollout in NumPy (the default on a CPU) and the torch rollout give the same
+    iterations: the same episode ends, metrics equal to float rounding over three iterations
+    (the two use different matmul kernels, so the last bits differ)."""
+    cfg = small_cfg(env_id, num_envs=3, num_steps=64, minibatch_size=64, **sets)
+    ref = PopulationPPO(cfg, [1, 2], numpy_rollout=False)
+    fast = PopulationPPO(cfg, [1, 2])
+    assert fast._np_env is not None and ref._np_env is None
+    for it in range(3):
+        (ma, da, ra, _), (mb, db, rb, _) = ref.iterate(), fast.iterate()
+        assert torch.equal(da, db)
+        assert torch.allclose(ra[da], rb[db], rtol=1e-5)
+        assert torch.allclose(torch.nan_to_num(ma), torch.nan_to_num(mb), rtol=1e-4, atol=1e-5)
+        if it == 0:  # later, Pendulum's unstable upright amplifies the last-bit differences
+            for k in ("env_state", "obs", "ep_ret", "obs_mean", "obs_var", "ret_var", "elapsed"):
+                x, y = getattr(ref, k).double(), getattr(fast, k).double()
+                assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), k
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "MountainCarContinuous-v0"])
+def test_numpy_evaluation_matches_torch(env_id):
+    """Greedy evaluation in NumPy equals the torch evaluator on the same parameters; for the
+    discrete env a logit tie within float rounding can flip one greedy action and so change an
+    episode, which is allowed for at most 2 of 20 episodes."""
+    cfg = small_cfg(env_id, normalize_obs=env_id != "CartPole-v1")
+    fast = PopulationPPO(cfg, [1, 2])
+    for _ in range(2):
+        fast.iterate()
+    ref = PopulationPPO(cfg, [1, 2], numpy_rollout=False)
+    ref.load_state_dict(fast.state_dict())
+    a, b = ref.evaluate(10), fast.evaluate(10)
+    if env_id == "CartPole-v1":
+        assert (a != b).sum() <= 2, (a, b)
+    else:
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-3), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_population_equals_separate_runs(env_id):
     """Each member of a population is the run of its seed alone, to float rounding."""
     sets = {"normalize_obs": True} if env_id == "CartPole-v1" else {"normalize_reward": True}
@@ -186,6 +275,65 @@ def test_population_equals_separate_runs(env_id):
         assert torch.allclose(pop.net.flat[i], e.net.flat[0], atol=1e-6)
     ev = pop.evaluate(3)
     assert torch.allclose(ev[1], alone[1].evaluate(3)[0])
+
+
+@pytest.mark.parametrize("algo", ["trpo", "npg"])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_trpo_engine_update_equals_core_trpo(algo, env_id):
+    """The population TRPO / NPG update (closed-form gradient and Fisher-vector products,
+    lockstep CG, per-member line search) equals trustrl.algos.trpo's on the same batch: the
+    same CG iterations, xFx, step, line-search outcome and parameters (the critic fitted on
+    one minibatch per epoch, so that the shuffling order cannot matter)."""
+    from trustrl.algos.trpo import TRPO
+    from trustrl.fast.trpo import PopulationTRPO
+
+    cfg = make_config(algo, env_id, None, {"vector": "torch", "num_envs": "4",
+                                           "num_steps": "32", "vf_minibatch_size": "128",
+                                           "vf_epochs": "3", "total_steps": "4096"}, {})
+    eng = PopulationTRPO(cfg, [5], line_search=algo == "trpo")
+    core = init_policies(eng.spec, cfg, [5])[0]
+    g = torch.Generator().manual_seed(0)
+    B = 128
+    obs = torch.randn(1, B, eng.D, generator=g)
+    acts = (torch.randint(0, 2, (1, B), generator=g) if eng.net.discrete
+            else torch.randn(1, B, 1, generator=g))
+    with torch.no_grad():
+        logp = eng.net.log_prob(eng.net.actor(obs), acts)
+        values = eng.net.critic(obs)
+    adv, ret = torch.randn(1, B, generator=g), 3 * torch.randn(1, B, generator=g)
+    m = eng._update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
+                     "advantages": adv, "returns": ret})
+    mc = TRPO(core, cfg, line_search=algo == "trpo").update(
+        Batch(obs[0], acts[0], logp[0], values[0], adv[0], ret[0]), 0.0)
+    assert int(m["cg_iters_run"][0]) == mc["cg_iters_run"] > 1
+    for k in ("xFx", "step_size", "expected_improvement", "step_fraction",
+              "surrogate_improvement", "grad_norm", "kl_exact", "value_loss"):
+        assert math.isclose(float(m[k][0]), mc[k], rel_tol=1e-4, abs_tol=1e-7), k
+    if algo == "trpo":
+        assert int(m["ls_steps"][0]) == mc["ls_steps"] and bool(m["ls_accepted"][0])
+    for a, c in zip(eng.policy(0).parameters(), core.parameters(), strict=True):
+        assert torch.allclose(a, c, atol=1e-6), (a - c).abs().max()
+
+
+def test_trpo_population_equals_separate_runs():
+    """A TRPO member of a population is the run of its seed alone (CG and line search are
+    per member: a member that converges or backtracks does not hold back the others)."""
+    from trustrl.fast.trpo import PopulationTRPO
+
+    cfg = make_config("trpo", "Pendulum-v1", None, {
+        "vector": "torch", "num_envs": "4", "num_steps": "32", "total_steps": "4096",
+        "normalize_obs": "true"}, {})
+    pop = PopulationTRPO(cfg, [3, 4, 5])
+    alone = [PopulationTRPO(cfg, [s]) for s in (3, 4, 5)]
+    steps = set()
+    for _ in range(3):
+        m = pop.iterate()[0]
+        steps.update(m[:, pop.columns.index("ls_steps")].tolist())
+        for i, e in enumerate(alone):
+            assert torch.allclose(torch.nan_to_num(m[i]), torch.nan_to_num(e.iterate()[0][0]),
+                                  rtol=1e-4, atol=1e-6)
+    for i, e in enumerate(alone):
+        assert torch.allclose(pop.net.flat[i], e.net.flat[0], atol=1e-6)
 
 
 def test_engine_metrics_are_sane():
@@ -286,9 +434,9 @@ def test_bad_fast_configs(sets, msg):
         make_config("ppo", None, None, sets, {})
 
 
-def test_trpo_has_no_fast_path():
-    with pytest.raises(ConfigError, match="runs ppo and ppo-noclip"):
-        make_config("trpo", None, None, {"vector": "torch"}, {})
+def test_ppo_penalty_has_no_fast_path():
+    with pytest.raises(ConfigError, match="runs ppo, ppo-noclip, trpo and npg, not ppo-penalty"):
+        make_config("ppo-penalty", None, None, {"vector": "torch"}, {})
 
 
 def test_cli_seeds_population_and_errors(tmp_path, cli_env):

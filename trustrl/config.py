@@ -36,7 +36,8 @@ class RunConfig:
     """Steps per env per rollout; the batch is num_envs * num_steps (T in the chapter)."""
     vector: str = "sync"
     """Vector env kind: 'sync' (one process, exact resume), 'async' (a process per env) or
-    'torch' (batched torch envs, the whole iteration on `device`: classic control, PPO only)."""
+    'torch' (batched torch envs, the whole iteration on `device`: classic control; PPO,
+    PPO without the clip, TRPO, NPG)."""
     jit: str = "none"
     """With vector 'torch': 'none' (eager), 'compile' (torch.compile the step and loss; about a
     minute to compile on CPU) or 'cuda-graph' (replay each iteration as one CUDA graph)."""
@@ -56,6 +57,9 @@ class RunConfig:
     """Share the hidden layers between actor and critic (then vf_coef balances the two)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions only; -1 to 0.5)."""
+    ortho_init: bool = True
+    """Orthogonal init (gains sqrt(2), 0.01 policy head, 1 value head); false keeps PyTorch's
+    default init, as rl-baselines3-zoo's tuned MuJoCo settings do (ordinary runs only)."""
 
     normalize_obs: bool = False
     """Running mean/std observation normalisation, saved with the agent, frozen at evaluation."""
@@ -128,12 +132,15 @@ class RunConfig:
             if self.env_id not in SUPPORTED:
                 raise ConfigError(f"vector 'torch' has no version of {self.env_id}; "
                                   f"available: {', '.join(SUPPORTED)}")
-            if self.algo not in ("ppo", "ppo-noclip"):
-                raise ConfigError(f"vector 'torch' runs ppo and ppo-noclip, not {self.algo}; "
-                                  "use vector 'sync'")
+            if self.algo not in ("ppo", "ppo-noclip", "trpo", "npg"):
+                raise ConfigError(f"vector 'torch' runs ppo, ppo-noclip, trpo and npg, not "
+                                  f"{self.algo}; use vector 'sync'")
             if self.shared_trunk:
                 raise ConfigError("vector 'torch' needs separate actor and critic "
                                   "(shared_trunk false)")
+            if not self.ortho_init:
+                raise ConfigError("vector 'torch' builds orthogonally initialised networks "
+                                  "(ortho_init true); use vector 'sync'")
         if self.activation not in ("tanh", "relu"):
             raise ConfigError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):

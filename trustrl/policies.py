@@ -25,18 +25,24 @@ class ActionSpec:
     high: tuple[float, ...] = ()
 
 
-def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
+def _layer(n_in: int, n_out: int, gain: float, ortho_init: bool = True) -> nn.Linear:
+    """A linear layer, orthogonal with `gain` and zero bias; with ortho_init False it keeps
+    PyTorch's default init (uniform in +-1/sqrt(n_in)), as SB3 policies with ortho_init=False
+    do (rl-baselines3-zoo's tuned MuJoCo settings were found with that init)."""
     layer = nn.Linear(n_in, n_out)
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if ortho_init:
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
     return layer
 
 
-def mlp_trunk(n_in: int, hidden_sizes: Sequence[int], activation: str) -> nn.Sequential:
-    """Hidden layers only, orthogonal init with gain sqrt(2)."""
+def mlp_trunk(n_in: int, hidden_sizes: Sequence[int], activation: str,
+              ortho_init: bool = True) -> nn.Sequential:
+    """Hidden layers only, orthogonal init with gain sqrt(2) (PyTorch's default if not
+    ortho_init)."""
     layers: list[nn.Module] = []
     for size in hidden_sizes:
-        layers += [_layer(n_in, size, math.sqrt(2.0)), ACTIVATIONS[activation]()]
+        layers += [_layer(n_in, size, math.sqrt(2.0), ortho_init), ACTIVATIONS[activation]()]
         n_in = size
     return nn.Sequential(*layers)
 
@@ -45,7 +51,8 @@ class ActorCritic(nn.Module):
     """pi(a|s) and V(s). Separate actor and critic MLPs by default; shared trunk as an option.
 
     Orthogonal init: sqrt(2) on hidden layers, 0.01 on the policy head (near-uniform initial
-    policy), 1.0 on the value head. The Gaussian's log-std is a free parameter, not a function
+    policy), 1.0 on the value head; ortho_init=False keeps PyTorch's default init on every
+    layer instead (heads included). The Gaussian's log-std is a free parameter, not a function
     of the state. Actor and critic parameters are listed explicitly, never found by name.
     """
 
@@ -57,18 +64,20 @@ class ActorCritic(nn.Module):
         activation: str = "tanh",
         shared_trunk: bool = False,
         log_std_init: float = 0.0,
+        ortho_init: bool = True,
     ):
         super().__init__()
         self.obs_dim, self.action = obs_dim, action
         self.shared_trunk = shared_trunk
         width = hidden_sizes[-1] if hidden_sizes else obs_dim
-        self.actor_trunk = mlp_trunk(obs_dim, hidden_sizes, activation)
+        self.actor_trunk = mlp_trunk(obs_dim, hidden_sizes, activation, ortho_init)
         self.critic_trunk = (
-            self.actor_trunk if shared_trunk else mlp_trunk(obs_dim, hidden_sizes, activation)
+            self.actor_trunk if shared_trunk
+            else mlp_trunk(obs_dim, hidden_sizes, activation, ortho_init)
         )
         n_out = action.n if action.kind == "discrete" else action.dim
-        self.policy_head = _layer(width, n_out, 0.01)
-        self.value_head = _layer(width, 1, 1.0)
+        self.policy_head = _layer(width, n_out, 0.01, ortho_init)
+        self.value_head = _layer(width, 1, 1.0, ortho_init)
         self.log_std = (
             nn.Parameter(torch.full((action.dim,), float(log_std_init)))
             if action.kind == "box"

@@ -77,7 +77,7 @@ class Trainer:
         self.spec = check_env(cfg.env_id)
         policy = ActorCritic(
             self.spec.obs_dim, self.spec.action, cfg.hidden_sizes, cfg.activation,
-            cfg.shared_trunk, cfg.log_std_init,
+            cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init,
         ).to(cfg.device)
         norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) if cfg.normalize_obs else None
         self.agent = Agent(policy, self.spec, norm, cfg.device)

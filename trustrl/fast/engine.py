@@ -30,16 +30,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from trustrl.advantages import gae
 from trustrl.config import PPOConfig
 from trustrl.envs.make import EnvSpec, check_env
+from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
 from trustrl.fast import rng
 from trustrl.fast.adam import PopAdam
-from trustrl.fast.popnet import PopActorCritic
+from trustrl.fast.popnet import _LOG_2PI, PopActorCritic
 from trustrl.policies import ActorCritic
 
 # key purposes: each stream of random numbers has its own
@@ -107,10 +109,15 @@ class PopulationPPO:
     compile: torch.compile the per-step rollout function and the minibatch loss (CPU or CUDA).
     graph: on CUDA, capture a whole iteration as one CUDA graph after two eager warm-up
     iterations, and replay it (the same kernels as the eager path, so the same numbers).
+    numpy_rollout: run the rollout's per-step work in NumPy (CPU only; default: on a CPU
+    unless compiling), the same arithmetic with a third of the per-operation overhead.
+    autograd: take the minibatch gradient from autograd instead of the closed form
+    (`_minibatch_grad`); the two agree to float rounding, the closed form is faster.
     """
 
     def __init__(self, cfg: PPOConfig, seeds: list[int], clip: bool = True,
-                 compile: bool = False, graph: bool = False):
+                 compile: bool = False, graph: bool = False, autograd: bool = False,
+                 numpy_rollout: bool | None = None):
         self.cfg, self.seeds, self.clip = cfg, list(seeds), clip
         self.spec = check_env(cfg.env_id)
         dev = self.device = torch.device(cfg.device)
@@ -143,20 +150,38 @@ class PopulationPPO:
         self.ep_ret = torch.zeros(P, N, **f64)
         self.ep_len = torch.zeros(P, N, dtype=torch.int64, device=dev)
         self.it = torch.zeros((), dtype=torch.int64, device=dev)  # iterations done
-        self.lr = torch.tensor(cfg.lr, dtype=torch.float32, device=dev)
+        self.lr = torch.tensor(self.learning_rate(0.0), dtype=torch.float32, device=dev)
         if cfg.normalize_obs:
             self.obs_mean, self.obs_var, self.obs_count = _chan(
                 self.obs_mean, self.obs_var, self.obs_count, self.obs)
         self.iteration = 0  # the host's copy of `it`
         self._step_fn: Callable[..., Any] = self._policy_env_step
+        self.autograd = autograd
+        if numpy_rollout is None:  # the default: NumPy wherever it can run
+            numpy_rollout = dev.type == "cpu" and not compile and cfg.env_id in NUMPY_SUPPORTED
+        if numpy_rollout and (dev.type != "cpu" or cfg.env_id not in NUMPY_SUPPORTED):
+            raise ValueError("the NumPy rollout needs a CPU device and a classic-control env")
+        self._np_env = (make_numpy_dynamics(cfg.env_id, np.float32) if numpy_rollout
+                        else None)
         self._loss_fn: Callable[..., Any] = self._minibatch_loss
+        self._grad_fn: Callable[..., Any] = self._minibatch_grad
         if compile:
             self._step_fn = torch.compile(self._policy_env_step, dynamic=False)
             self._loss_fn = torch.compile(self._minibatch_loss, dynamic=False)
+            self._grad_fn = torch.compile(self._minibatch_grad, dynamic=False)
         self.graph = graph
         self._graph: Any = None
         self._graph_out: tuple[Tensor, ...] | None = None
         self._warmup = 0
+
+    columns: tuple[str, ...] = ROW_COLUMNS
+    """The per-member metrics of an iteration, in the order of the [P, columns] tensor."""
+    int_columns: tuple[str, ...] = _INT_COLUMNS
+
+    def learning_rate(self, progress: float) -> float:
+        """The optimizer's learning rate with `progress` of training done (annealed or not)."""
+        cfg = self.cfg
+        return cfg.lr * (1.0 - progress) if cfg.anneal_lr else cfg.lr
 
     @property
     def global_step(self) -> int:
@@ -240,13 +265,203 @@ class PopulationPPO:
         clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
         return loss, pl, vl, clipped
 
+    def _minibatch_grad(self, params: dict[str, Tensor], o: Tensor, a: Tensor, lpo: Tensor,
+                        adv: Tensor, ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
+        """`_minibatch_loss` and its gradient in closed form: (grad [P, D], policy loss, value
+        loss, clip fraction). The loss's derivatives w.r.t. the network outputs are written
+        out, with autograd's conventions at the kinks (torch.min/max give half the gradient to
+        each side of a tie; clamp passes it at the bounds), then pushed through the MLPs by
+        `PopActorCritic.mlp_backward`. Equal to autograd's gradient to float rounding
+        (tests/test_fast.py); on a CPU it costs a fraction of a recorded graph's replay."""
+        cfg, net, eps = self.cfg, self.net, self.cfg.clip_eps
+        M = o.shape[1]
+        out, acts_pi = net.mlp_forward("actor", o, params)
+        v1, acts_v = net.mlp_forward("critic", o, params)
+        v = v1.squeeze(-1)
+        if cfg.norm_adv and M > 1:
+            adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
+        if net.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            logp = logp_all.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+            prob = logp_all.exp()
+            ent = -(prob * logp_all).sum(-1)
+        else:
+            log_std = params["log_std"]
+            inv_std = torch.exp(-log_std)
+            z = (a - out) * inv_std
+            logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+            ent = (0.5 + 0.5 * _LOG_2PI + log_std).sum(-1).expand_as(logp)
+        ratio = torch.exp(logp - lpo)
+        surr = ratio * adv
+        if self.clip:
+            clipped_surr = ratio.clamp(1 - eps, 1 + eps) * adv
+            pl = -torch.min(surr, clipped_surr).mean(1)
+            # d min(r A, clamp(r) A) / dr = A where the unclipped term is taken (or the ratio
+            # is inside the band, where the two are equal and clamp passes the gradient)
+            live = ((ratio >= 1 - eps) & (ratio <= 1 + eps)) | (surr < clipped_surr)
+            g_logp = torch.where(live, surr, 0.0) * (-1.0 / M)
+        else:
+            pl = -surr.mean(1)
+            g_logp = surr * (-1.0 / M)
+        if cfg.clip_value_loss:
+            dv = (v - v_old).clamp(-eps, eps)
+            v_clip = v_old + dv
+            e1, e2 = v - ret, v_clip - ret
+            s1, s2 = e1.pow(2), e2.pow(2)
+            vl = 0.5 * torch.max(s1, s2).mean(1)
+            tie = (s1 == s2).to(v.dtype) * 0.5
+            inside = ((v - v_old) >= -eps) & ((v - v_old) <= eps)
+            g_v = (e1 * ((s1 > s2).to(v.dtype) + tie)
+                   + e2 * torch.where(inside, (s2 > s1).to(v.dtype) + tie, 0.0))
+            g_v = g_v * (cfg.vf_coef / M)
+        else:
+            e1 = v - ret
+            vl = 0.5 * e1.pow(2).mean(1)
+            g_v = e1 * (cfg.vf_coef / M)
+        if net.discrete:
+            onehot = torch.zeros_like(out).scatter_(-1, a.unsqueeze(-1), 1.0)
+            g_out = g_logp.unsqueeze(-1) * (onehot - prob)
+            if cfg.ent_coef != 0.0:  # d(-c mean H)/d logits = (c / M) p (log p + H)
+                g_out = g_out + (cfg.ent_coef / M) * prob * (logp_all + ent.unsqueeze(-1))
+            extra: list[Tensor] = []
+        else:
+            g_out = g_logp.unsqueeze(-1) * z * inv_std
+            g_ls = (g_logp.unsqueeze(-1) * (z * z - 1.0)).sum(1) - cfg.ent_coef
+            extra = [g_ls]
+        grads = (net.mlp_backward("actor", acts_pi, g_out, params)
+                 + net.mlp_backward("critic", acts_v, g_v.unsqueeze(-1), params) + extra)
+        grad = torch.cat(grads, dim=1)
+        clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
+        return grad, pl, vl, clipped
+
+    # --- the rollout in NumPy (CPU) ---------------------------------------------------------------
+    def _numpy_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
+        """The T steps of `_policy_env_step`, in NumPy on the engine's CPU tensors.
+
+        A torch op on a tensor of 4 to 256 numbers costs 1-5 us of dispatch, a NumPy op 0.3-1.6
+        us, and one env step is some sixty of them; so on a CPU the rollout runs here, with the
+        same arithmetic in the same order (the same random numbers, drawn by torch for the whole
+        rollout before it). The carried state is updated in place through NumPy views of the
+        engine's tensors. Returns the stacked records [T, P, N, ...] as tensors (sharing NumPy's
+        memory), the last observation's network input and the raw last observation."""
+        cfg, net, dyn = self.cfg, self.net, self._np_env
+        assert dyn is not None
+        P, N, T, D = self.P, self.N, self.T, self.D
+        gamma = cfg.gamma
+        norm_obs, norm_rew = cfg.normalize_obs, cfg.normalize_reward
+        w = {k: v.numpy() for k, v in net.views(net.flat.detach()).items()}
+        layers = [(w[f"actor.w{i}"], w[f"actor.b{i}"]) for i in range(len(net.hidden_sizes))]
+        w_out, b_out = w["actor.w_out"], w["actor.b_out"]
+        relu = net.activation == "relu"
+        if not net.discrete:
+            log_std = w["log_std"]
+            std = np.exp(log_std)
+            inv_std = np.exp(-log_std)
+        noise_np, resets_np = noise.numpy(), resets.numpy()
+        env_state, elapsed = self.env_state.numpy(), self.elapsed.numpy()
+        ep_ret, ep_len = self.ep_ret.numpy(), self.ep_len.numpy()
+        obs_mean, obs_var, obs_count = (self.obs_mean.numpy(), self.obs_var.numpy(),
+                                        self.obs_count.numpy())
+        ret_mean, ret_var, ret_count = (self.ret_mean.numpy(), self.ret_var.numpy(),
+                                        self.ret_count.numpy())
+        disc_return = self.disc_return.numpy()
+        f32 = np.float32
+        obs_b = np.empty((T, P, N, D), f32)
+        act_b = (np.empty((T, P, N), np.int64) if net.discrete
+                 else np.empty((T, P, N, net.n_out), f32))
+        logp_b = np.empty((T, P, N), f32)
+        rew_b = np.empty((T, P, N), f32)
+        term_b = np.empty((T, P, N), bool)
+        trunc_b = np.empty((T, P, N), bool)
+        fin_ret = np.empty((T, P, N), np.float64)
+        fin_len = np.empty((T, P, N), np.int64)
+        final_x = np.empty((T, P, N, D), f32)
+
+        def normalize(o: np.ndarray) -> np.ndarray:
+            if not norm_obs:
+                return o
+            z = (o.astype(np.float64) - obs_mean[:, None]) / np.sqrt(obs_var[:, None] + 1e-8)
+            return np.clip(z, -cfg.obs_clip, cfg.obs_clip).astype(f32)
+
+        def chan(mean: np.ndarray, var: np.ndarray, count: np.ndarray, x: np.ndarray) -> None:
+            x = x.astype(np.float64)
+            b_mean, b_var, b_count = x.mean(1), x.var(1), x.shape[1]
+            delta = b_mean - mean
+            total = count + b_count
+            m2 = var * count + b_var * b_count + delta * delta * count * b_count / total
+            mean += delta * b_count / total
+            var[...] = m2 / total
+            count[...] = total
+
+        obs = self.obs.numpy()
+        x = normalize(obs)
+        for t in range(T):
+            obs_b[t] = x
+            h = x
+            for wi, bi in layers:
+                h = np.matmul(h, wi)
+                h += bi
+                if relu:
+                    np.maximum(h, 0.0, out=h)
+                else:
+                    np.tanh(h, out=h)
+            out = np.matmul(h, w_out)
+            out += b_out
+            if net.discrete:
+                a = np.argmax(out + noise_np[t], axis=-1)
+                m = out.max(-1, keepdims=True)
+                shifted = out - m
+                lse = np.log(np.exp(shifted).sum(-1))
+                logp = np.take_along_axis(shifted, a[..., None], -1)[..., 0] - lse
+                a_env = a.reshape(P * N)
+            else:
+                a = out + std * noise_np[t]
+                zz = (a - out) * inv_std
+                logp = (-0.5 * (zz * zz) - log_std - 0.5 * _LOG_2PI).sum(-1)
+                a_env = a.reshape(P * N, -1)
+            act_b[t] = a
+            logp_b[t] = logp
+            nstate, nelapsed, next_obs, r, term, trunc, fobs = dyn.transition(
+                env_state, elapsed, a_env, resets_np[t])
+            env_state[...] = nstate
+            elapsed[...] = nelapsed
+            r = r.reshape(P, N)
+            term, trunc = term.reshape(P, N), trunc.reshape(P, N)
+            done = term | trunc
+            ep_ret += r
+            ep_len += 1
+            fin_ret[t] = ep_ret
+            fin_len[t] = ep_len
+            ep_ret[done] = 0.0
+            ep_len[done] = 0
+            next_obs = next_obs.reshape(P, N, D)
+            if norm_obs:
+                chan(obs_mean, obs_var, obs_count, next_obs)
+            final_x[t] = normalize(fobs.reshape(P, N, D))
+            if norm_rew:
+                r64 = r.astype(np.float64)
+                disc_return *= gamma
+                disc_return += r64
+                chan(ret_mean, ret_var, ret_count, disc_return)
+                rew_b[t] = np.clip(r64 / np.sqrt(ret_var[:, None] + 1e-8),
+                                   -cfg.reward_clip, cfg.reward_clip)
+                disc_return[done] = 0.0
+            else:
+                rew_b[t] = r
+            term_b[t], trunc_b[t] = term, trunc
+            obs[...] = next_obs
+            x = normalize(next_obs)
+        recs = tuple(torch.from_numpy(r) for r in (
+            obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x))
+        return recs + (torch.from_numpy(np.ascontiguousarray(x)),)
+
     # --- one iteration ----------------------------------------------------------------------------
     def iterate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One PPO iteration for every member. Returns (metrics [P, columns], and the episodes
         that ended: done mask, returns and lengths [T, P, N]), all on the device."""
         cfg = self.cfg
         progress = self.iteration / cfg.num_iterations
-        self.lr.fill_(cfg.lr * (1.0 - progress) if cfg.anneal_lr else cfg.lr)
+        self.lr.fill_(self.learning_rate(progress))
         if not self.graph:
             out = self._iteration_body()
         else:
@@ -286,18 +501,24 @@ class PopulationPPO:
         carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
                  self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
                  self.disc_return]
-        x = self.normalize(self.obs, self.obs_mean, self.obs_var)
-        recs: list[tuple[Tensor, ...]] = []
-        next_obs = self.obs
-        with torch.no_grad():
-            for t in range(T):
-                out = self._step_fn(flat, x, noise[t], carry[0], carry[1], resets[t],
-                                    *carry[2:])
-                recs.append((x,) + tuple(out[:8]))
-                x, next_obs = out[8], out[9]
-                carry = list(out[10:])
-        obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
-            torch.stack(c) for c in zip(*recs, strict=True))
+        if self._np_env is not None:
+            # the carried state is updated in place by the NumPy rollout (obs included)
+            (obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
+             x) = self._numpy_rollout(noise, resets)
+            next_obs = self.obs
+        else:
+            x = self.normalize(self.obs, self.obs_mean, self.obs_var)
+            recs: list[tuple[Tensor, ...]] = []
+            next_obs = self.obs
+            with torch.no_grad():
+                for t in range(T):
+                    out = self._step_fn(flat, x, noise[t], carry[0], carry[1], resets[t],
+                                        *carry[2:])
+                    recs.append((x,) + tuple(out[:8]))
+                    x, next_obs = out[8], out[9]
+                    carry = list(out[10:])
+            obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
+                torch.stack(c) for c in zip(*recs, strict=True))
         with torch.no_grad():
             # the critic is fixed during the rollout: V of every state in one call
             values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)
@@ -333,7 +554,7 @@ class PopulationPPO:
             ev = 1.0 - (rt - vo).var(1, unbiased=False) / var_y
             m["explained_variance"] = torch.where(var_y > 0, ev, nan)
             m["value_loss_fresh"] = 0.5 * (vo - rt).pow(2).mean(1)
-            metrics = torch.stack([m[c].double() for c in ROW_COLUMNS], dim=1)
+            metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
             # carry the state over, in place (a CUDA graph replays on the same memory)
             for name, value in zip(("env_state", "elapsed", "ep_ret", "ep_len", "obs_mean",
                                     "obs_var", "obs_count", "ret_mean", "ret_var", "ret_count",
@@ -361,6 +582,8 @@ class PopulationPPO:
         last = {k: zeros.clone() for k in names}
         obs_dim = b["obs"].shape[-1]
         diag: dict[str, Tensor] | None = None
+        # views of the parameters, made once: Adam updates `flat` in place, so they stay current
+        params = net.views(net.flat.detach())
         for epoch in range(K):
             perm = torch.argsort(rng.bits(self.shuffle_keys, self.it * K + epoch, B), dim=1,
                                  stable=True)
@@ -372,10 +595,14 @@ class PopulationPPO:
                     a = b["actions"].gather(1, idx)
                 else:
                     a = b["actions"].gather(1, idx[..., None].expand(-1, -1, net.n_out))
-                loss, pl, vl, clipped = self._loss_fn(
-                    net.flat, o, a, b["logp_old"].gather(1, idx), b["advantages"].gather(1, idx),
-                    b["returns"].gather(1, idx), b["values_old"].gather(1, idx))
-                (g,) = torch.autograd.grad(loss.sum(), net.flat)
+                mb_args = (o, a, b["logp_old"].gather(1, idx), b["advantages"].gather(1, idx),
+                           b["returns"].gather(1, idx), b["values_old"].gather(1, idx))
+                if self.autograd:
+                    loss, pl, vl, clipped = self._loss_fn(net.flat, *mb_args)
+                    (g,) = torch.autograd.grad(loss.sum(), net.flat)
+                else:
+                    with torch.no_grad():
+                        g, pl, vl, clipped = self._grad_fn(params, *mb_args)
                 with torch.no_grad():
                     norm = torch.linalg.vector_norm(g, dim=1)
                     if cfg.max_grad_norm > 0:
@@ -436,6 +663,9 @@ class PopulationPPO:
         obs = env._observe(state).to(torch.float32).view(P, E, D)
         total = torch.zeros(P, E, dtype=torch.float64, device=dev)
         running = torch.ones(P, E, dtype=torch.bool, device=dev)
+        if self._np_env is not None:
+            self._numpy_evaluate(state.numpy(), obs.numpy(), total.numpy(), running.numpy())
+            return total
         params = self.net.views(self.net.flat.detach())
         for t in range(env.max_episode_steps):
             out = self.net.actor(self.normalize(obs, self.obs_mean, self.obs_var), params)
@@ -447,6 +677,37 @@ class PopulationPPO:
             if t % 64 == 63 and not bool(running.any()):
                 break
         return total
+
+    def _numpy_evaluate(self, state: np.ndarray, obs: np.ndarray, total: np.ndarray,
+                        running: np.ndarray) -> None:
+        """`evaluate`'s loop in NumPy (CPU), accumulating into `total` in place."""
+        net, dyn, P, E = self.net, self._np_env, self.P, running.shape[1]
+        assert dyn is not None
+        w = {k: v.numpy() for k, v in net.views(net.flat.detach()).items()}
+        mean, var = self.obs_mean.numpy(), self.obs_var.numpy()
+        clip = self.cfg.obs_clip
+        elapsed = np.zeros(P * E, np.int64)
+        for _ in range(dyn.max_episode_steps):
+            x = obs
+            if self.cfg.normalize_obs:
+                x = np.clip((obs.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-8),
+                            -clip, clip).astype(np.float32)
+            for i in range(len(net.hidden_sizes)):
+                x = np.matmul(x, w[f"actor.w{i}"])
+                x += w[f"actor.b{i}"]
+                if net.activation == "relu":
+                    np.maximum(x, 0.0, out=x)
+                else:
+                    np.tanh(x, out=x)
+            out = np.matmul(x, w["actor.w_out"])
+            out += w["actor.b_out"]
+            a = out.argmax(-1).reshape(P * E) if net.discrete else out.reshape(P * E, -1)
+            state, elapsed, _, r, term, trunc, final_obs = dyn.transition(state, elapsed, a, state)
+            total += np.where(running, r.reshape(P, E).astype(np.float64), 0.0)
+            running &= ~(term | trunc).reshape(P, E)
+            obs = final_obs.reshape(obs.shape)
+            if not running.any():
+                break
 
     def policy(self, member: int) -> ActorCritic:
         return self.net.to_policy(member)
@@ -471,12 +732,13 @@ class PopulationPPO:
         self.iteration = int(s["iteration"])
 
 
-def metrics_rows(metrics: Tensor) -> list[dict[str, Any]]:
+def metrics_rows(metrics: Tensor, columns: tuple[str, ...] = ROW_COLUMNS,
+                 int_columns: tuple[str, ...] = _INT_COLUMNS) -> list[dict[str, Any]]:
     """[P, columns] -> one dict per member (ints for the counters, None for NaN)."""
     rows = []
     for vals in metrics.cpu().tolist():
         row: dict[str, Any] = {}
-        for c, v in zip(ROW_COLUMNS, vals, strict=True):
-            row[c] = None if v != v else (int(v) if c in _INT_COLUMNS else v)
+        for c, v in zip(columns, vals, strict=True):
+            row[c] = None if v != v else (int(v) if c in int_columns else v)
         rows.append(row)
     return rows

@@ -35,7 +35,8 @@ from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text
 
 CHECKPOINT_FORMAT = 1
 EXTRA_COLUMNS = ["policy_loss", "epochs_run", "early_stopped", "clip_fraction_mb", "grad_norm"]
-EVALUATOR = "greedy, batched torch env, start states fixed by the seed"
+EVALUATOR = ("greedy, batched classic-control env (NumPy on a CPU, torch on CUDA), start states "
+             "fixed by the seed")
 
 
 def parse_seeds(spec: str) -> list[int]:
@@ -75,10 +76,19 @@ class FastTrainer:
         self.cfg, self.seeds, self.root, self.members = cfg, seeds, root, members
         self.show_progress = progress
         torch.set_num_threads(cfg.torch_threads)
-        self.engine = PopulationPPO(cfg, seeds, clip=cfg.algo == "ppo",
-                                    compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
+        jit = dict(compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
+        self.engine: PopulationPPO
+        if cfg.algo in ("trpo", "npg"):
+            from trustrl.fast.trpo import TRPO_EXTRA, PopulationTRPO
+
+            self.engine = PopulationTRPO(cfg, seeds, line_search=cfg.algo == "trpo",  # type: ignore[arg-type]
+                                         **jit)
+            extra = list(TRPO_EXTRA)
+        else:
+            self.engine = PopulationPPO(cfg, seeds, clip=cfg.algo == "ppo", **jit)
+            extra = EXTRA_COLUMNS
         for m in members:
-            m.metric_columns = METRIC_COLUMNS + EXTRA_COLUMNS
+            m.metric_columns = METRIC_COLUMNS + extra
         self.elapsed = 0.0
 
     @property
@@ -119,7 +129,8 @@ class FastTrainer:
                     t0 = time.perf_counter()
                     metrics, done, fin_ret, fin_len = eng.iterate()
                     it = eng.iteration
-                    rows = metrics_rows(metrics)  # the one host transfer of the iteration
+                    # the one host transfer of the iteration
+                    rows = metrics_rows(metrics, eng.columns, eng.int_columns)
                     last = it == cfg.num_iterations
                     evals = None
                     if (cfg.eval_every and it % cfg.eval_every == 0) or last:
