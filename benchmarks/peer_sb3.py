@@ -22,7 +22,12 @@ training once the mean is 500.
 from __future__ import annotations
 
 import argparse
+import csv
+import glob
 import json
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,8 +57,9 @@ def train(params: dict[str, Any], seed: int) -> dict[str, Any]:
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     torch.set_num_threads(1)
+    monitor_dir = tempfile.mkdtemp(prefix="sb3-monitor-")
     env = make_vec_env(params["env_id"], n_envs=params["num_envs"], seed=seed,
-                       vec_env_cls=DummyVecEnv)
+                       vec_env_cls=DummyVecEnv, monitor_dir=monitor_dir)
     if params["norm_obs"] or params["norm_reward"]:
         env = VecNormalize(env, norm_obs=params["norm_obs"], norm_reward=params["norm_reward"],
                            clip_obs=10.0, clip_reward=10.0, gamma=params["gamma"])
@@ -78,7 +84,24 @@ def train(params: dict[str, Any], seed: int) -> dict[str, Any]:
     returns = last_returns(model)
     return {"steps": int(model.num_timesteps), "train_seconds": seconds,
             "last10_return": sum(returns) / len(returns) if returns else None,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(),
+            "curve": monitor_curve(monitor_dir, params["num_envs"])}
+
+
+def monitor_curve(folder: str, num_envs: int) -> list[tuple[int, float]]:
+    """(global step, return) of every finished training episode, from the Monitor files: the
+    envs of a DummyVecEnv step together, so an episode that ends after an env's k-th step ends
+    at global step k * num_envs."""
+    out: list[tuple[int, float]] = []
+    for path in glob.glob(os.path.join(folder, "*.monitor.csv")):
+        with open(path) as f:
+            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+        steps = 0
+        for r in rows:
+            steps += int(r["l"])
+            out.append((steps * num_envs, float(r["r"])))
+    shutil.rmtree(folder, ignore_errors=True)
+    return sorted(out)
 
 
 def solve(seed: int, eval_steps: int, max_steps: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
     python benchmarks/peers_cpu.py --cleanrl /work/bench/cleanrl \\
         --cleanrl-python /work/bench/cleanrl-venv/bin/python \\
         --sb3-python /work/bench/sb3-venv/bin/python [--repeats 3] [--settings cartpole pendulum]
-        [--trustrl-args "--set vector=sync"] [--json out.json]
+        [--trustrl-args "--set vector=sync"] [--json out.json] [--curves curves.png]
 
 Settings (CleanRL's own defaults, the step budget rounded down to whole iterations for all):
 - cartpole: CartPole-v1 with cleanrl/ppo.py's defaults: 4 envs x 128 steps, 4 epochs x 4
@@ -30,6 +30,10 @@ train SPS over the peer's.
 
 Learning outcome: mean undiscounted return of the last 10 finished training episodes (raw
 rewards for all three), per repetition; trustrl also reports its final greedy evaluation.
+Learning curves: every finished training episode (global step, return) of every run, from
+CleanRL's prints, SB3's Monitor files and trustrl's episodes.csv; the table gives, per tool,
+mean ± std over seeds of the mean training return over the whole run and over its last 20% of
+steps, and `--curves PATH.png` plots the binned curves (mean over seeds, min-max band).
 Figures move with machine load: run on an otherwise idle machine.
 """
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -136,23 +141,25 @@ def cleanrl_command(s: dict[str, Any], seed: int, steps: int, cleanrl: Path,
             "--norm-adv", "--no-cuda"]
 
 
-def parse_cleanrl(out: str) -> tuple[float, float | None]:
-    """(seconds per env step, last-10 return) from CleanRL's prints: `SPS: n` after each
-    iteration is int(global_step / (time - start_time)), so the last one gives the training
-    time (to 1 part in n)."""
+def parse_cleanrl(out: str) -> tuple[float, float | None, list[tuple[int, float]]]:
+    """(seconds per env step, last-10 return, learning curve) from CleanRL's prints: `SPS: n`
+    after each iteration is int(global_step / (time - start_time)), so the last one gives the
+    training time (to 1 part in n); each finished episode prints its global step and return."""
     sps = [int(m) for m in re.findall(r"^SPS: (\d+)", out, re.M)]
-    rets = [float(m) for m in re.findall(r"episodic_return=\[?([-+\d.eE]+)", out)]
+    curve = [(int(g), float(r)) for g, r in re.findall(
+        r"global_step=(\d+), episodic_return=\[?([-+\d.eE]+)", out)]
+    rets = [r for _, r in curve]
     if not sps:
         raise SystemExit("CleanRL printed no SPS line")
-    return 1.0 / sps[-1], (statistics.mean(rets[-10:]) if rets else None)
+    return 1.0 / sps[-1], (statistics.mean(rets[-10:]) if rets else None), curve
 
 
 def run_cleanrl(s: dict[str, Any], seed: int, steps: int, a: argparse.Namespace) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-cleanrl-") as tmp:
         out, _, wall, rss = launch(
             cleanrl_command(s, seed, steps, Path(a.cleanrl), a.cleanrl_python), Path(tmp))
-    per_step, last10 = parse_cleanrl(out)
-    return Result("cleanrl", steps, steps * per_step, wall, rss, last10)
+    per_step, last10, curve = parse_cleanrl(out)
+    return Result("cleanrl", steps, steps * per_step, wall, rss, last10, {"curve": curve})
 
 
 # --- SB3 -----------------------------------------------------------------------------------
@@ -163,7 +170,8 @@ def run_sb3(s: dict[str, Any], seed: int, steps: int, a: argparse.Namespace) -> 
     with tempfile.TemporaryDirectory(prefix="bench-sb3-") as tmp:
         out, _, wall, rss = launch(cmd, Path(tmp))
     r = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
-    return Result("sb3", r["steps"], r["train_seconds"], wall, rss, r["last10_return"])
+    return Result("sb3", r["steps"], r["train_seconds"], wall, rss, r["last10_return"],
+                  {"curve": [tuple(x) for x in r.get("curve", [])]})
 
 
 # --- trustrl -------------------------------------------------------------------------------
@@ -203,13 +211,14 @@ def parse_trustrl_run(run: Path) -> tuple[int, float, float | None, dict[str, An
     # follows its SummaryWriter and env creation); without tb/, from config.json's creation.
     start = run / "tb" if (run / "tb").is_dir() else run / "config.json"
     seconds = ckpt.stat().st_mtime - start.stat().st_mtime if ckpt.is_file() else loop
-    rets: list[float] = []
+    curve: list[tuple[int, float]] = []
     if (run / "episodes.csv").is_file():
         with open(run / "episodes.csv") as f:
-            rets = [float(r["return"]) for r in csv.DictReader(f)]
+            curve = [(int(r["global_step"]), float(r["return"])) for r in csv.DictReader(f)]
+    rets = [r for _, r in curve]
     greedy = (json.loads((run / "eval.json").read_text())["mean"]
               if (run / "eval.json").is_file() else None)
-    extras = {"loop_seconds": loop, "greedy_return": greedy}
+    extras = {"loop_seconds": loop, "greedy_return": greedy, "curve": curve}
     return int(rows[-1]["global_step"]), seconds, (
         statistics.mean(rets[-10:]) if rets else None), extras
 
@@ -265,6 +274,65 @@ def table(name: str, results: dict[str, list[Result]]) -> str:
     return "\n".join(lines)
 
 
+# --- learning curves -------------------------------------------------------------------------
+def curve_stats(curve: list[tuple[int, float]], steps: int) -> tuple[float, float]:
+    """(mean return of all training episodes, mean return of those that ended in the last
+    20% of the steps): the area under the curve and its end, per run."""
+    if not curve:
+        return math.nan, math.nan
+    late = [r for g, r in curve if g > 0.8 * steps] or [curve[-1][1]]
+    return statistics.mean(r for _, r in curve), statistics.mean(late)
+
+
+def learning_table(results: dict[str, list[Result]]) -> str:
+    """Mean ± std over repetitions (seeds) of each tool's curve statistics: "the same learning
+    curve within seed noise" is read off these two columns and the plot."""
+    lines = ["", "", "| tool | mean training return, whole run (mean ± std over seeds) "
+             "| mean training return, last 20% of steps | seeds |", "|---|---|---|---:|"]
+    for tool, rs in results.items():
+        st = [curve_stats(r.extra.get("curve", []), r.steps) for r in rs]
+        cols = []
+        for i in (0, 1):
+            v = [x[i] for x in st if x[i] == x[i]]
+            sd = statistics.stdev(v) if len(v) > 1 else 0.0
+            cols.append(f"{statistics.mean(v):.1f} ± {sd:.1f}" if v else "-")
+        lines.append(f"| {tool} | {cols[0]} | {cols[1]} | {len(rs)} |")
+    return "\n".join(lines)
+
+
+def plot_curves(name: str, results: dict[str, list[Result]], path: str, bins: int = 20) -> None:
+    """Per tool: the training return averaged in step bins, mean over seeds with the min-max
+    band of the seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for tool, rs in results.items():
+        steps = rs[0].steps
+        edges = np.linspace(0, steps, bins + 1)
+        per_seed = []
+        for r in rs:
+            c = np.array(r.extra.get("curve", []), dtype=float).reshape(-1, 2)
+            idx = np.digitize(c[:, 0], edges[1:-1])
+            per_seed.append([c[idx == b, 1].mean() if (idx == b).any() else np.nan
+                             for b in range(bins)])
+        y = np.array(per_seed)
+        mid = (edges[:-1] + edges[1:]) / 2
+        line, = ax.plot(mid, np.nanmean(y, 0), label=f"{tool} ({len(rs)} seeds)")
+        ax.fill_between(mid, np.nanmin(y, 0), np.nanmax(y, 0), alpha=0.15,
+                        color=line.get_color())
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("training episode return (binned)")
+    ax.set_title(name)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cleanrl", help="folder holding CleanRL's ppo.py and "
@@ -278,6 +346,8 @@ def main() -> None:
     p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     p.add_argument("--trustrl-args", default="", help="extra options for `trustrl train`")
     p.add_argument("--json", help="also write every run's numbers to this JSON file")
+    p.add_argument("--curves", help="also plot the learning curves: PATH.png becomes "
+                   "PATH_<setting>.png")
     a = p.parse_args()
     if "cleanrl" in a.tools and not (a.cleanrl and a.cleanrl_python):
         p.error("cleanrl needs --cleanrl DIR and --cleanrl-python PATH (or leave it out of "
@@ -301,7 +371,11 @@ def main() -> None:
                 print(f"  {name} rep {rep + 1} {tool}: {r.sps:,.0f} SPS "
                       f"({r.train_seconds:.2f} s train, {r.process_seconds:.2f} s process), "
                       f"last-10 return {r.last10_return}", file=sys.stderr, flush=True)
-        print(table(f"{name}: {s['env_id']}, {steps} steps", results) + "\n", flush=True)
+        print(table(f"{name}: {s['env_id']}, {steps} steps", results)
+              + learning_table(results) + "\n", flush=True)
+        if a.curves:
+            plot_curves(f"{s['env_id']}: the same PPO setting, {steps} steps", results,
+                        a.curves.replace(".png", f"_{name}.png"))
         raw[name] = [vars(r) for rs in results.values() for r in rs]
     if a.json:
         Path(a.json).write_text(json.dumps(raw, indent=2) + "\n")

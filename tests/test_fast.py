@@ -383,9 +383,21 @@ def test_single_run_folder_and_agent(tmp_path):
     assert evaluate(agent, "CartPole-v1", 2).shape == (2,)
 
 
-def test_population_resume_is_exact(tmp_path, monkeypatch):
-    cfg = small_cfg(runs_dir=str(tmp_path / "a"), total_steps=768, normalize_obs=True)
+@pytest.mark.parametrize("algo", ["ppo", "trpo"])
+def test_population_resume_is_exact(tmp_path, monkeypatch, algo):
+    def small(**sets: object):
+        if algo == "ppo":
+            return small_cfg(**sets)
+        base = {"num_envs": 4, "num_steps": 32, "eval_every": 2, "eval_episodes": 3,
+                "vector": "torch", "vf_minibatch_size": 32, **sets}
+        return make_config("trpo", "CartPole-v1", None, {k: str(v) for k, v in base.items()},
+                           {})
+
+    cfg = small(runs_dir=str(tmp_path / "a"), total_steps=768, normalize_obs=True)
     full = train_fast(cfg, [1, 2])
+    if algo == "trpo":  # the run folder has TRPO's own columns
+        header = (full.member_dirs[0] / "metrics.csv").read_text().splitlines()[0]
+        assert "ls_accepted" in header and "cg_iters_run" in header
     from trustrl.fast import run as run_mod
 
     calls = {"n": 0}
@@ -398,8 +410,8 @@ def test_population_resume_is_exact(tmp_path, monkeypatch):
             raise KeyboardInterrupt
 
     monkeypatch.setattr(run_mod.FastTrainer, "_log", stop_after_three)
-    cfg_b = small_cfg(runs_dir=str(tmp_path / "b"), total_steps=768, normalize_obs=True,
-                      checkpoint_every=2)
+    cfg_b = small(runs_dir=str(tmp_path / "b"), total_steps=768, normalize_obs=True,
+                  checkpoint_every=2)
     with pytest.raises(KeyboardInterrupt):
         train_fast(cfg_b, [1, 2])
     monkeypatch.setattr(run_mod.FastTrainer, "_log", orig)

@@ -304,13 +304,13 @@ class PopulationPPO:
             pl = -surr.mean(1)
             g_logp = surr * (-1.0 / M)
         if cfg.clip_value_loss:
-            dv = (v - v_old).clamp(-eps, eps)
-            v_clip = v_old + dv
+            d = v - v_old
+            v_clip = v_old + d.clamp(-eps, eps)
             e1, e2 = v - ret, v_clip - ret
             s1, s2 = e1.pow(2), e2.pow(2)
             vl = 0.5 * torch.max(s1, s2).mean(1)
             tie = (s1 == s2).to(v.dtype) * 0.5
-            inside = ((v - v_old) >= -eps) & ((v - v_old) <= eps)
+            inside = (d >= -eps) & (d <= eps)
             g_v = (e1 * ((s1 > s2).to(v.dtype) + tie)
                    + e2 * torch.where(inside, (s2 > s1).to(v.dtype) + tie, 0.0))
             g_v = g_v * (cfg.vf_coef / M)
@@ -395,6 +395,7 @@ class PopulationPPO:
 
         obs = self.obs.numpy()
         x = normalize(obs)
+        rows = np.arange(P * N)
         for t in range(T):
             obs_b[t] = x
             h = x
@@ -412,8 +413,8 @@ class PopulationPPO:
                 m = out.max(-1, keepdims=True)
                 shifted = out - m
                 lse = np.log(np.exp(shifted).sum(-1))
-                logp = np.take_along_axis(shifted, a[..., None], -1)[..., 0] - lse
                 a_env = a.reshape(P * N)
+                logp = shifted.reshape(P * N, -1)[rows, a_env].reshape(P, N) - lse
             else:
                 a = out + std * noise_np[t]
                 zz = (a - out) * inv_std
