@@ -239,3 +239,21 @@ def test_kwargs_round_trip_rebuilds_same_network():
                 torch.testing.assert_close(clone.value(obs), policy.value(obs))
                 a, b = clone.dist(obs), policy.dist(obs)
                 torch.testing.assert_close(a.mode().double(), b.mode().double())
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_sample_step_equals_dist_sample_log_prob_value(spec, activation):
+    """The rollout's fused forward draws the same action from the same random state and gives
+    the same log-prob and value as dist(obs).sample(), .log_prob(), value(obs), bit for bit."""
+    torch.manual_seed(0)
+    pol = ActorCritic(3, spec, (16, 8), activation)
+    obs = torch.randn(7, 3)
+    torch.manual_seed(1)
+    a1, lp1, v1 = pol.sample_step(obs)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        d = pol.dist(obs)
+        a2 = d.sample()
+        lp2, v2 = d.log_prob(a2), pol.value(obs)
+    assert torch.equal(a1, a2) and torch.equal(lp1, lp2) and torch.equal(v1, v2)

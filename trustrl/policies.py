@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from trustrl.distributions import Categorical, DiagGaussian
 
@@ -34,6 +35,21 @@ def _layer(n_in: int, n_out: int, gain: float, ortho_init: bool = True) -> nn.Li
         nn.init.orthogonal_(layer.weight, gain)
         nn.init.zeros_(layer.bias)
     return layer
+
+
+def _plain_forward(trunk: nn.Sequential, x: Tensor) -> Tensor:
+    """trunk(x) without module calls: F.linear and the activation function per layer (what
+    nn.Linear.forward and nn.Tanh/nn.ReLU.forward do)."""
+    for m in trunk:
+        if isinstance(m, nn.Linear):
+            x = F.linear(x, m.weight, m.bias)
+        elif isinstance(m, nn.Tanh):
+            x = torch.tanh(x)
+        elif isinstance(m, nn.ReLU):
+            x = torch.relu(x)
+        else:
+            x = m(x)
+    return x
 
 
 def mlp_trunk(n_in: int, hidden_sizes: Sequence[int], activation: str,
@@ -108,6 +124,31 @@ class ActorCritic(nn.Module):
     def value(self, obs: Tensor) -> Tensor:
         """V(s): [B, obs_dim] -> [B]."""
         return self.value_head(self.critic_trunk(obs)).squeeze(-1)
+
+    @torch.no_grad()
+    def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(action, log pi(action|s), V(s)) for the rollout: the operations of
+        `dist(obs).sample()`, `.log_prob(action)` and `value(obs)`, in the same order and with
+        the same random draws (so the same numbers), written as plain tensor calls. At a
+        rollout's batch of a few states the module machinery (hooks, __call__, Sequential)
+        cost more than the arithmetic, and this runs once per env step."""
+        out = _plain_forward(self.actor_trunk, obs)
+        out = F.linear(out, self.policy_head.weight, self.policy_head.bias)
+        if self.log_std is None:  # Categorical: normalised logits, multinomial draw
+            logits = out - torch.logsumexp(out, dim=-1, keepdim=True)
+            probs = logits.exp()
+            action = torch.multinomial(probs.reshape(-1, logits.shape[-1]), 1)
+            action = action.reshape(logits.shape[:-1])
+            logp = logits.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        else:  # DiagGaussian: mean + std * noise
+            log_std = self.log_std.expand_as(out)
+            std = log_std.exp()
+            action = out + std * torch.randn_like(out)
+            z = (action - out) / std
+            logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
+        h = _plain_forward(self.critic_trunk, obs)
+        v = F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
+        return action, logp, v
 
     def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(log pi(a|s), entropy, V(s)), each [B], with gradients: what the update needs."""

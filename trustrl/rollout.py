@@ -133,10 +133,10 @@ class Collector:
 
         obs_t = agent.obs_tensor(st.next_obs)
         for t in range(T):
-            d = policy.dist(obs_t)
-            action = d.sample()
+            # = dist(obs).sample(), .log_prob(action), value(obs), without module overhead
+            action, logp, value = policy.sample_step(obs_t)
             obs_buf[t], act_buf[t] = obs_t, action
-            logp_buf[t], val_buf[t] = d.log_prob(action), policy.value(obs_t)
+            logp_buf[t], val_buf[t] = logp, value
 
             next_obs, reward, term, trunc, info = self.envs.step(agent.env_action(action))
             st.global_step += N
