@@ -1,7 +1,7 @@
 """Steps per second of trustrl's fast path (PPO on batched torch envs) on one GPU.
 
     python benchmarks/gpu_fast.py [--settings single,envs2048,seeds1024,envs65536]
-                                  [--modes eager,graph] [--out FILE.jsonl]
+                                  [--modes eager,graph] [--algo ppo|trpo] [--out FILE.jsonl]
 
 The settings mirror PureJaxRL's CartPole-v1 PPO (benchmarks/purejaxrl_gpu.py times it in the
 same session): 64x64 tanh actor and critic, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip
@@ -28,7 +28,8 @@ import time
 import torch
 
 from trustrl.config import make_config
-from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO
+from trustrl.fast.engine import PopulationPPO
+from trustrl.fast.trpo import PopulationTRPO
 
 SETTINGS = {
     "single": dict(P=1, N=4, minibatches=4, iterations=300),
@@ -43,19 +44,28 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run(setting: str, mode: str, device: str, iterations: int | None = None) -> dict:
+def run(setting: str, mode: str, device: str, iterations: int | None = None,
+        algo: str = "ppo") -> dict:
     s = SETTINGS[setting]
     P, N, T = s["P"], s["N"], 128
     iters = iterations or s["iterations"]
     warm = 3
-    sets = {"num_envs": N, "num_steps": T, "update_epochs": 4,
-            "minibatch_size": N * T // s["minibatches"], "lr": 2.5e-4, "anneal_lr": True,
-            "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "clip_eps": 0.2,
-            "gamma": 0.99, "gae_lambda": 0.95, "vector": "torch", "device": device,
-            "total_steps": N * T * (iters + warm)}
-    cfg = make_config("ppo", "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
+    common = {"num_envs": N, "num_steps": T, "gamma": 0.99, "gae_lambda": 0.95,
+              "vector": "torch", "device": device, "total_steps": N * T * (iters + warm)}
     t0 = time.perf_counter()
-    eng = PopulationPPO(cfg, list(range(P)), compile="compile" in mode, graph="graph" in mode)
+    eng: PopulationPPO
+    if algo == "trpo":  # the core TRPO defaults; the critic on the same minibatch count
+        sets = {**common, "vf_minibatch_size": N * T // s["minibatches"]}
+        cfg = make_config("trpo", "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
+        eng = PopulationTRPO(cfg, list(range(P)), compile="compile" in mode,
+                             graph="graph" in mode)
+    else:
+        sets = {**common, "update_epochs": 4, "minibatch_size": N * T // s["minibatches"],
+                "lr": 2.5e-4, "anneal_lr": True, "ent_coef": 0.01, "vf_coef": 0.5,
+                "max_grad_norm": 0.5, "clip_eps": 0.2}
+        cfg = make_config("ppo", "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
+        eng = PopulationPPO(cfg, list(range(P)), compile="compile" in mode,
+                            graph="graph" in mode)
     build = time.perf_counter() - t0
     cuda = device.startswith("cuda")
     if cuda:
@@ -70,9 +80,10 @@ def run(setting: str, mode: str, device: str, iterations: int | None = None) -> 
         metrics = eng.iterate()[0]
     _sync(device)
     dt = time.perf_counter() - t0
-    ret = metrics[:, ROW_COLUMNS.index("ep_return_mean")]
+    ret = metrics[:, eng.columns.index("ep_return_mean")]
     ret = ret[~torch.isnan(ret)]
-    return {"setting": setting, "mode": mode, "agents": P, "envs_per_agent": N, "steps": T,
+    return {"setting": setting, "algo": algo, "mode": mode, "agents": P, "envs_per_agent": N,
+            "steps": T,
             "iterations_timed": iters, "seconds": round(dt, 4),
             "sps": round(P * N * T * iters / dt), "build_s": round(build, 2),
             "warmup_s": round(warmup, 2),
@@ -88,14 +99,17 @@ def main() -> None:
     ap.add_argument("--modes", default="eager,graph")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--iterations", type=int, default=None, help="override the timed count")
+    ap.add_argument("--algo", choices=["ppo", "trpo"], default="ppo")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # same float32 arithmetic as the CPU tests
+    if a.device == "cpu":  # a check of the script; trustrl's own CPU default is one thread
+        torch.set_num_threads(1)
     out = open(a.out, "a") if a.out else None  # noqa: SIM115
     for setting in a.settings.split(","):
         for mode in a.modes.split(","):
             try:
-                row = run(setting, mode, a.device, a.iterations)
+                row = run(setting, mode, a.device, a.iterations, a.algo)
             except Exception as e:  # noqa: BLE001  (report and go on to the next setting)
                 row = {"setting": setting, "mode": mode, "error": f"{type(e).__name__}: {e}"}
             line = json.dumps(row)
