@@ -517,6 +517,22 @@ def test_cuda_graph_matches_eager_on_gpu():
 
 
 @CUDA
+def test_trpo_cuda_graph_matches_eager_on_gpu():
+    """TRPO's lockstep CG and line search run all their iterations under a graph (no early
+    exit on the host) and give the eager numbers."""
+    from trustrl.fast.trpo import PopulationTRPO
+
+    cfg = make_config("trpo", "CartPole-v1", None, {
+        "vector": "torch", "device": "cuda", "num_envs": "4", "num_steps": "32",
+        "total_steps": "4096", "vf_minibatch_size": "32"}, {})
+    eager = PopulationTRPO(cfg, [0, 1, 2])
+    graph = PopulationTRPO(cfg, [0, 1, 2], graph=True)
+    for _ in range(5):
+        a, b = eager.iterate()[0], graph.iterate()[0]
+        assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-4, atol=1e-5)
+
+
+@CUDA
 def test_population_equals_separate_runs_on_gpu():
     cfg = small_cfg(device="cuda")
     pop = PopulationPPO(cfg, [3, 4])
