@@ -236,6 +236,7 @@ class PopulationTRPO(PopulationPPO):
         n_mb = math.ceil(B / mb)
         params = net.views(net.flat.detach())  # Adam updates flat in place: views stay current
         obs_dim = b["obs"].shape[-1]
+        n_actor = net.size - self._critic_cols - (0 if net.discrete else net.n_out)
         last = torch.zeros(P, device=self.device)
         for epoch in range(E):
             perm = torch.argsort(rng.bits(self.shuffle_keys, self.it * E + epoch, B), dim=1,
@@ -250,8 +251,7 @@ class PopulationTRPO(PopulationPPO):
                 acc += 0.5 * err.pow(2).mean(1)
                 grads = net.mlp_backward("critic", acts, (err / idx.shape[1]).unsqueeze(-1),
                                          params)
-                n_actor = net.size - self._critic_cols - (0 if net.discrete else net.n_out)
-                parts = [err.new_zeros(P, n_actor)] + grads
+                parts = [err.new_zeros(P, n_actor)] + grads  # the actor's columns: 0
                 if not net.discrete:
                     parts.append(err.new_zeros(P, net.n_out))
                 self.opt.step(torch.cat(parts, dim=1), self.lr)
