@@ -339,15 +339,99 @@ def test_trpo_population_equals_separate_runs():
         "normalize_obs": "true"}, {})
     pop = PopulationTRPO(cfg, [3, 4, 5])
     alone = [PopulationTRPO(cfg, [s]) for s in (3, 4, 5)]
-    steps = set()
+    steps, cg = set(), set()
     for _ in range(3):
         m = pop.iterate()[0]
         steps.update(m[:, pop.columns.index("ls_steps")].tolist())
+        cg.add(tuple(m[:, pop.columns.index("cg_iters_run")].tolist()))
         for i, e in enumerate(alone):
             assert torch.allclose(torch.nan_to_num(m[i]), torch.nan_to_num(e.iterate()[0][0]),
                                   rtol=1e-4, atol=1e-6)
     for i, e in enumerate(alone):
         assert torch.allclose(pop.net.flat[i], e.net.flat[0], atol=1e-6)
+    # what the test is about: some member backtracked, and the members' CG ran different
+    # numbers of iterations, while the others were not held back
+    assert max(steps) > 1 and any(len(set(c)) > 1 for c in cg), (steps, cg)
+
+
+@pytest.mark.parametrize("env_id", ["Acrobot-v1", "Pendulum-v1"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_fisher_vector_products_equal_double_backprop(env_id, activation):
+    """The closed-form F v (J^T M J v through the actor) equals the core's double backprop of
+    the mean KL, member by member, with zeros in the critic's columns."""
+    from trustrl.algos.common import old_distribution
+    from trustrl.fast.trpo import PopulationTRPO
+    from trustrl.trust.fisher import fisher_vector_product, mean_kl
+
+    cfg = make_config("trpo", env_id, None, {
+        "vector": "torch", "num_envs": "4", "num_steps": "32", "activation": activation,
+        "hidden_sizes": "16,8", "total_steps": "4096"}, {})
+    eng = PopulationTRPO(cfg, [1, 2, 3])
+    net = eng.net
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        net.flat.add_(0.3 * torch.randn(net.flat.shape, generator=g))
+    P, B = 3, 64
+    obs = torch.randn(P, B, eng.D, generator=g)
+    params = net.views(net.flat.detach())
+    old_out, acts = net.mlp_forward("actor", obs, params)
+    v = torch.randn(P, net.size, generator=g)
+    actor_segs = [s for s in net.segments if not s.name.startswith("critic.")]
+    critic_segs = [s for s in net.segments if s.name.startswith("critic.")]
+    for s in critic_segs:
+        v[:, s.offset:s.offset + s.size] = 0.0
+    got = eng._fvp_fn(acts, params, old_out)(v)
+
+    def core_order(row: torch.Tensor) -> torch.Tensor:  # our [in, out] weights -> [out, in]
+        parts = []
+        for s in actor_segs:
+            x = row[s.offset:s.offset + s.size]
+            parts.append(x.view(s.shape).t().reshape(-1) if len(s.shape) == 2 else x)
+        return torch.cat(parts)
+
+    for p in range(P):
+        pol = net.to_policy(p)
+        batch = Batch(obs[p], torch.zeros(B), torch.zeros(B), torch.zeros(B), torch.zeros(B),
+                      torch.zeros(B))
+        old = old_distribution(pol, batch)
+        fvp = fisher_vector_product(mean_kl(old, pol.dist(obs[p])),
+                                    list(pol.actor_parameters()), cfg.damping)
+        ref = fvp(core_order(v[p]))
+        mine = core_order(got[p])
+        assert (mine - ref).abs().max() <= 1e-5 * ref.abs().max(), (mine - ref).abs().max()
+    for s in critic_segs:
+        assert torch.equal(got[:, s.offset:s.offset + s.size],
+                           torch.zeros_like(got[:, s.offset:s.offset + s.size]))
+
+
+def test_npg_without_a_step_writes_zeros_like_the_core():
+    """A member with nothing to do (all advantages equal: zero gradient) takes no step, and its
+    line-search columns read 0 as algos.trpo writes them, for TRPO and NPG alike."""
+    from trustrl.algos.trpo import TRPO
+    from trustrl.fast.trpo import PopulationTRPO
+
+    for algo in ("trpo", "npg"):
+        cfg = make_config(algo, "CartPole-v1", None, {"vector": "torch", "num_envs": "4",
+                                                      "num_steps": "32"}, {})
+        eng = PopulationTRPO(cfg, [5], line_search=algo == "trpo")
+        core = init_policies(eng.spec, cfg, [5])[0]
+        obs = torch.randn(1, 128, eng.D, generator=torch.Generator().manual_seed(0))
+        acts = torch.zeros(1, 128, dtype=torch.int64)
+        with torch.no_grad():
+            logp = eng.net.log_prob(eng.net.actor(obs), acts)
+        adv = torch.full((1, 128), 0.5)
+        before = eng.net.flat.detach().clone()
+        m = eng._update({"obs": obs, "actions": acts, "logp_old": logp,
+                         "values_old": torch.zeros(1, 128), "advantages": adv,
+                         "returns": torch.zeros(1, 128)})
+        mc = TRPO(core, cfg, line_search=algo == "trpo").update(
+            Batch(obs[0], acts[0], logp[0], torch.zeros(128), adv[0], torch.zeros(128)), 0.0)
+        for k in ("ls_steps", "ls_accepted", "step_fraction", "step_size"):
+            assert float(m[k][0]) == mc[k] == 0, (algo, k)
+        actor = [s for s in eng.net.segments if not s.name.startswith("critic.")]
+        for s in actor:  # the policy did not move
+            assert torch.equal(eng.net.flat[:, s.offset:s.offset + s.size],
+                               before[:, s.offset:s.offset + s.size])
 
 
 def test_engine_metrics_are_sane():

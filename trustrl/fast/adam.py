@@ -22,7 +22,7 @@ class PopAdam:
         self.t = torch.zeros(param.shape[0], dtype=torch.float64, device=param.device)
 
     @torch.no_grad()
-    def step(self, grad: Tensor, lr: float, active: Tensor | None = None) -> None:
+    def step(self, grad: Tensor, lr: float | Tensor, active: Tensor | None = None) -> None:
         b1, b2 = self.betas
         if active is None:
             self.t += 1
@@ -37,7 +37,8 @@ class PopAdam:
         self.v.copy_(torch.where(mask, self.v * b2 + (1.0 - b2) * grad * grad, self.v))
         self._apply(self.m, self.v, self.t.clamp(min=1), lr, mask)
 
-    def _apply(self, m: Tensor, v: Tensor, t: Tensor, lr: float, mask: Tensor | None) -> None:
+    def _apply(self, m: Tensor, v: Tensor, t: Tensor, lr: float | Tensor,
+               mask: Tensor | None) -> None:
         b1, b2 = self.betas
         bc1 = 1.0 - torch.pow(b1, t)
         bc2_sqrt = torch.sqrt(1.0 - torch.pow(b2, t))

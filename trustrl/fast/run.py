@@ -95,14 +95,25 @@ class FastTrainer:
     def population(self) -> bool:
         return len(self.seeds) > 1
 
+    @property
+    def engine_label(self) -> str:
+        """Which engine wrote a checkpoint: PPO's and TRPO's states have the same layout but
+        not the same meaning (TRPO's Adam is the critic's alone)."""
+        return "population-trpo" if self.cfg.algo in ("trpo", "npg") else "population-ppo"
+
     def checkpoint(self) -> None:
-        self.root.save_checkpoint({"format": CHECKPOINT_FORMAT, "engine": "population-ppo",
-                                   "elapsed": self.elapsed, "state": self.engine.state_dict()})
+        self.root.save_checkpoint({"format": CHECKPOINT_FORMAT, "engine": self.engine_label,
+                                   "algo": self.cfg.algo, "elapsed": self.elapsed,
+                                   "state": self.engine.state_dict()})
 
     def restore(self) -> None:
         ck = self.root.load_checkpoint()
-        if ck.get("format") != CHECKPOINT_FORMAT or ck.get("engine") != "population-ppo":
-            raise RunError("checkpoint not written by the fast path of this trustrl version")
+        if ck.get("format") != CHECKPOINT_FORMAT or ck.get("engine") != self.engine_label:
+            raise RunError("checkpoint not written by the fast path of this trustrl version "
+                           f"for {self.cfg.algo}")
+        if ck.get("algo", self.cfg.algo) != self.cfg.algo:
+            raise RunError(f"checkpoint written by {ck['algo']}, the run's config says "
+                           f"{self.cfg.algo}")
         self.engine.load_state_dict(ck["state"])
         self.elapsed = ck["elapsed"]
 

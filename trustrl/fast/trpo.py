@@ -15,7 +15,7 @@ regressed on the returns with its own Adam. What differs is how it is computed:
   (diag(p) - p p^T for a softmax, diag(1/sigma^2) for the mean, 2 for each log-std), and J^T u
   is `PopActorCritic.mlp_backward`. It is the Hessian of the mean KL at theta_old exactly,
   since the KL's gradient in the outputs vanishes there; the core gets the same matrix by
-  double backprop (tests/test_fast.py compares them).
+  double backprop (tests/test_fast.py compares the products, member by member).
 
 Vectors of the actor's parameters live in the full [P, D] layout with zeros in the critic's
 columns (F v has none there and CG keeps them at zero), so the layout needs no index maps.
@@ -50,6 +50,7 @@ class PopulationTRPO(PopulationPPO):
 
     columns = TRPO_COLUMNS
     int_columns = _INT_COLUMNS + ("cg_iters_run", "ls_steps", "ls_accepted")
+    cfg: TRPOConfig  # type: ignore[assignment]
 
     def __init__(self, cfg: TRPOConfig, seeds: list[int], line_search: bool = True,
                  compile: bool = False, graph: bool = False, numpy_rollout: bool | None = None):
@@ -222,7 +223,9 @@ class PopulationTRPO(PopulationPPO):
         else:
             net.flat.copy_(flat_old + full_step)
             L_new, _ = self._surrogate_kl(b, adv, old_out, flat_old, net.flat)
-            m.update(ls_steps=nan, ls_accepted=nan, step_fraction=ok.float(),
+            # no line search: blank, except where no step was taken (0, as algos.trpo writes)
+            m.update(ls_steps=torch.where(ok, nan, 0.0), ls_accepted=torch.where(ok, nan, 0.0),
+                     step_fraction=ok.float(),
                      surrogate_improvement=torch.where(ok, L_new - L_old, 0.0))
         # 6. the critic: vf_epochs of shuffled minibatches of 1/2 (V - R)^2, its own Adam
         m["value_loss"] = self._fit_critic(b)
