@@ -3,12 +3,14 @@ with one line before anything runs (no sweep folder is created)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trustrl.cli import main
 from trustrl.config import PRESETS
 from trustrl.errors import EnvError, TrustrlError
-from trustrl.sweep.spec import SpecError, parse_seeds, parse_spec, variant_name
+from trustrl.sweep.spec import SpecError, load_spec, parse_seeds, parse_spec, variant_name
 
 BASE = {"seeds": [1, 2], "total_steps": 4096, "algos": ["ppo", "trpo"], "envs": ["CartPole-v1"]}
 
@@ -118,3 +120,13 @@ def test_cli_refuses_an_existing_sweep_folder_and_bad_options(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--threshold", "CartPole-v1"]) == 2
     assert main(["sweep", str(spec), "--dry-run"]) == 0
     assert "CartPole-v1__ppo__seed1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", sorted(
+    (Path(__file__).resolve().parent.parent / "benchmarks" / "suite").glob("*.yaml")),
+    ids=lambda p: p.name)
+def test_every_benchmark_suite_spec_is_valid(path):
+    """The suite presets (benchmarks/suite/*.yaml) parse and validate, algorithm keys and
+    config values included (env ids are not checked: Box2D and MuJoCo are optional extras)."""
+    spec = load_spec(path, check_envs=False)
+    assert spec.trials
