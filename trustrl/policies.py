@@ -39,7 +39,9 @@ def _layer(n_in: int, n_out: int, gain: float, ortho_init: bool = True) -> nn.Li
 
 def _plain_forward(trunk: nn.Sequential, x: Tensor) -> Tensor:
     """trunk(x) without module calls: F.linear and the activation function per layer (what
-    nn.Linear.forward and nn.Tanh/nn.ReLU.forward do)."""
+    nn.Linear.forward and nn.Tanh/nn.ReLU.forward do, so the same numbers and gradients). At a
+    rollout's batch of a few states the module machinery (__call__, hooks, Sequential) costs
+    more than the arithmetic, and the rollout calls the networks once per env step."""
     for m in trunk:
         if isinstance(m, nn.Linear):
             x = F.linear(x, m.weight, m.bias)
@@ -116,39 +118,23 @@ class ActorCritic(nn.Module):
     # --- forward ------------------------------------------------------------------------------
     def dist(self, obs: Tensor) -> Categorical | DiagGaussian:
         """The action distribution at each state. obs: [B, obs_dim]."""
-        out = self.policy_head(self.actor_trunk(obs))
+        out = _plain_forward(self.actor_trunk, obs)
+        out = F.linear(out, self.policy_head.weight, self.policy_head.bias)
         if self.log_std is None:
             return Categorical(out)
         return DiagGaussian(out, self.log_std)
 
     def value(self, obs: Tensor) -> Tensor:
         """V(s): [B, obs_dim] -> [B]."""
-        return self.value_head(self.critic_trunk(obs)).squeeze(-1)
+        h = _plain_forward(self.critic_trunk, obs)
+        return F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
 
     @torch.no_grad()
     def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(action, log pi(action|s), V(s)) for the rollout: the operations of
-        `dist(obs).sample()`, `.log_prob(action)` and `value(obs)`, in the same order and with
-        the same random draws (so the same numbers), written as plain tensor calls. At a
-        rollout's batch of a few states the module machinery (hooks, __call__, Sequential)
-        cost more than the arithmetic, and this runs once per env step."""
-        out = _plain_forward(self.actor_trunk, obs)
-        out = F.linear(out, self.policy_head.weight, self.policy_head.bias)
-        if self.log_std is None:  # Categorical: normalised logits, multinomial draw
-            logits = out - torch.logsumexp(out, dim=-1, keepdim=True)
-            probs = logits.exp()
-            action = torch.multinomial(probs.reshape(-1, logits.shape[-1]), 1)
-            action = action.reshape(logits.shape[:-1])
-            logp = logits.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        else:  # DiagGaussian: mean + std * noise
-            log_std = self.log_std.expand_as(out)
-            std = log_std.exp()
-            action = out + std * torch.randn_like(out)
-            z = (action - out) / std
-            logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
-        h = _plain_forward(self.critic_trunk, obs)
-        v = F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
-        return action, logp, v
+        """(action, log pi(action|s), V(s)) for the rollout, one call per env step."""
+        d = self.dist(obs)
+        action = d.sample()
+        return action, d.log_prob(action), self.value(obs)
 
     def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(log pi(a|s), entropy, V(s)), each [B], with gradients: what the update needs."""
