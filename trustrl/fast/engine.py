@@ -96,6 +96,38 @@ def gae_numpy(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: 
     return a, a + values
 
 
+def _numpy_actor(net: PopActorCritic) -> Callable[[np.ndarray], np.ndarray]:
+    """The actor's forward pass in NumPy, on views of the current parameters (optimizers update
+    them in place, so the function stays current): [P, n, obs_dim] -> [P, n, n_out]."""
+    w = {k: v.numpy() for k, v in net.views(net.flat.detach()).items()}
+    layers = [(w[f"actor.w{i}"], w[f"actor.b{i}"]) for i in range(len(net.hidden_sizes))]
+    w_out, b_out = w["actor.w_out"], w["actor.b_out"]
+    relu = net.activation == "relu"
+
+    def forward(x: np.ndarray) -> np.ndarray:
+        for wi, bi in layers:
+            x = np.matmul(x, wi)
+            x += bi
+            if relu:
+                np.maximum(x, 0.0, out=x)
+            else:
+                np.tanh(x, out=x)
+        out = np.matmul(x, w_out)
+        out += b_out
+        return out
+
+    return forward
+
+
+def _numpy_normalize(o: np.ndarray, mean: np.ndarray, var: np.ndarray, clip: float
+                     ) -> np.ndarray:
+    """`PopulationPPO.normalize` in NumPy (the same operations): raw observations [P, n, d]
+    -> float32 network inputs. np.minimum/maximum rather than np.clip, whose Python wrapper
+    costs more than the arithmetic at these sizes."""
+    z = (o.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-8)
+    return np.minimum(np.maximum(z, -clip), clip).astype(np.float32)
+
+
 def _chan(mean: Tensor, var: Tensor, count: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Fold the batch x [P, n, ...] (over dim 1) into per-member running mean and variance
     (Chan et al.), as trustrl.normalize.RunningMeanStd does for one member."""
@@ -298,18 +330,8 @@ class PopulationPPO:
         v = v1.squeeze(-1)
         if cfg.norm_adv and M > 1:
             adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
-        if net.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
-            logp = logp_all.gather(-1, a.unsqueeze(-1)).squeeze(-1)
-            prob = logp_all.exp()
-            ent = -(prob * logp_all).sum(-1)
-        else:
-            log_std = params["log_std"]
-            inv_std = torch.exp(-log_std)
-            z = (a - out) * inv_std
-            logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-            ent = (0.5 + 0.5 * _LOG_2PI + log_std).sum(-1).expand_as(logp)
-        ratio = torch.exp(logp - lpo)
+        parts = net.log_prob_parts(out, a, params)
+        ratio = torch.exp(parts["logp"] - lpo)
         surr = ratio * adv
         if self.clip:
             clipped_surr = ratio.clamp(1 - eps, 1 + eps) * adv
@@ -336,16 +358,16 @@ class PopulationPPO:
             e1 = v - ret
             vl = 0.5 * e1.pow(2).mean(1)
             g_v = e1 * (cfg.vf_coef / M)
+        g_out, g_ls = net.log_prob_backward(parts, a, g_logp)
+        extra: list[Tensor] = []
         if net.discrete:
-            onehot = torch.zeros_like(out).scatter_(-1, a.unsqueeze(-1), 1.0)
-            g_out = g_logp.unsqueeze(-1) * (onehot - prob)
             if cfg.ent_coef != 0.0:  # d(-c mean H)/d logits = (c / M) p (log p + H)
+                prob, logp_all = parts["prob"], parts["logp_all"]
+                ent = -(prob * logp_all).sum(-1)
                 g_out = g_out + (cfg.ent_coef / M) * prob * (logp_all + ent.unsqueeze(-1))
-            extra: list[Tensor] = []
-        else:
-            g_out = g_logp.unsqueeze(-1) * z * inv_std
-            g_ls = (g_logp.unsqueeze(-1) * (z * z - 1.0)).sum(1) - cfg.ent_coef
-            extra = [g_ls]
+        else:  # the Gaussian's entropy is sum(log_std) + const: d(-c mean H)/d log_std = -c
+            assert g_ls is not None
+            extra = [g_ls - cfg.ent_coef]
         grads = (net.mlp_backward("actor", acts_pi, g_out, params)
                  + net.mlp_backward("critic", acts_v, g_v.unsqueeze(-1), params) + extra)
         grad = torch.cat(grads, dim=1)
@@ -367,12 +389,9 @@ class PopulationPPO:
         P, N, T, D = self.P, self.N, self.T, self.D
         gamma = cfg.gamma
         norm_obs, norm_rew = cfg.normalize_obs, cfg.normalize_reward
-        w = {k: v.numpy() for k, v in net.views(net.flat.detach()).items()}
-        layers = [(w[f"actor.w{i}"], w[f"actor.b{i}"]) for i in range(len(net.hidden_sizes))]
-        w_out, b_out = w["actor.w_out"], w["actor.b_out"]
-        relu = net.activation == "relu"
+        actor = _numpy_actor(net)
         if not net.discrete:
-            log_std = w["log_std"]
+            log_std = net.views(net.flat.detach())["log_std"].numpy()
             std = np.exp(log_std)
             inv_std = np.exp(-log_std)
         noise_np, resets_np = noise.numpy(), resets.numpy()
@@ -395,15 +414,10 @@ class PopulationPPO:
         fin_len = np.empty((T, P, N), np.int64)
         final_x = np.empty((T, P, N, D), f32)
 
-        o_clip, r_clip = cfg.obs_clip, cfg.reward_clip
+        r_clip = cfg.reward_clip
 
         def normalize(o: np.ndarray) -> np.ndarray:
-            # np.minimum/maximum rather than np.clip, whose Python wrapper costs more than the
-            # arithmetic at these sizes; the same operations as `PopulationPPO.normalize`
-            if not norm_obs:
-                return o
-            z = (o.astype(np.float64) - obs_mean[:, None]) / np.sqrt(obs_var[:, None] + 1e-8)
-            return np.minimum(np.maximum(z, -o_clip), o_clip).astype(f32)
+            return _numpy_normalize(o, obs_mean, obs_var, cfg.obs_clip) if norm_obs else o
 
         def chan(mean: np.ndarray, var: np.ndarray, count: np.ndarray, x: np.ndarray) -> None:
             b_count = x.shape[1]
@@ -426,16 +440,7 @@ class PopulationPPO:
         rows = np.arange(P * N)
         for t in range(T):
             obs_b[t] = x
-            h = x
-            for wi, bi in layers:
-                h = np.matmul(h, wi)
-                h += bi
-                if relu:
-                    np.maximum(h, 0.0, out=h)
-                else:
-                    np.tanh(h, out=h)
-            out = np.matmul(h, w_out)
-            out += b_out
+            out = actor(x)
             if net.discrete:
                 a = np.argmax(out + noise_np[t], axis=-1)
                 m = out.max(-1, keepdims=True)
@@ -714,24 +719,13 @@ class PopulationPPO:
         """`evaluate`'s loop in NumPy (CPU), accumulating into `total` in place."""
         net, dyn, P, E = self.net, self._np_env, self.P, running.shape[1]
         assert dyn is not None
-        w = {k: v.numpy() for k, v in net.views(net.flat.detach()).items()}
+        actor = _numpy_actor(net)
         mean, var = self.obs_mean.numpy(), self.obs_var.numpy()
-        clip = self.cfg.obs_clip
         elapsed = np.zeros(P * E, np.int64)
         for _ in range(dyn.max_episode_steps):
-            x = obs
-            if self.cfg.normalize_obs:
-                x = np.clip((obs.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-8),
-                            -clip, clip).astype(np.float32)
-            for i in range(len(net.hidden_sizes)):
-                x = np.matmul(x, w[f"actor.w{i}"])
-                x += w[f"actor.b{i}"]
-                if net.activation == "relu":
-                    np.maximum(x, 0.0, out=x)
-                else:
-                    np.tanh(x, out=x)
-            out = np.matmul(x, w["actor.w_out"])
-            out += w["actor.b_out"]
+            x = _numpy_normalize(obs, mean, var, self.cfg.obs_clip) if self.cfg.normalize_obs \
+                else obs
+            out = actor(x)
             a = out.argmax(-1).reshape(P * E) if net.discrete else out.reshape(P * E, -1)
             state, elapsed, _, r, term, trunc, final_obs = dyn.transition(state, elapsed, a, state)
             total += np.where(running, r.reshape(P, E).astype(np.float64), 0.0)

@@ -185,19 +185,43 @@ class PopActorCritic:
         z = (actions - out) * torch.exp(-log_std)
         return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
 
+    def log_prob_parts(self, out: Tensor, actions: Tensor,
+                       flat: Tensor | dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+        """log pi(a|s) [P, B] ("logp") with the intermediates its derivative and the entropy
+        reuse: Discrete "logp_all" (log-softmax) and "prob"; Box "log_std", "inv_std" and
+        "z" = (a - mean) / std."""
+        if self.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            return {"logp": logp, "logp_all": logp_all, "prob": logp_all.exp()}
+        log_std = self.log_std(flat)
+        inv_std = torch.exp(-log_std)
+        z = (actions - out) * inv_std
+        logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+        return {"logp": logp, "log_std": log_std, "inv_std": inv_std, "z": z}
+
+    def log_prob_backward(self, parts: dict[str, Tensor], actions: Tensor, g_logp: Tensor
+                          ) -> tuple[Tensor, Tensor | None]:
+        """From dLoss/dlogp [P, B] to dLoss/d(actor output) [P, B, n] and, for a Gaussian,
+        dLoss/dlog_std [P, d] (summed over the batch): d logp / d logits = onehot(a) - p;
+        d logp / d mean = z / std, d logp / d log_std = z^2 - 1."""
+        g = g_logp.unsqueeze(-1)
+        if self.discrete:
+            prob = parts["prob"]
+            onehot = torch.zeros_like(prob).scatter_(-1, actions.unsqueeze(-1), 1.0)
+            return g * (onehot - prob), None
+        z = parts["z"]
+        return g * z * parts["inv_std"], (g * (z * z - 1.0)).sum(1)
+
     def log_prob_entropy(self, out: Tensor, actions: Tensor,
                          flat: Tensor | dict[str, Tensor] | None = None
                          ) -> tuple[Tensor, Tensor]:
         """log pi(a|s) and entropy, both [P, B], from the actor's output."""
+        parts = self.log_prob_parts(out, actions, flat)
+        logp = parts["logp"]
         if self.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
-            logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-            return logp, entropy
-        log_std = self.log_std(flat)
-        z = (actions - out) * torch.exp(-log_std)
-        logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-        entropy = (0.5 + 0.5 * _LOG_2PI + log_std).sum(-1).expand_as(logp)
+            return logp, -(parts["prob"] * parts["logp_all"]).sum(-1)
+        entropy = (0.5 + 0.5 * _LOG_2PI + parts["log_std"]).sum(-1).expand_as(logp)
         return logp, entropy
 
     def kl_from(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor | None = None,

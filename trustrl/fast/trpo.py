@@ -147,25 +147,10 @@ class PopulationTRPO(PopulationPPO):
             adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
         # 2. g = dL/dtheta at theta_old
         old_out, acts = net.mlp_forward("actor", b["obs"], params)
-        a = b["actions"]
-        if net.discrete:
-            logp_all = torch.log_softmax(old_out, dim=-1)
-            logp = logp_all.gather(-1, a.unsqueeze(-1)).squeeze(-1)
-        else:
-            log_std = params["log_std"]
-            inv_std = torch.exp(-log_std)
-            z = (a - old_out) * inv_std
-            logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)).sum(-1)
-        surr = torch.exp(logp - b["logp_old"]) * adv
+        parts = net.log_prob_parts(old_out, b["actions"], params)
+        surr = torch.exp(parts["logp"] - b["logp_old"]) * adv
         L_old = surr.mean(1)
-        g_logp = surr / B
-        if net.discrete:
-            onehot = torch.zeros_like(old_out).scatter_(-1, a.unsqueeze(-1), 1.0)
-            g_out = g_logp.unsqueeze(-1) * (onehot - logp_all.exp())
-            g_ls = None
-        else:
-            g_out = g_logp.unsqueeze(-1) * z * inv_std
-            g_ls = (g_logp.unsqueeze(-1) * (z * z - 1.0)).sum(1)
+        g_out, g_ls = net.log_prob_backward(parts, b["actions"], surr / B)
         g = self._assemble_actor(net.mlp_backward("actor", acts, g_out, params), g_ls)
         # 3. x ~= F^-1 g, conjugate gradient from 0, per member, in lockstep
         fvp = self._fvp_fn(acts, params, old_out)
