@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import inspect
 import json
+import math
 import textwrap
 import types
 import typing
@@ -18,6 +19,143 @@ from pathlib import Path
 from typing import Any
 
 from trustrl.errors import ConfigError
+
+
+# ----- bounds: sizes that cannot fit are refused before any work -----------------------------
+MAX_SEED = 2**31 - 1
+"""Seeds are in [0, MAX_SEED] (NumPy's legacy seeding takes 32 bits; the evaluation adds
+10,000 + the episode index to the seed)."""
+MAX_TOTAL_STEPS = 10**12
+MAX_ENVS = 4096
+"""num_envs per run (per seed on the fast path)."""
+MAX_BATCH = 2**22
+"""num_envs * num_steps: the rollout is held in memory (about 4.2M samples)."""
+MAX_POPULATION_ENVS = 2**20
+"""Seeds x num_envs of a `--seeds` population (one device holds all of them)."""
+MAX_WIDTH = 8192
+MAX_DEPTH = 32
+MAX_HIDDEN_PARAMS = 2**26
+"""Weights between hidden layers of one MLP, sum of w_i * w_(i+1) (about 67M)."""
+MAX_EVAL_EPISODES = 10_000
+MAX_EVAL_MAX_STEPS = 10**7
+MAX_EPOCHS = 10_000
+MAX_TORCH_THREADS = 1024
+MAX_CONFIG_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a number: [lo, hi], an end excluded when lo_open / hi_open; None: no
+    bound on that side (but always finite)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def text(self) -> str:
+        if self.lo is None and self.hi is None:
+            return "a finite number"
+        if self.hi is None:
+            if self.lo == 0:
+                return "positive" if self.lo_open else ">= 0"
+            return f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
+        if self.lo is None:
+            return f"{'<' if self.hi_open else '<='} {_num(self.hi)}"
+        return (f"in {'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}"
+                f"{')' if self.hi_open else ']'}")
+
+    def holds(self, v: float) -> bool:
+        if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
+            return False
+        return not (self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi))
+
+
+def _num(v: float) -> str:
+    if isinstance(v, int) or float(v).is_integer():
+        iv = int(v)
+        return f"{iv:,}" if abs(iv) >= 10_000 else str(iv)
+    return repr(v)
+
+
+POSITIVE = Range(0, None, lo_open=True)
+NON_NEGATIVE = Range(0, None)
+AT_LEAST_1 = Range(1, None)
+UNIT = Range(0, 1)
+
+RANGES: dict[str, Range] = {
+    # RunConfig
+    "seed": Range(0, MAX_SEED), "total_steps": Range(1, MAX_TOTAL_STEPS),
+    "num_envs": Range(1, MAX_ENVS), "num_steps": Range(1, MAX_BATCH),
+    "gamma": UNIT, "gae_lambda": UNIT, "log_std_init": Range(-20, 5),
+    "obs_clip": POSITIVE, "reward_clip": POSITIVE, "stop_return": Range(),
+    "eval_every": NON_NEGATIVE, "eval_episodes": Range(1, MAX_EVAL_EPISODES),
+    "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": AT_LEAST_1,
+    "torch_threads": Range(1, MAX_TORCH_THREADS),
+    # SGD methods
+    "lr": Range(0, 1, lo_open=True), "adam_eps": POSITIVE,
+    "update_epochs": Range(1, MAX_EPOCHS), "minibatch_size": AT_LEAST_1,
+    "clip_eps": POSITIVE, "vf_coef": Range(0, 1e6), "ent_coef": Range(0, 1e6),
+    "max_grad_norm": Range(), "target_kl": POSITIVE,
+    "kl_target": Range(0, 10, lo_open=True), "beta_init": Range(0, 1e6, lo_open=True),
+    # TRPO / NPG
+    "max_kl": Range(0, 10, lo_open=True), "cg_iters": Range(1, 1000),
+    "cg_residual_tol": NON_NEGATIVE, "damping": Range(0, 1e6),
+    "backtrack_ratio": Range(0, 1, lo_open=True, hi_open=True),
+    "backtrack_iters": Range(1, 1000), "vf_lr": Range(0, 1, lo_open=True),
+    "vf_epochs": Range(1, MAX_EPOCHS), "vf_minibatch_size": AT_LEAST_1,
+}
+"""The allowed range of every numeric config key (every one of them must also be finite)."""
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "vector": ("sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
+    "activation": ("tanh", "relu"),
+}
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    """repr(v) cut to `limit` characters, for error messages about values users typed."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = limit
+    r.maxlist = r.maxtuple = r.maxdict = 6
+    text = r.repr(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_type(name: str, tp: Any, v: Any) -> None:
+    """ConfigError unless v is a value of the field type tp (bool is not an int; a float is
+    finite)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return
+        tp = next(a for a in args if a is not type(None))
+    ok = {
+        bool: lambda: isinstance(v, bool),
+        int: lambda: _is_int(v),
+        float: lambda: _is_number(v),
+        str: lambda: isinstance(v, str),
+    }.get(tp, lambda: isinstance(v, tuple) and all(_is_int(x) for x in v))()
+    if not ok:
+        raise ConfigError(f"{name} must be {_type_words(tp)}, got {_short(v)} "
+                          f"({type(v).__name__})")
+    if tp is float and not math.isfinite(v):
+        raise ConfigError(f"{name} must be a finite number, got {v}")
+
+
+def _type_words(tp: Any) -> str:
+    return {bool: "true or false", int: "an integer", float: "a number",
+            str: "a string"}.get(tp, "a list of integers")
 
 
 @dataclass
@@ -76,6 +214,10 @@ class RunConfig:
     """Greedy evaluation every this many iterations (0: only at the end)."""
     eval_episodes: int = 10
     """Episodes per greedy evaluation (each from its own fixed seed)."""
+    eval_max_steps: int = 10_000
+    """Evaluation episodes of an env with no time limit of its own (no max_episode_steps in
+    its spec, e.g. CliffWalking-v1) are cut after this many steps, so that a policy that never
+    reaches a terminal state cannot hang the run; envs with a time limit keep theirs."""
     checkpoint_every: int = 1
     """Write the resumable checkpoint every this many iterations (atomically)."""
     runs_dir: str = "runs"
@@ -98,30 +240,42 @@ class RunConfig:
     def num_iterations(self) -> int:
         return self.total_steps // self.batch_size
 
-    def _positive(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if not value > 0:
-                raise ConfigError(f"{name} must be positive, got {value}")
+    def check_fields(self) -> None:
+        """Each field on its own: its type (bool is not an int, floats are finite), its range
+        (RANGES), its choices (CHOICES), and the network's size."""
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            v = getattr(self, f.name)
+            check_type(f.name, hints[f.name], v)
+            rng = RANGES.get(f.name)
+            if rng is not None and v is not None and not rng.holds(v):
+                raise ConfigError(f"{f.name} must be {rng.text()}, got {_num(v)}")
+            if f.name in CHOICES and v not in CHOICES[f.name]:
+                raise ConfigError(f"{f.name} must be one of {', '.join(CHOICES[f.name])}; "
+                                  f"got {_short(v)}")
+        if not self.env_id.strip():
+            raise ConfigError("env_id is empty: give a Gymnasium env id such as CartPole-v1")
+        if not self.env_id.isprintable() or len(self.env_id) > 200:
+            raise ConfigError(f"env_id {_short(self.env_id)} is not an env id")
+        h = self.hidden_sizes
+        if not h or len(h) > MAX_DEPTH or any(not 1 <= w <= MAX_WIDTH for w in h):
+            raise ConfigError(f"hidden_sizes must be 1 to {MAX_DEPTH} widths, each in "
+                              f"[1, {MAX_WIDTH}], got {_short(h)}")
+        params = sum(a * b for a, b in zip(h, h[1:], strict=False))
+        if params > MAX_HIDDEN_PARAMS:
+            raise ConfigError(f"hidden_sizes {_fmt(h)} make {params:,} hidden weights per "
+                              f"network; the bound is {MAX_HIDDEN_PARAMS:,}")
+        if self.batch_size > MAX_BATCH:
+            raise ConfigError(f"num_envs*num_steps = {self.batch_size:,} is more than the bound "
+                              f"{MAX_BATCH:,} samples per batch")
 
     def validate(self) -> None:
         """Raise ConfigError with one line for the first value that cannot work."""
-        self._positive("total_steps", "num_envs", "num_steps", "eval_episodes",
-                       "checkpoint_every", "torch_threads", "obs_clip", "reward_clip")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
-        if not 0.0 <= self.gae_lambda <= 1.0:
-            raise ConfigError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        if self.eval_every < 0:
-            raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
+        self.check_fields()
         if self.total_steps < self.batch_size:
             raise ConfigError(
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
             )
-        if self.vector not in ("sync", "async", "torch"):
-            raise ConfigError(f"vector must be 'sync', 'async' or 'torch', got {self.vector!r}")
-        if self.jit not in ("none", "compile", "cuda-graph"):
-            raise ConfigError(f"jit must be 'none', 'compile' or 'cuda-graph', got {self.jit!r}")
         if self.jit != "none" and self.vector != "torch":
             raise ConfigError("jit applies to vector 'torch' only")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
@@ -141,12 +295,8 @@ class RunConfig:
             if not self.ortho_init:
                 raise ConfigError("vector 'torch' builds orthogonally initialised networks "
                                   "(ortho_init true); use vector 'sync'")
-        if self.activation not in ("tanh", "relu"):
-            raise ConfigError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
-        if not self.hidden_sizes or any(h <= 0 for h in self.hidden_sizes):
-            raise ConfigError(f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
         if self.device != "cpu" and not self.device.startswith("cuda"):
-            raise ConfigError(f"device must be 'cpu' or 'cuda[:i]', got {self.device!r}")
+            raise ConfigError(f"device must be 'cpu' or 'cuda[:i]', got {_short(self.device)}")
         if self.device.startswith("cuda"):
             import torch
 
@@ -197,11 +347,6 @@ class PPOConfig(RunConfig):
 
     def validate(self) -> None:
         super().validate()
-        self._positive("update_epochs", "minibatch_size", "lr", "clip_eps", "adam_eps")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise ConfigError(f"target_kl must be positive or None, got {self.target_kl}")
-        if self.vf_coef < 0 or self.ent_coef < 0:
-            raise ConfigError("vf_coef and ent_coef must be >= 0")
         self._check_minibatch("minibatch_size")
 
 
@@ -236,12 +381,6 @@ class PGConfig(RunConfig):
 
     algo = "pg"
 
-    def validate(self) -> None:
-        super().validate()
-        self._positive("lr", "clip_eps", "adam_eps")
-        if self.vf_coef < 0 or self.ent_coef < 0:
-            raise ConfigError("vf_coef and ent_coef must be >= 0")
-
 
 @dataclass
 class PPOPenaltyConfig(RunConfig):
@@ -275,13 +414,6 @@ class PPOPenaltyConfig(RunConfig):
 
     def validate(self) -> None:
         super().validate()
-        self._positive("update_epochs", "minibatch_size", "lr", "clip_eps", "adam_eps")
-        if not self.kl_target > 0:
-            raise ConfigError(f"kl_target (d_targ) must be positive, got {self.kl_target}")
-        if not self.beta_init > 0:
-            raise ConfigError(f"beta_init must be positive, got {self.beta_init}")
-        if self.vf_coef < 0 or self.ent_coef < 0:
-            raise ConfigError("vf_coef and ent_coef must be >= 0")
         self._check_minibatch("minibatch_size")
 
 
@@ -317,16 +449,6 @@ class TRPOConfig(RunConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not self.max_kl > 0:
-            raise ConfigError(f"max_kl (delta) must be positive, got {self.max_kl}")
-        if self.cg_iters < 1:
-            raise ConfigError(f"cg_iters must be at least 1, got {self.cg_iters}")
-        if self.damping < 0:
-            raise ConfigError(f"damping must be >= 0, got {self.damping}")
-        if not 0.0 < self.backtrack_ratio < 1.0:
-            raise ConfigError(f"backtrack_ratio must be in (0, 1), got {self.backtrack_ratio}")
-        self._positive("backtrack_iters", "vf_lr", "vf_epochs", "vf_minibatch_size",
-                       "clip_eps", "adam_eps")
         if self.shared_trunk:
             raise ConfigError(f"{self.algo} needs separate actor and critic networks "
                               "(shared_trunk=false): the trust region constrains the actor only")
@@ -413,7 +535,9 @@ def describe(cls: type, skip: type | None = None) -> str:
             continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         tname = _type_name(hints[f.name])
-        lines.append(f"  {f.name} ({tname}, default {_fmt(default)})\n      {docs.get(f.name, '')}")
+        allowed = f", {RANGES[f.name].text()}" if f.name in RANGES else ""
+        lines.append(f"  {f.name} ({tname}, default {_fmt(default)}{allowed})\n"
+                     f"      {docs.get(f.name, '')}")
     return "\n".join(lines)
 
 
@@ -431,7 +555,9 @@ def _fmt(v: Any) -> str:
 
 # ----- building a config ----------------------------------------------------------------------
 def _parse_value(name: str, tp: Any, raw: Any) -> Any:
-    """Convert a string (from --set) or a file value to the field's type, or raise ConfigError."""
+    """Convert a string (from --set or a flag) or a file value (TOML/JSON, already typed) to the
+    field's type, or raise ConfigError. File values keep their type: `seed = true` or
+    `env_id = 5` is refused rather than converted; a bool is never a number."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -443,31 +569,56 @@ def _parse_value(name: str, tp: Any, raw: Any) -> Any:
         if tp is bool:
             if isinstance(raw, bool):
                 return raw
-            s = str(raw).strip().lower()
-            if s in ("1", "true", "yes", "on"):
-                return True
-            if s in ("0", "false", "no", "off"):
-                return False
+            if isinstance(raw, str):
+                s = raw.strip().lower()
+                if s in ("1", "true", "yes", "on"):
+                    return True
+                if s in ("0", "false", "no", "off"):
+                    return False
             raise ValueError
         if tp is int:
-            if isinstance(raw, float) and not raw.is_integer():
+            if isinstance(raw, bool):
                 raise ValueError
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, float) and raw.is_integer():
+                return int(raw)
             if isinstance(raw, str):
-                f = float(raw.replace("_", ""))
-                if not f.is_integer():
+                text = raw.strip().replace("_", "")
+                if len(text) > 40:
                     raise ValueError
-                return int(f)
-            return int(raw)
+                try:
+                    return int(text)
+                except ValueError:
+                    f = float(text)  # 1e5
+                    if not f.is_integer():
+                        raise ValueError from None
+                    return int(f)
+            raise ValueError
         if tp is float:
-            return float(raw)
+            if isinstance(raw, bool):
+                raise ValueError
+            if isinstance(raw, (int, float)):
+                return float(raw)
+            if isinstance(raw, str) and len(raw) <= 60:
+                return float(raw.strip().replace("_", ""))
+            raise ValueError
         if tp is str:
-            return str(raw)
+            if isinstance(raw, str):
+                return raw
+            raise ValueError
         if origin is tuple:
-            items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(" ", "").split(",")
-            return tuple(int(x) for x in items if str(x) != "")
-    except (TypeError, ValueError):
+            if isinstance(raw, str):
+                items: list[Any] = [x for x in raw.replace(" ", "").split(",") if x != ""]
+                return tuple(int(x) for x in items)
+            if isinstance(raw, (list, tuple)):
+                if not all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
+                    raise ValueError
+                return tuple(raw)
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
         pass
-    raise ConfigError(f"bad value for {name}: {raw!r} is not a valid {_type_name(tp)}")
+    raise ConfigError(f"bad value for {name}: {_short(raw)} is not {_type_words(tp)}")
 
 
 def _check_keys(cls: type, keys: Any, where: str) -> None:
@@ -484,9 +635,21 @@ def _check_keys(cls: type, keys: Any, where: str) -> None:
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a TOML or JSON file of flat key = value pairs."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config file {p} is a folder")
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
-    text = p.read_text()
+    try:
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {p} is larger than {MAX_CONFIG_BYTES:,} bytes; "
+                              "it should hold a few key = value pairs")
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {p} is not UTF-8 text (TOML or JSON)") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
+    if "\x00" in text:
+        raise ConfigError(f"config file {p} is not a text file (TOML or JSON)")
     try:
         if p.suffix == ".json":
             data = json.loads(text)
@@ -500,6 +663,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot parse config file {p}: {e}".splitlines()[0]) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold key = value pairs")
+    for key, value in data.items():
+        if isinstance(value, dict):
+            raise ConfigError(f"config file {p}: {key!s:.40} is a table; config keys are flat "
+                              "key = value pairs")
     data.pop("algo", None)
     return data
 
@@ -510,6 +677,8 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
         if "=" not in pair:
             raise ConfigError(f"--set expects key=value, got {pair!r}")
         key, value = pair.split("=", 1)
+        if not key.strip():
+            raise ConfigError(f"--set expects key=value, got {_short(pair)}")
         out[key.strip()] = value
     return out
 
@@ -530,14 +699,11 @@ def make_config(
     }
     _check_keys(cls, file_values, "config file")
     _check_keys(cls, sets, "--set")
-    env = (
-        env_id
-        or flags.get("env_id")
-        or sets.get("env_id")
-        or file_values.get("env_id")
-        or cls().env_id
-    )
     hints = typing.get_type_hints(cls)
+    # an empty --env "" is an error, not the default env: only a missing value falls through
+    env = next((v for v in (env_id, flags.get("env_id"), sets.get("env_id"),
+                            file_values.get("env_id")) if v is not None), cls().env_id)
+    env = _parse_value("env_id", str, env)
     values: dict[str, Any] = dict(PRESETS.get((algo, env), {}))
     for layer in (file_values, sets, flags):
         for key, raw in layer.items():
@@ -555,13 +721,23 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
     return d
 
 
-def config_from_dict(d: dict[str, Any]) -> Any:
+def config_from_dict(d: Any) -> Any:
+    """The config a run folder's config.json (or a sweep trial) holds, checked field by field:
+    a saved config that is not a mapping, names an unknown algorithm or key, or holds a value
+    that cannot work is a ConfigError, not a traceback later."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"a saved config must be a mapping of keys, got {type(d).__name__}")
     d = dict(d)
     algo = d.pop("algo", "ppo")
+    if not isinstance(algo, str) or algo not in CONFIGS:
+        raise ConfigError(f"saved config names an unknown algorithm {_short(algo)}")
+    d.pop("seeds", None)  # a population's shared config lists its seeds
     cls = CONFIGS[algo]
     _check_keys(cls, d, "saved config")
     hints = typing.get_type_hints(cls)
-    return cls(**{k: _parse_value(k, hints[k], v) for k, v in d.items()})
+    cfg = cls(**{k: _parse_value(k, hints[k], v) for k, v in d.items()})
+    cfg.check_fields()
+    return cfg
 
 
 __all__ = [

@@ -9,6 +9,17 @@ from trustrl.agent import Agent
 from trustrl.envs.make import make_vec_env
 
 EVAL_SEED_OFFSET = 10_000
+DEFAULT_EVAL_MAX_STEPS = 10_000
+"""The config key eval_max_steps' default: evaluation episodes of an env with no time limit of
+its own end after this many steps."""
+
+
+def own_time_limit(envs: object) -> int | None:
+    """The max_episode_steps of a sync vector env's sub-envs (None: the env has no limit)."""
+    sub = getattr(envs, "envs", None) or []
+    spec = getattr(sub[0], "spec", None) if sub else None
+    limit = getattr(spec, "max_episode_steps", None)
+    return int(limit) if limit else None
 
 
 @torch.no_grad()
@@ -19,8 +30,13 @@ def evaluate(
     deterministic: bool = True,
     seed: int = EVAL_SEED_OFFSET,
     max_parallel: int = 32,
+    max_steps: int = DEFAULT_EVAL_MAX_STEPS,
 ) -> np.ndarray:
     """Returns of `episodes` episodes, episode i started from reset(seed=seed + i).
+
+    An env with no time limit of its own (no max_episode_steps in its spec) has its episodes
+    cut after `max_steps` steps (the config key eval_max_steps), so that a policy that never
+    reaches a terminal state cannot make the evaluation run for ever.
 
     The agent's normaliser is frozen for the evaluation. Greedy acts at the mode (argmax or the
     Gaussian mean); stochastic samples and so uses the global torch RNG.
@@ -32,14 +48,19 @@ def evaluate(
         envs = make_vec_env(env_id, n, "sync")
         try:
             obs, _ = envs.reset(seed=[seed + first + i for i in range(n)])
+            cap = max_steps if own_time_limit(envs) is None else None
             total = np.zeros(n)
             running = np.ones(n, bool)
+            steps = 0
             while running.any():
                 d = agent.policy.dist(agent.obs_tensor(obs))
                 action = agent.env_action(d.mode() if deterministic else d.sample())
                 obs, reward, term, trunc, _ = envs.step(action)
                 total += np.where(running, reward, 0.0)
                 running &= ~np.logical_or(term, trunc)
+                steps += 1
+                if cap is not None and steps >= cap:
+                    break
             returns.extend(total.tolist())
         finally:
             envs.close()

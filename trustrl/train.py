@@ -162,7 +162,7 @@ class Trainer:
         last = it == cfg.num_iterations
         if (cfg.eval_every and it % cfg.eval_every == 0) or last:
             returns = evaluate(self.agent, cfg.env_id, cfg.eval_episodes,
-                               seed=cfg.seed + EVAL_SEED_OFFSET)
+                               seed=cfg.seed + EVAL_SEED_OFFSET, max_steps=cfg.eval_max_steps)
             row["eval_return_mean"] = float(returns.mean())
             row["eval_return_std"] = float(returns.std())
         dt = time.perf_counter() - t0
@@ -216,7 +216,8 @@ class Trainer:
         if not self.cfg.eval_every:
             return
         returns = evaluate(self.agent, self.cfg.env_id, self.cfg.eval_episodes,
-                           seed=self.cfg.seed + EVAL_SEED_OFFSET)
+                           seed=self.cfg.seed + EVAL_SEED_OFFSET,
+                           max_steps=self.cfg.eval_max_steps)
         atomic_write_text(self.run_dir.path / "eval_initial.json", json.dumps(
             {"global_step": 0, "mean": float(returns.mean()), "std": float(returns.std()),
              "returns": returns.tolist()}, indent=2) + "\n")
@@ -225,7 +226,8 @@ class Trainer:
         cfg = self.cfg
         final = self.agent.frozen()
         final.save(self.run_dir.path / "agent.pt")
-        returns = evaluate(final, cfg.env_id, cfg.eval_episodes, seed=cfg.seed + EVAL_SEED_OFFSET)
+        returns = evaluate(final, cfg.env_id, cfg.eval_episodes, seed=cfg.seed + EVAL_SEED_OFFSET,
+                           max_steps=cfg.eval_max_steps)
         result = {"episodes": len(returns), "greedy": True, "mean": float(returns.mean()),
                   "std": float(returns.std()), "returns": returns.tolist(),
                   "global_step": self.collector.state.global_step}
