@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from trustrl.config import config_from_dict
 from trustrl.runs import TIMING_COLUMNS
+from trustrl.safeio import load_safe
 from trustrl.sweep import runner
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.report import write_report
@@ -35,7 +35,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 def _numbers(run: Path) -> dict[str, object]:
     """Everything a run computed, without the timing columns."""
-    agent = torch.load(run / "agent.pt", map_location="cpu", weights_only=False)
+    agent = load_safe(run / "agent.pt")
     return {"metrics": _rows(run / "metrics.csv"), "episodes": _rows(run / "episodes.csv"),
             "eval": json.loads((run / "eval.json").read_text()),
             "eval_initial": json.loads((run / "eval_initial.json").read_text()),

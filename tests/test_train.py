@@ -15,6 +15,7 @@ import trustrl
 from trustrl.advantages import gae
 from trustrl.config import make_config
 from trustrl.runs import TIMING_COLUMNS
+from trustrl.safeio import load_safe
 
 train_mod = importlib.import_module("trustrl.train")  # the module, not trustrl.train()
 
@@ -101,7 +102,7 @@ def test_agent_load_and_act(tmp_path):
     assert batch.shape == (2, 1) and np.allclose(batch[0], a)
     assert np.array_equal(agent.obs_normalizer.rms.mean, before)  # frozen at evaluation
     # the saved normaliser is the one training ended with
-    ck = torch.load(res.run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    ck = load_safe(res.run_dir / "checkpoints" / "latest.pt")
     assert np.array_equal(ck["agent"]["obs_normalizer"]["rms"]["mean"], before)
     big = agent.act(np.array([1.0, 0.0, 1e6], np.float32), deterministic=False)
     assert -2.0 <= big[0] <= 2.0  # clipped to the bounds only when sent to the env

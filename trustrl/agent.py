@@ -85,9 +85,10 @@ class Agent:
         }
 
     def save(self, path: str | Path) -> None:
-        from trustrl.runs import atomic_torch_save
+        """Atomically, tensors and plain values only (loads with weights_only=True)."""
+        from trustrl.safeio import save_safe
 
-        atomic_torch_save(self.state(), Path(path))
+        save_safe(self.state(), Path(path))
 
     @classmethod
     def from_state(cls, state: dict[str, Any], device: str = "cpu") -> Agent:
@@ -123,11 +124,10 @@ class Agent:
             p = found
         if not p.is_file():
             raise RunError(f"no such agent file or run folder: {p}")
-        try:
-            state = torch.load(p, map_location="cpu", weights_only=False)
-        except Exception as e:  # noqa: BLE001
-            raise RunError(f"cannot read {p}: {type(e).__name__}: {e}".splitlines()[0]) from None
-        if isinstance(state, dict) and state.get("engine") == "population-ppo":
+        from trustrl.safeio import load_safe
+
+        state = load_safe(p, "agent file")  # weights_only: nothing in the file can run
+        if isinstance(state, dict) and str(state.get("engine", "")).startswith("population-"):
             raise RunError(f"{p} is a checkpoint of the fast path (--vector torch): its agent.pt "
                            "is written when the run finishes; resume it with trustrl train "
                            "--resume RUN")

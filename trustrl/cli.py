@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,16 @@ def _train_help() -> str:
     return "\n".join(lines)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (`trustrl CMD: error: ...`, exit 2), like
+    every other bad input; --help still shows the usage."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="trustrl",
         description="Trust-region RL (PPO, TRPO, NPG) on Gymnasium and batched torch envs: "
         "instrumented and resumable; demos, sweeps and RLHF.",
@@ -74,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one config key (repeatable)")
     t.add_argument("--runs-dir", help="where run folders go (default runs/)")
     t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its checkpoint")
+    t.add_argument("--trust-checkpoint", action="store_true",
+                   help="with --resume: unpickle a checkpoint not signed with your key (a run "
+                   "from someone else); only for files you trust: a pickle can run code")
     t.add_argument("--quiet", action="store_true", help="no progress output")
 
     e = sub.add_parser("eval", help="evaluate a trained agent (greedy by default)")
@@ -103,25 +115,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trustrl.config import load_config_file, make_config, parse_sets
+    from trustrl.config import (
+        check_population,
+        check_seed_list,
+        check_writable_dir,
+        load_config_file,
+        make_config,
+        parse_sets,
+    )
     from trustrl.train import resume, train
 
     if args.resume:
-        if (args.config or args.sets or args.env_id or args.total_steps or args.seed
-                or args.seeds or args.vector or args.device):
+        if (args.config or args.sets or args.env_id is not None or args.total_steps
+                or args.seed is not None or args.seeds or args.vector or args.device
+                or args.runs_dir is not None):
             raise TrustrlError("--resume takes the run's own config; drop the other options")
+        _check_resume_folder(Path(args.resume))
+        if args.trust_checkpoint:
+            from trustrl.safeio import trust_files
+
+            trust_files()
         from trustrl.fast.run import is_fast_run, resume_fast
 
         if is_fast_run(Path(args.resume)):
             return _report_fast(resume_fast(args.resume, progress=not args.quiet))
         result = resume(args.resume, progress=not args.quiet)
+    elif args.trust_checkpoint:
+        raise TrustrlError("--trust-checkpoint goes with --resume RUN")
     else:
         seeds = None
         if args.seeds:
             from trustrl.fast.run import parse_seeds
 
-            if args.seed:
+            if args.seed is not None:
                 raise TrustrlError("give --seed or --seeds, not both")
+            check_seed_list(args.seeds)  # bounds first: a range is not expanded before
             seeds = parse_seeds(args.seeds)
             if args.vector not in (None, "torch"):
                 raise TrustrlError("--seeds runs on batched torch envs: drop --vector "
@@ -134,6 +162,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             load_config_file(args.config) if args.config else None,
             parse_sets(args.sets), flags,
         )
+        check_writable_dir(cfg.runs_dir, "runs_dir")
+        if seeds is not None:
+            check_population(cfg, len(seeds))
         if cfg.vector == "torch":
             from trustrl.fast.run import train_fast
 
@@ -143,6 +174,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"run: {result.run_dir}")
     print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± {ev['std']:.1f}")
     return 0
+
+
+def _check_resume_folder(path: Path) -> None:
+    """A folder to resume: it exists and its config.json is a JSON object naming a known
+    algorithm, with valid values (the run's own loader checks the rest)."""
+    from trustrl.config import config_from_dict
+
+    if not path.is_dir():
+        raise TrustrlError(f"--resume {path}: no such run folder")
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        raise TrustrlError(f"{path} is not a trustrl run folder (no config.json)")
+    config_from_dict(_read_json(cfg_path))
+
+
+def _read_json(path: Path) -> Any:
+    """JSON from a file trustrl wrote, or a one-line error (unreadable, not UTF-8, malformed)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise TrustrlError(f"cannot read {path}: {msg[:120]}") from None
 
 
 def _report_fast(result: Any) -> int:
@@ -160,18 +213,41 @@ def _report_fast(result: Any) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from trustrl.agent import Agent
-    from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
+    from trustrl.config import MAX_EVAL_EPISODES, MAX_SEED, RANGES, check_type
+    from trustrl.envs.make import check_compatible
+    from trustrl.evaluate import DEFAULT_EVAL_MAX_STEPS, EVAL_SEED_OFFSET, evaluate
 
-    if args.episodes <= 0:
-        raise TrustrlError(f"--episodes must be positive, got {args.episodes}")
+    if not 1 <= args.episodes <= MAX_EVAL_EPISODES:
+        raise TrustrlError(f"--episodes must be in [1, {MAX_EVAL_EPISODES:,}], got "
+                           f"{args.episodes}")
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        raise TrustrlError(f"--seed must be in [0, {MAX_SEED:,}], got {args.seed}")
+    if args.env_id is not None and not args.env_id.strip():
+        raise TrustrlError("--env is empty: give an env id, or leave it out for the run's own")
+    if not Path(args.run).exists():
+        raise TrustrlError(f"{args.run}: no such run folder or agent file")
+    saved: dict[str, Any] = {}
+    cfg_path = Path(args.run) / "config.json"
+    if cfg_path.is_file():
+        saved = _read_json(cfg_path)
+        if not isinstance(saved, dict):
+            raise TrustrlError(f"{cfg_path} does not hold a config (a JSON object)")
     agent = Agent.load(args.run)
     env_id = args.env_id or agent.spec.env_id
+    if env_id != agent.spec.env_id:
+        check_compatible(agent.spec, env_id)  # the agent's network fits the env's spaces
     seed = args.seed
     if seed is None:
-        cfg_path = Path(args.run) / "config.json"
-        base = json.loads(cfg_path.read_text()).get("seed", 0) if cfg_path.is_file() else 0
+        base = saved.get("seed", 0)
+        check_type(f"seed in {cfg_path}", int, base)
         seed = base + EVAL_SEED_OFFSET
-    returns = evaluate(agent, env_id, args.episodes, deterministic=not args.stochastic, seed=seed)
+    max_steps = saved.get("eval_max_steps", DEFAULT_EVAL_MAX_STEPS)
+    check_type(f"eval_max_steps in {cfg_path}", int, max_steps)
+    if not RANGES["eval_max_steps"].holds(max_steps):
+        raise TrustrlError(f"eval_max_steps in {cfg_path} must be "
+                           f"{RANGES['eval_max_steps'].text()}, got {max_steps}")
+    returns = evaluate(agent, env_id, args.episodes, deterministic=not args.stochastic, seed=seed,
+                       max_steps=max_steps)
     mode = "stochastic" if args.stochastic else "greedy"
     print(f"{env_id} {mode} over {len(returns)} episodes: "
           f"{returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():.1f}, "
@@ -180,13 +256,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from trustrl.plotting import plot_runs
+    from trustrl.plotting import check_figure_path, plot_runs
 
     for r in args.runs:
         if not (Path(r) / "metrics.csv").is_file():
             raise TrustrlError(f"{r} is not a run folder with metrics.csv")
     out = args.out or (Path(args.runs[0]) / "learning_curve.png" if len(args.runs) == 1
                        else Path(args.runs[0]).parent / "compare.png")
+    check_figure_path(out)
     print(plot_runs(args.runs, out))
     return 0
 
@@ -231,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trustrl: interrupted; continue with `trustrl train --resume RUN`", file=sys.stderr)
         return 130
+    except RecursionError:
+        print("trustrl: error: input nested too deeply to read", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("trustrl: error: out of memory (an input or setting too large for this machine)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

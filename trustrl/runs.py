@@ -10,6 +10,10 @@
         learning_curve.png   raw return, 5-iteration moving average, greedy evaluations
         status.json          running / finished / failed, with the last iteration
         tb/                  TensorBoard events, when tensorboard is installed
+        .trustrl.lock        the writer's lock (trustrl.locks): one writer process at a time
+
+Files are written with mode 0666 & ~umask; .pt files hold tensors and plain values only
+(trustrl.safeio), except the checkpoint's pickled envs, which are signed with the user's key.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from trustrl.errors import RunError
+from trustrl.locks import FolderLock, held_here
+from trustrl.safeio import (
+    atomic_write_bytes, load_safe, remove_stale_tmp, save_safe, sign_pickle, verify_pickle,
+)
 
 # Columns every algorithm writes; each algorithm appends its own (Algorithm.extra_columns).
 METRIC_COLUMNS = [
@@ -40,29 +45,14 @@ TIMING_COLUMNS = ("wall_time", "sps")
 EPISODE_COLUMNS = ["global_step", "iteration", "env_index", "return", "length"]
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    """torch.save to a temp file in the same folder, fsync, then rename over the target."""
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    _atomic_write_bytes(Path(path), buf.getvalue())
+    """Save tensors and plain values (NumPy arrays included) atomically, in the safe format
+    that loads with torch.load(weights_only=True) (trustrl.safeio)."""
+    save_safe(obj, Path(path))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    _atomic_write_bytes(Path(path), text.encode())
+    atomic_write_bytes(Path(path), text.encode())
 
 
 def _safe(s: str) -> str:
@@ -77,6 +67,23 @@ class RunDir:
         self.checkpoint_path = self.path / "checkpoints" / "latest.pt"
         self.metric_columns = list(METRIC_COLUMNS)
         self._tb: Any = None
+        self._lock: FolderLock | None = None
+
+    def _take_lock(self) -> None:
+        """Lock the folder for this process, unless it lies in a run folder this process
+        holds (the seeds of a population share their parent's lock). Leftover temp files of
+        a killed writer are removed once the lock is ours."""
+        if held_here(self.path.parent):
+            return
+        lock = FolderLock(self.path, "run folder")
+        lock.acquire()
+        self._lock = lock
+        weakref.finalize(self, lock.release)
+
+    def release(self) -> None:
+        """Give up the write lock (done by set_status when the run stops, fails or ends)."""
+        if self._lock is not None:
+            self._lock.release()
 
     # --- creation and opening ----------------------------------------------------------------
     @classmethod
@@ -94,6 +101,7 @@ class RunDir:
                 k += 1
                 path = base.with_name(f"{base.name}-{k}")
         run = cls(path)
+        run._take_lock()
         atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
         run.set_status("running", 0)
         return run
@@ -103,7 +111,11 @@ class RunDir:
         p = Path(path)
         if not (p / "config.json").is_file():
             raise RunError(f"{p} is not a trustrl run folder (no config.json)")
-        return cls(p)
+        run = cls(p)
+        run._take_lock()
+        for folder in (p, p / "checkpoints"):
+            remove_stale_tmp(folder)
+        return run
 
     def read_config(self) -> dict[str, Any]:
         try:
@@ -116,6 +128,8 @@ class RunDir:
         atomic_write_text(self.path / "status.json", json.dumps(
             {"status": status, "iteration": iteration, "message": message,
              "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+        if status in ("finished", "failed", "stopped"):
+            self.release()
 
     def status(self) -> dict[str, Any]:
         try:
@@ -170,15 +184,23 @@ class RunDir:
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Atomically, in the safe format; the pickled envs (state["envs"], bytes) signed."""
+        if isinstance(state.get("envs"), bytes):
+            state = {**state, "envs": sign_pickle(state["envs"])}
         atomic_torch_save(state, self.checkpoint_path)
 
     def load_checkpoint(self) -> dict[str, Any]:
+        """The checkpoint, read without unpickling; its envs pickle (bytes) only when its
+        signature is this user's (or TRUSTRL_TRUST_FILES=1). One-line RunError otherwise."""
         if not self.checkpoint_path.is_file():
             raise RunError(f"{self.path} has no checkpoint to resume from")
-        try:
-            return torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
-        except Exception as e:  # noqa: BLE001
-            raise RunError(f"cannot read checkpoint {self.checkpoint_path}: {e}") from None
+        opt_in = f"resume with `trustrl train --resume {self.path} --trust-checkpoint`"
+        ck = load_safe(self.checkpoint_path, "checkpoint", opt_in)
+        if not isinstance(ck, dict):
+            raise RunError(f"{self.checkpoint_path} is not a trustrl checkpoint")
+        if ck.get("envs") is not None:
+            ck["envs"] = verify_pickle(ck["envs"], self.checkpoint_path, opt_in)
+        return ck
 
     # --- tensorboard -------------------------------------------------------------------------
     def open_tensorboard(self, purge_step: int | None = None) -> bool:

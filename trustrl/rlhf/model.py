@@ -87,10 +87,10 @@ def n_params(model: nn.Module) -> int:
 def save_model(model: TinyLM, path: str, extra: dict | None = None) -> None:
     from pathlib import Path
 
-    from trustrl.runs import atomic_torch_save
+    from trustrl.safeio import save_safe
 
-    atomic_torch_save({"config": asdict(model.cfg), "state": model.state_dict(),
-                       **(extra or {})}, Path(path))
+    save_safe({"config": asdict(model.cfg), "state": model.state_dict(), **(extra or {})},
+              Path(path))
 
 
 def load_model(path: str) -> tuple[TinyLM, dict]:
@@ -98,11 +98,12 @@ def load_model(path: str) -> tuple[TinyLM, dict]:
     from pathlib import Path
 
     from trustrl.errors import RunError
+    from trustrl.safeio import load_safe
 
     if not Path(path).is_file():
         raise RunError(f"no model file at {path}")
+    blob = load_safe(path, "model file")  # weights_only: nothing in the file can run
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=False)
         model = TinyLM(ModelConfig(**blob["config"]))
         model.load_state_dict(blob["state"])
     except Exception as e:  # noqa: BLE001
