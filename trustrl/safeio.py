@@ -99,7 +99,7 @@ def encode(obj: Any) -> Any:
             or isinstance(obj, torch.Tensor):  # exact types: np.float64 is a float subclass
         return obj
     if isinstance(obj, (np.ndarray, np.generic)):
-        a = np.ascontiguousarray(obj)
+        a = np.asarray(obj)  # tobytes() is C order whatever the strides
         if a.dtype.hasobject or a.dtype.fields is not None:
             raise TypeError(f"cannot store a NumPy array of dtype {a.dtype} safely")
         return {_TAG: "ndarray" if isinstance(obj, np.ndarray) else "npscalar",

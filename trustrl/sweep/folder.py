@@ -10,6 +10,7 @@
             attempts.jsonl     one line per start of the trial (pid, host, fresh or resumed)
             result.json        written last: finished (final greedy return) or failed (error)
         report/                `trustrl report DIR` writes REPORT.md and PNGs here
+        .trustrl.lock          held by the one process running the sweep (trustrl.locks)
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trustrl.locks import FolderLock
 from trustrl.runs import atomic_write_text
+from trustrl.safeio import remove_stale_tmp
 from trustrl.sweep.spec import Spec, SpecError, Trial
 
 SWEEP_FORMAT = 1
@@ -30,6 +33,24 @@ class SweepFolder:
         self.path = Path(path)
         self.meta = meta
         self.trials = [Trial.from_dict(t) for t in meta["trials"]]
+        self._lock = FolderLock(self.path, "sweep folder")
+
+    # --- one writer at a time ----------------------------------------------------------------
+    def lock(self) -> None:
+        """Take the sweep's write lock (a second `trustrl sweep` on it fails at once, naming
+        the holder), then remove temp files a killed writer left in DIR and DIR/trials/*."""
+        if self._lock.held:
+            return
+        self._lock.acquire()
+        remove_stale_tmp(self.path)
+        trials = self.path / "trials"
+        if trials.is_dir():
+            for d in trials.iterdir():
+                if d.is_dir():
+                    remove_stale_tmp(d)
+
+    def unlock(self) -> None:
+        self._lock.release()
 
     @property
     def name(self) -> str:
@@ -51,13 +72,17 @@ class SweepFolder:
             raise SpecError(f"{p} already exists; continue it with `trustrl sweep --resume {p}` "
                             "or choose another --out")
         (p / "trials").mkdir(parents=True, exist_ok=True)
+        lock = FolderLock(p, "sweep folder")
+        lock.acquire()  # two `trustrl sweep SPEC --out DIR` at once: the second stops here
         meta = {"format": SWEEP_FORMAT, "name": spec.name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 "resources": spec.resources, "thresholds": spec.thresholds,
                 "trials": [t.as_dict() for t in spec.trials]}
         atomic_write_text(p / "spec.yaml", spec_text)
         atomic_write_text(p / "sweep.json", json.dumps(meta, indent=1) + "\n")
-        return cls(p, meta)
+        folder = cls(p, meta)
+        folder._lock = lock
+        return folder
 
     @classmethod
     def open(cls, path: str | Path) -> SweepFolder:

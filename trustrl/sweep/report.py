@@ -46,10 +46,47 @@ def _float(s: str | None) -> float:
         return math.nan
 
 
+class InvalidTrial(ValueError):
+    """A trial recorded as finished whose files cannot be trusted; the report leaves it out."""
+
+
+def check_metrics(rows: list[dict[str, str]]) -> None:
+    """Raise InvalidTrial when metrics.csv repeats an iteration (two writers at once, before
+    run folders were locked) or has a row without one."""
+    seen: set[int] = set()
+    dupes: list[int] = []
+    for r in rows:
+        try:
+            it = int(float(r.get("iteration") or "x"))
+        except ValueError:
+            raise InvalidTrial("metrics.csv has a row without an iteration number") from None
+        if it in seen:
+            dupes.append(it)
+        seen.add(it)
+    if dupes:
+        shown = ", ".join(map(str, sorted(set(dupes))[:5])) + (", ..." if len(set(dupes)) > 5
+                                                               else "")
+        raise InvalidTrial(f"metrics.csv repeats iterations {shown} (written twice)")
+
+
 def load_trial(folder: SweepFolder, trial: Trial, result: dict[str, Any]) -> TrialData:
-    """The evaluations and diagnostics of one finished trial, from its run folder."""
+    """The evaluations and diagnostics of one finished trial, from its run folder; raises
+    InvalidTrial (one line) when they are missing, unreadable or written twice."""
+    try:
+        return _load_trial(folder, trial, result)
+    except InvalidTrial:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        msg = (str(e).splitlines() or [""])[0]
+        raise InvalidTrial(f"cannot read its run folder: {type(e).__name__}: {msg}") from None
+
+
+def _load_trial(folder: SweepFolder, trial: Trial, result: dict[str, Any]) -> TrialData:
     run = folder.trial_dir(trial) / str(result["run"])
+    if not (run / "metrics.csv").is_file():
+        raise InvalidTrial(f"its run folder has no metrics.csv ({run})")
     rows = read_csv(run / "metrics.csv")
+    check_metrics(rows)
     steps, rets = [], []
     init = run / "eval_initial.json"
     if init.is_file():
@@ -208,6 +245,7 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
     out.mkdir(parents=True, exist_ok=True)
     by_env: dict[str, dict[str, list[TrialData]]] = {}
     failed: list[tuple[Trial, str]] = []
+    invalid: list[tuple[Trial, str]] = []
     pending: list[Trial] = []
     for t in folder.trials:
         res = folder.result(t)
@@ -216,12 +254,18 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
         elif res.get("status") != "finished":
             failed.append((t, str(res.get("error", "?"))))
         else:
-            by_env.setdefault(t.env_id, {}).setdefault(t.variant, []).append(
-                load_trial(folder, t, res))
+            try:
+                data = load_trial(folder, t, res)
+            except InvalidTrial as e:
+                invalid.append((t, str(e)))
+                continue
+            by_env.setdefault(t.env_id, {}).setdefault(t.variant, []).append(data)
     n_done = sum(len(v) for e in by_env.values() for v in e.values())
     lines = [f"# Sweep report: {folder.name}", "",
              f"Sweep folder `{folder.path}`: {len(folder.trials)} trials, {n_done} finished, "
-             f"{len(failed)} failed, {len(pending)} not run yet.", "",
+             f"{len(failed)} failed, "
+             + (f"{len(invalid)} invalid (left out, see below), " if invalid else "")
+             + f"{len(pending)} not run yet.", "",
              "## Protocol", "",
              "Greedy evaluation (argmax for discrete actions, the Gaussian mean for continuous "
              "ones) on fixed episode seeds (seed + 10000 + i), with the observation "
@@ -286,6 +330,13 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
     if failed:
         lines += ["## Failed trials", "", "| trial | error |", "|---|---|"]
         lines += [f"| {t.id} | {err.replace('|', '/')} |" for t, err in failed]
+        lines.append("")
+    if invalid:
+        lines += ["## Invalid trials (left out of every number above)", "",
+                  "Recorded as finished, but their files cannot be trusted; to rerun one, delete "
+                  "its folder trials/<id>/ and `trustrl sweep --resume` the sweep.", "",
+                  "| trial | reason |", "|---|---|"]
+        lines += [f"| {t.id} | {why.replace('|', '/')} |" for t, why in invalid]
         lines.append("")
     if pending:
         lines += ["## Not run yet", "", ", ".join(t.id for t in pending), ""]

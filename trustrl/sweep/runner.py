@@ -34,13 +34,23 @@ def start(spec_path: str | Path, out: str | Path | None, check_envs: bool = True
 def run(folder: SweepFolder, backend: str = "local", workers: int | None = None,
         address: str | None = None, retry_failed: bool = False,
         echo: Callable[[str], None] | None = None) -> SweepOutcome:
-    """Run every unfinished trial of the folder; returns the counts of this invocation."""
-    from trustrl.sweep.local import default_workers, run_local
-
+    """Run every unfinished trial of the folder; returns the counts of this invocation.
+    Holds the folder's lock meanwhile: a second writer fails at once (FolderLockedError)."""
     if backend not in BACKENDS:
         raise SpecError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     if workers is not None and workers < 1:
         raise SpecError(f"--workers must be at least 1, got {workers}")
+    folder.lock()  # one `trustrl sweep` per folder: a second one fails here, naming this one
+    try:
+        return _run(folder, backend, workers, address, retry_failed, echo)
+    finally:
+        folder.unlock()
+
+
+def _run(folder: SweepFolder, backend: str, workers: int | None, address: str | None,
+         retry_failed: bool, echo: Callable[[str], None] | None) -> SweepOutcome:
+    from trustrl.sweep.local import default_workers, run_local
+
     todo = folder.pending(retry_failed)
     total, done_before = len(folder.trials), len(folder.trials) - len(todo)
     say = echo or (lambda s: None)

@@ -55,6 +55,7 @@ def execute_trial(trial: dict[str, Any], trial_dir: str | Path) -> dict[str, Any
     import torch
 
     from trustrl.config import config_from_dict
+    from trustrl.locks import FolderLock
     from trustrl.runs import atomic_write_text
     from trustrl.train import resume, train
 
@@ -68,7 +69,10 @@ def execute_trial(trial: dict[str, Any], trial_dir: str | Path) -> dict[str, Any
         runs = [r for r in _run_folders(d) if _resumable(r)]
         for stale in _run_folders(d):
             if stale not in runs:
+                lock = FolderLock(stale)  # refuses if some process still writes it
+                lock.acquire()
                 shutil.rmtree(stale)  # no checkpoint: nothing to resume, start over
+                lock.release()
         if len(runs) > 1:
             raise RuntimeError(f"{d} holds {len(runs)} run folders; expected at most one")
         if runs and _finished(runs[0]):
