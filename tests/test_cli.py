@@ -88,29 +88,29 @@ BAD = [
     (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
     (["--env", "NoSuchEnv-v0"], "unknown env id"),
     (["--env", "helper_envs:MultiDiscreteToy-v0"], "supports Discrete, Box"),
-    (["--total-steps", "0"], "total_steps must be positive"),
-    (["--total-steps", "-100"], "total_steps must be positive"),
+    (["--total-steps", "0"], "total_steps must be in [1, 1,000,000,000,000], got 0"),
+    (["--total-steps", "-100"], "total_steps must be in [1, "),
     (["--total-steps", "abc"], "bad value for total_steps"),
-    (["--set", "update_epochs=0"], "update_epochs must be positive"),
+    (["--set", "update_epochs=0"], "update_epochs must be in [1, 10,000], got 0"),
     (["--set", "clip_eps=0"], "clip_eps must be positive"),
     (["--set", "clip_eps=-0.2"], "clip_eps must be positive"),
-    (["--set", "lr=0"], "lr must be positive"),
-    (["--set", "lr=-1e-3"], "lr must be positive"),
+    (["--set", "lr=0"], "lr must be in (0, 1], got 0"),
+    (["--set", "lr=-1e-3"], "lr must be in (0, 1], got -0.001"),
     (["--set", "minibatch_size=100000"], "larger than the batch"),
     (["--set", "no_such_key=1"], "unknown config key 'no_such_key'"),
     (["--set", "clip_epsilon=0.1"], "did you mean clip_eps"),
     (["--set", "lr"], "expects key=value"),
     (["--config", "missing.toml"], "config file not found"),
     (["nosuchalgo"], "unknown algorithm"),
-    (["--resume", "no/such/run"], "not a trustrl run folder"),
-    (["trpo", "--set", "max_kl=0"], "max_kl (delta) must be positive"),
-    (["npg", "--set", "max_kl=-0.01"], "max_kl (delta) must be positive"),
-    (["trpo", "--set", "cg_iters=0"], "cg_iters must be at least 1"),
-    (["trpo", "--set", "damping=-0.1"], "damping must be >= 0"),
+    (["--resume", "no/such/run"], "--resume takes the run's own config"),  # with --runs-dir
+    (["trpo", "--set", "max_kl=0"], "max_kl must be in (0, 10], got 0"),
+    (["npg", "--set", "max_kl=-0.01"], "max_kl must be in (0, 10]"),
+    (["trpo", "--set", "cg_iters=0"], "cg_iters must be in [1, 1000], got 0"),
+    (["trpo", "--set", "damping=-0.1"], "damping must be in [0, 1,000,000], got -0.1"),
     (["trpo", "--set", "backtrack_ratio=1"], "backtrack_ratio must be in (0, 1)"),
     (["trpo", "--set", "backtrack_ratio=0"], "backtrack_ratio must be in (0, 1)"),
     (["trpo", "--set", "shared_trunk=true"], "needs separate actor and critic"),
-    (["ppo-penalty", "--set", "kl_target=0"], "kl_target (d_targ) must be positive"),
+    (["ppo-penalty", "--set", "kl_target=0"], "kl_target must be in (0, 10], got 0"),
     (["ppo-penalty", "--set", "clip_eps=0"], "clip_eps must be positive"),
     (["trpo", "--set", "update_epochs=3"], "unknown config key 'update_epochs'"),
 ]
@@ -135,7 +135,7 @@ def test_bad_config_file_contents(tmp_path, cli_env):
 
 
 def test_eval_and_plot_bad_input(tmp_path, cli_env):
-    for args, msg in ((["eval", "nowhere"], "no such agent file"),
+    for args, msg in ((["eval", "nowhere"], "no such run folder or agent file"),
                       (["plot", "nowhere"], "not a run folder")):
         p = run(args, cli_env, tmp_path, timeout=60)
         assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr

@@ -65,7 +65,7 @@ def test_config_layers_in_the_documented_order():
     ({"envs": {"CartPole-v1": {"algos": {"npg": {}}}}}, "names 'npg', which is not in algos"),
     ({"common": {"gamma": "high"}}, "bad value for gamma"),
     ({"common": {"gamma": 1.5}}, "gamma must be in [0, 1]"),
-    ({"total_steps": -5}, "total_steps must be a positive integer"),
+    ({"total_steps": -5}, "total_steps must be an integer in [1, 1,000,000,000,000]"),
     ({"resources": {"gpu": 1}}, "unknown key 'gpu' in resources (did you mean gpus"),
 ])
 def test_bad_spec_fails_with_one_line(change, message):

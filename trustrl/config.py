@@ -714,6 +714,66 @@ def make_config(
     return cfg
 
 
+MAX_POPULATION = 65_536
+"""Seeds of one `--seeds` population."""
+
+
+def check_seed_list(spec: str) -> int:
+    """Count the seeds of a `--seeds` list ('0-255', '1,2,5') without expanding it and check
+    each bound; returns the count (a malformed list is left to fast.run.parse_seeds' message)."""
+    if len(spec) > 1_000_000:
+        raise ConfigError("--seeds is longer than a million characters")
+    count = 0
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            if "-" in part[1:]:
+                i = part.index("-", 1)
+                a, b = int(part[:i]), int(part[i + 1:])
+            else:
+                a = b = int(part)
+        except ValueError:
+            return count  # parse_seeds names the format
+        for v in (a, b):
+            if not 0 <= v <= MAX_SEED:
+                raise ConfigError(f"--seeds: seed {_num(v)} is outside [0, {MAX_SEED:,}]")
+        count += max(0, b - a + 1)
+        if count > MAX_POPULATION:
+            raise ConfigError(f"--seeds lists more than {MAX_POPULATION:,} seeds, the bound of "
+                              "one population")
+    return count
+
+
+def check_population(cfg: Any, seeds: int) -> None:
+    """Seeds x num_envs of a population must fit on one device."""
+    if seeds * cfg.num_envs > MAX_POPULATION_ENVS:
+        raise ConfigError(f"{seeds:,} seeds x num_envs {cfg.num_envs} = "
+                          f"{seeds * cfg.num_envs:,} envs is more than the bound "
+                          f"{MAX_POPULATION_ENVS:,}")
+
+
+def check_writable_dir(path: str | Path, what: str) -> Path:
+    """A folder trustrl will create or write into: ConfigError (one line) when the path is
+    empty, is a file, lies under a file, or its nearest existing folder is not writable."""
+    import os
+
+    if not str(path).strip():
+        raise ConfigError(f"{what} is empty: give a folder")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{what} {p} is a file, not a folder")
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(f"{what} {p} cannot be made: {probe} is a file")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {p} is not writable ({probe} denies writing)")
+    return p
+
+
 def config_to_dict(cfg: Any) -> dict[str, Any]:
     d = dataclasses.asdict(cfg)
     d["algo"] = cfg.algo
@@ -743,5 +803,7 @@ def config_from_dict(d: Any) -> Any:
 __all__ = [
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PGConfig", "PPOPenaltyConfig", "TRPOConfig",
     "NPGConfig", "CONFIGS", "PRESETS", "field_docs", "describe", "make_config",
-    "load_config_file", "parse_sets", "config_to_dict", "config_from_dict",
+    "load_config_file", "parse_sets", "config_to_dict", "config_from_dict", "RANGES",
+    "check_writable_dir", "check_type", "MAX_SEED", "MAX_POPULATION_ENVS",
+    "MAX_POPULATION", "check_seed_list", "check_population",
 ]

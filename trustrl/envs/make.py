@@ -28,6 +28,8 @@ class EnvSpec:
 
 
 def _make_one(env_id: str) -> gym.Env:
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise EnvError(f"env id must be a non-empty string, got {env_id!r:.60}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -72,6 +74,25 @@ def check_env(env_id: str) -> EnvSpec:
         f"{env_id} has observation space {type(obs_space).__name__}; "
         f"trustrl supports {SUPPORTED_OBS}"
     )
+
+
+def _actions_text(a: ActionSpec) -> str:
+    return f"{a.n} discrete actions" if a.kind == "discrete" else f"{a.dim}-D box actions"
+
+
+def check_compatible(spec: EnvSpec, env_id: str) -> EnvSpec:
+    """An agent trained on `spec` can act in `env_id` only when the spaces match: EnvError
+    naming the difference otherwise (instead of a shape error inside the network)."""
+    other = check_env(env_id)
+    if (other.obs_kind, other.obs_dim) != (spec.obs_kind, spec.obs_dim):
+        raise EnvError(f"the agent was trained on {spec.env_id} ({spec.obs_kind} observations "
+                       f"of size {spec.obs_dim}); {env_id} has {other.obs_kind} observations of "
+                       f"size {other.obs_dim}")
+    a, b = spec.action, other.action
+    if (a.kind, a.n, a.dim) != (b.kind, b.n, b.dim):
+        raise EnvError(f"the agent was trained on {spec.env_id} ({_actions_text(a)}); {env_id} "
+                       f"has {_actions_text(b)}")
+    return other
 
 
 def obs_to_array(obs: np.ndarray, spec: EnvSpec) -> np.ndarray:

@@ -39,7 +39,22 @@ def select(only: list[str] | None) -> list[Claim]:
     return chosen
 
 
+def check_out(out: Path) -> None:
+    """The output folder can be made and written: checked before any claim runs (a file, a
+    path under a file or a read-only folder is a one-line error, not a crash at the end)."""
+    from trustrl.config import check_writable_dir
+
+    check_writable_dir(out, "--out")
+    figures = out / "figures"
+    if figures.exists() and not figures.is_dir():
+        raise TrustrlError(f"--out {out}: {figures} is a file, not a folder")
+    report = out / "REPORT.md"
+    if report.is_dir():
+        raise TrustrlError(f"--out {out}: {report} is a folder")
+
+
 def run_claims(claims: list[Claim], out: Path, quick: bool, echo=print) -> list[Outcome]:
+    check_out(out)
     ctx = Context(out=out / "figures", quick=quick)
     outcomes = []
     for c in claims:
@@ -61,7 +76,10 @@ def _cell(s: str) -> str:
 
 
 def write_report(outcomes: list[Outcome], out: Path, quick: bool, seconds: float) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TrustrlError(f"cannot make the folder {out}: {e.strerror or e}") from None
     counts = {v: sum(o.result.verdict == v for o in outcomes)
               for v in (REPRODUCED, WITHIN_SPREAD, DIFFERS)}
     explained = sum(o.result.verdict == DIFFERS and not o.result.unexplained for o in outcomes)

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+MAX_WORKERS = 1024
+"""--workers: local processes (or Ray CPUs) of one sweep."""
+MAX_BOOT = 1_000_000
+"""--boot: bootstrap resamples of `trustrl report` (held in memory per statistic)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,8 +64,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise TrustrlError("--retry-failed goes with --resume DIR")
     if args.address and args.backend != "ray":
         raise TrustrlError("--address is for --backend ray")
-    if args.workers is not None and args.workers < 1:
-        raise TrustrlError(f"--workers must be at least 1, got {args.workers}")
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise TrustrlError(f"--workers must be in [1, {MAX_WORKERS}], got {args.workers}")
+    if args.out is not None:
+        from trustrl.config import check_writable_dir
+
+        if args.resume:
+            raise TrustrlError("--out goes with a SPEC; --resume DIR continues in DIR")
+        check_writable_dir(args.out, "--out")
+    if args.resume is not None and not Path(args.resume).is_dir():
+        raise TrustrlError(f"--resume {args.resume}: no such sweep folder")
     if args.dry_run:
         spec = load_spec(args.spec) if args.spec else None
         trials = spec.trials if spec else SweepFolder.open(args.resume).trials
@@ -85,10 +99,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from trustrl.errors import TrustrlError
     from trustrl.sweep.report import write_report
+
+    import math
+
+    from trustrl.config import check_writable_dir
 
     thresholds: dict[str, float] = {}
     for pair in args.threshold:
@@ -97,11 +113,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             thresholds[env.strip()] = float(value)
         except ValueError:
             sep = ""
-        if not sep or not env.strip():
-            raise TrustrlError(f"--threshold expects ENV=VALUE, got {pair!r}")
-    if args.boot < 100:
-        raise TrustrlError(f"--boot must be at least 100, got {args.boot}")
+        if not sep or not env.strip() or not math.isfinite(thresholds.get(env.strip(), 0.0)):
+            raise TrustrlError(f"--threshold expects ENV=VALUE (a finite number), got "
+                               f"{pair[:80]!r}")
+    if not 100 <= args.boot <= MAX_BOOT:
+        raise TrustrlError(f"--boot must be in [100, {MAX_BOOT:,}], got {args.boot}")
+    if not Path(args.dir).is_dir():
+        raise TrustrlError(f"{args.dir}: no such sweep folder")
     out = Path(args.out) if args.out else Path(args.dir) / "report"
+    check_writable_dir(out, "--out")
     path = write_report(Path(args.dir), out, stat=args.stat, thresholds=thresholds,
                         n_boot=args.boot)
     print(f"report: {path}")

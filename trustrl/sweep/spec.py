@@ -30,6 +30,7 @@ import dataclasses
 import difflib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,10 @@ from trustrl.errors import ConfigError, TrustrlError
 TOP_KEYS = ("name", "seeds", "total_steps", "algos", "envs", "common", "grid", "resources")
 ENV_KEYS = ("seeds", "total_steps", "threshold", "overrides", "algos")
 RESOURCE_KEYS = ("cpus", "gpus")
+MAX_TRIALS = 20_000
+"""Trials of one sweep (seeds x grid points x algorithms x envs): refused above this, before
+any list of them is built."""
+MAX_SPEC_BYTES = 1_000_000
 RESERVED = {"seed": "set seeds with `seeds`", "env_id": "list envs under `envs`",
             "total_steps": "set the budget with `total_steps` (top level or per env)",
             "runs_dir": "the sweep folder holds the runs"}
@@ -80,17 +85,24 @@ class Spec:
 
 
 # ----- small parsers --------------------------------------------------------------------------
+def _short(v: Any) -> str:
+    from trustrl.config import _short as short
+
+    return short(v)
+
+
 def _unknown(key: str, allowed: Any, where: str) -> SpecError:
     close = difflib.get_close_matches(str(key), list(allowed), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return SpecError(f"unknown key {key!r} in {where}{hint}; allowed: {', '.join(allowed)}")
+    return SpecError(f"unknown key {_short(key)} in {where}{hint}; allowed: {', '.join(allowed)}")
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise SpecError(f"{where} must be a mapping of key: value, got {type(value).__name__}")
+        raise SpecError(f"{where:.80} must be a mapping of key: value, got "
+                        f"{type(value).__name__}")
     return {str(k): v for k, v in value.items()}
 
 
@@ -99,28 +111,40 @@ def parse_seeds(value: Any, where: str) -> list[int]:
     if isinstance(value, str):
         m = re.fullmatch(r"\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*", value)
         if not m:
-            raise SpecError(f"{where} must be a list of ints or 'A..B', got {value!r}")
+            raise SpecError(f"{where} must be a list of ints or 'A..B', got {_short(value)}")
         first, last = int(m.group(1)), int(m.group(2))
+        if last - first + 1 > MAX_TRIALS:
+            raise SpecError(f"{where} {value!r:.60} lists {last - first + 1:,} seeds; a sweep "
+                            f"has at most {MAX_TRIALS:,} trials")
         seeds = list(range(first, last + 1))
     elif isinstance(value, list):
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
-            raise SpecError(f"{where} must hold integers, got {value!r}")
+            raise SpecError(f"{where} must hold integers, got {_short(value)}")
         seeds = list(value)
     else:
-        raise SpecError(f"{where} must be a list of ints or 'A..B', got {value!r}")
+        raise SpecError(f"{where} must be a list of ints or 'A..B', got {_short(value)}")
+    from trustrl.config import MAX_SEED
+
+    bad = [s for s in (seeds[0], seeds[-1], min(seeds), max(seeds)) if not 0 <= s <= MAX_SEED] \
+        if seeds else []
+    if bad:
+        raise SpecError(f"{where}: seed {bad[0]} is outside [0, {MAX_SEED:,}]")
     if not seeds:
         raise SpecError(f"{where} is empty: a sweep needs at least one seed")
     if len(set(seeds)) != len(seeds):
-        raise SpecError(f"{where} repeats a seed: {value!r}")
+        raise SpecError(f"{where} repeats a seed: {_short(value)}")
     return seeds
 
 
 def _budget(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (
-            isinstance(value, float) and not value.is_integer()):
-        raise SpecError(f"{where} must be a positive integer, got {value!r}")
+    from trustrl.config import MAX_TOTAL_STEPS
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0 < value <= MAX_TOTAL_STEPS) or (isinstance(value, float) and not value.is_integer()):
+        raise SpecError(f"{where} must be an integer in [1, {MAX_TOTAL_STEPS:,}], got "
+                        f"{_short(value)}")
     return int(value)
 
 
@@ -130,20 +154,25 @@ def _check_overrides(algo: str, values: dict[str, Any], where: str) -> None:
     names = [f.name for f in dataclasses.fields(CONFIGS[algo])]
     for key in values:
         if key in RESERVED:
-            raise SpecError(f"{key!r} in {where} is not a config override: {RESERVED[key]}")
+            raise SpecError(f"{_short(key)} in {where} is not a config override: {RESERVED[key]}")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise SpecError(f"unknown config key {key!r} for {algo} in {where}{hint}")
+            raise SpecError(f"unknown config key {_short(key)} for {algo} in {where}{hint}")
 
 
 def _grid_points(grid: dict[str, Any]) -> list[dict[str, Any]]:
     """The cartesian product of the grid, in the order the keys and values are written."""
+    size = 1
     for key, values in grid.items():
         if not isinstance(values, list):
-            raise SpecError(f"grid.{key} must be a list of values, got {values!r}")
+            raise SpecError(f"grid.{key} must be a list of values, got {_short(values)}")
         if not values:
             raise SpecError(f"grid.{key} is empty: it would make no trials")
+        size *= len(values)
+        if size > MAX_TRIALS:
+            raise SpecError(f"the grid has more than {MAX_TRIALS:,} points (a sweep has at most "
+                            f"{MAX_TRIALS:,} trials)")
     keys = list(grid)
     return [dict(zip(keys, combo, strict=True))
             for combo in itertools.product(*(grid[k] for k in keys))]
@@ -172,7 +201,8 @@ def trial_id(env_id: str, algo: str, point: dict[str, Any], seed: int) -> str:
 
 # ----- the whole SPEC -------------------------------------------------------------------------
 def load_spec_text(text: str, source: str) -> dict[str, Any]:
-    """Parse YAML (a superset of JSON); a parse error is one line naming the file."""
+    """Parse YAML (a superset of JSON); a parse error is one line naming the file. Anchors
+    and aliases (&a / *a) are refused: a few lines of them expand to billions of values."""
     try:
         import yaml
     except ModuleNotFoundError:  # pragma: no cover - pyyaml is a core dependency
@@ -182,9 +212,17 @@ def load_spec_text(text: str, source: str) -> dict[str, Any]:
             raise SpecError(f"cannot parse {source}: {e} (install pyyaml for YAML)") from None
     else:
         try:
+            for event in yaml.parse(text, Loader=yaml.SafeLoader):
+                if isinstance(event, yaml.AliasEvent):
+                    mark = event.start_mark
+                    where = f" (line {mark.line + 1})" if mark is not None else ""
+                    raise SpecError(f"cannot use {source}: YAML aliases (*name){where} are not "
+                                    "allowed in a SPEC; write the values out")
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            raise SpecError(f"cannot parse {source}: " + " ".join(str(e).split())) from None
+            raise SpecError(f"cannot parse {source}: " + " ".join(str(e).split())[:300]) from None
+        except RecursionError:
+            raise SpecError(f"cannot parse {source}: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError(f"{source} must be a mapping (name, seeds, algos, envs, ...)")
     return data
@@ -193,10 +231,19 @@ def load_spec_text(text: str, source: str) -> dict[str, Any]:
 def load_spec(path: str | Path, check_envs: bool = True) -> Spec:
     """Read and validate a SPEC file; returns every trial with its resolved config."""
     p = Path(path)
+    if p.is_dir():
+        raise SpecError(f"sweep spec {p} is a folder")
     if not p.is_file():
         raise SpecError(f"sweep spec not found: {p}")
-    return parse_spec(load_spec_text(p.read_text(), str(p)), default_name=p.stem,
-                      check_envs=check_envs)
+    try:
+        if p.stat().st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"sweep spec {p} is larger than {MAX_SPEC_BYTES:,} bytes")
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"sweep spec {p} is not UTF-8 text (YAML)") from None
+    except OSError as e:
+        raise SpecError(f"cannot read sweep spec {p}: {e.strerror or e}") from None
+    return parse_spec(load_spec_text(text, str(p)), default_name=p.stem, check_envs=check_envs)
 
 
 def parse_spec(data: dict[str, Any], default_name: str = "sweep",
@@ -209,7 +256,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
             raise _unknown(key, TOP_KEYS, "the spec")
     name = str(data.get("name") or default_name)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise SpecError(f"name must use letters, digits, '_', '.', '-', got {name!r}")
+        raise SpecError(f"name must use letters, digits, '_', '.', '-', got {_short(name)}")
 
     algos_raw = data.get("algos")
     if isinstance(algos_raw, list):
@@ -222,7 +269,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
         if algo not in CONFIGS:
             close = difflib.get_close_matches(algo, list(CONFIGS), n=2)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise SpecError(f"unknown algorithm {algo!r} in algos{hint}; "
+            raise SpecError(f"unknown algorithm {_short(algo)} in algos{hint}; "
                             f"choose from {', '.join(CONFIGS)}")
 
     envs_raw = data.get("envs")
@@ -238,7 +285,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
                 raise _unknown(key, ENV_KEYS, f"envs.{env_id}")
         for a in _mapping(settings.get("algos"), f"envs.{env_id}.algos"):
             if a not in algos:
-                raise SpecError(f"envs.{env_id}.algos names {a!r}, which is not in algos")
+                raise SpecError(f"envs.{env_id}.algos names {_short(a)}, which is not in algos")
 
     top_seeds = parse_seeds(data["seeds"], "seeds") if "seeds" in data else None
     top_budget = _budget(data.get("total_steps"), "total_steps")
@@ -251,8 +298,17 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
             raise _unknown(key, RESOURCE_KEYS, "resources")
     res = {"cpus": resources.get("cpus", 1), "gpus": resources.get("gpus", 0)}
     for key, v in res.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise SpecError(f"resources.{key} must be a number >= 0, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise SpecError(f"resources.{key} must be a number >= 0, got {_short(v)}")
+
+    total = 0
+    for env_id, settings in envs.items():
+        seeds = (parse_seeds(settings["seeds"], f"envs.{env_id}.seeds") if "seeds" in settings
+                 else top_seeds)
+        total += len(seeds or []) * len(algos) * len(points)
+        if total > MAX_TRIALS:
+            raise SpecError(f"the spec makes more than {MAX_TRIALS:,} trials (envs x algos x "
+                            f"grid points x seeds), the bound of one sweep")
 
     if check_envs:
         from trustrl.envs.make import check_env
@@ -271,8 +327,8 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
         budget = _budget(settings.get("total_steps"), f"{where}.total_steps") or top_budget
         if settings.get("threshold") is not None:
             t = settings["threshold"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)):
-                raise SpecError(f"{where}.threshold must be a number, got {t!r}")
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+                raise SpecError(f"{where}.threshold must be a finite number, got {_short(t)}")
             thresholds[env_id] = float(t)
         env_over = _mapping(settings.get("overrides"), f"{where}.overrides")
         env_algo = _mapping(settings.get("algos"), f"{where}.algos")
