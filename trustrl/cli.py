@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one config key (repeatable)")
     t.add_argument("--runs-dir", help="where run folders go (default runs/)")
     t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its checkpoint")
+    t.add_argument("--trust-checkpoint", action="store_true",
+                   help="with --resume: unpickle a checkpoint not signed with your key (a run "
+                   "from someone else); only for files you trust: a pickle can run code")
     t.add_argument("--quiet", action="store_true", help="no progress output")
 
     e = sub.add_parser("eval", help="evaluate a trained agent (greedy by default)")
@@ -128,11 +131,17 @@ def cmd_train(args: argparse.Namespace) -> int:
                 or args.runs_dir is not None):
             raise TrustrlError("--resume takes the run's own config; drop the other options")
         _check_resume_folder(Path(args.resume))
+        if args.trust_checkpoint:
+            from trustrl.safeio import trust_files
+
+            trust_files()
         from trustrl.fast.run import is_fast_run, resume_fast
 
         if is_fast_run(Path(args.resume)):
             return _report_fast(resume_fast(args.resume, progress=not args.quiet))
         result = resume(args.resume, progress=not args.quiet)
+    elif args.trust_checkpoint:
+        raise TrustrlError("--trust-checkpoint goes with --resume RUN")
     else:
         seeds = None
         if args.seeds:
