@@ -147,7 +147,13 @@ def summarise(env_id: str, variant: str, data: list[TrialData], threshold: float
         float(finals.std(ddof=1)) if n > 1 else math.nan, float(np.median(finals)),
         float(stats.iqm(finals)), (float(lo), float(hi)), (float(ilo), float(ihi)), first, stay,
         diag, float(np.mean([d.wall_s for d in data])),
-        float(np.nanmedian([d.sps for d in data])) if data else math.nan)
+        _nanmedian([d.sps for d in data]))
+
+
+def _nanmedian(xs: list[float]) -> float:
+    v = np.array(xs, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if len(v) else math.nan
 
 
 def env_grid(data: list[TrialData], max_points: int = 400) -> np.ndarray:
