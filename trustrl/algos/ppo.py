@@ -59,7 +59,7 @@ def ppo_update(
     n = len(batch)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     old = old_distribution(policy, batch)
-    epochs_run, early_stopped = 0, False
+    epochs_run = 0
     stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "grad_norm": [],
                                      "clip_fraction_mb": []}
     final: dict[str, float] | None = None
@@ -91,14 +91,15 @@ def ppo_update(
         if target_kl is not None:
             final = full_batch_diagnostics(policy, batch, old, clip_eps)
             if final["approx_kl"] > target_kl:
-                early_stopped = True
                 break
     if final is None:
         final = full_batch_diagnostics(policy, batch, old, clip_eps)
     out = {k: sum(v) / len(v) for k, v in stats.items()}
     out.update(final)
     out["epochs_run"] = epochs_run  # counters stay ints: metrics.csv shows 10, not 10.0
-    out["early_stopped"] = int(early_stopped)
+    # early stopping means epochs were skipped: a KL past the target after the last epoch
+    # stops nothing (the batched engine counts the same way)
+    out["early_stopped"] = int(epochs_run < update_epochs)
     return out
 
 

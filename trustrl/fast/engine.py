@@ -176,6 +176,17 @@ class PopulationPPO:
         P, N, T = len(seeds), cfg.num_envs, cfg.num_steps
         self.P, self.N, self.T, self.D = P, N, T, self.spec.obs_dim
         self.net = PopActorCritic.from_policies(init_policies(self.spec, cfg, seeds), dev)
+        # Box actions go to the env clipped to the bounds (the stored action and its log-prob
+        # are of the unclipped sample), as on the Gymnasium path
+        act = self.spec.action
+        self._act_bounds: tuple[Tensor, Tensor] | None = None
+        self._act_bounds_np: tuple[np.ndarray, np.ndarray] | None = None
+        if act.kind == "box":
+            lo = torch.tensor(act.low, dtype=torch.float32, device=dev)
+            hi = torch.tensor(act.high, dtype=torch.float32, device=dev)
+            self._act_bounds = (lo, hi)
+            if dev.type == "cpu":
+                self._act_bounds_np = (lo.numpy(), hi.numpy())
         self.opt = PopAdam(self.net.flat, cfg.adam_eps)
         base = rng.derive(torch.tensor(self.seeds, dtype=torch.int64, device=dev))
         n_idx = torch.arange(N, device=dev)
@@ -246,6 +257,18 @@ class PopulationPPO:
         z = (obs.double() - mean[:, None]) / torch.sqrt(var[:, None] + 1e-8)
         return z.clamp(-self.cfg.obs_clip, self.cfg.obs_clip).float()
 
+    def env_action(self, a: Tensor) -> Tensor:
+        """What the env receives for actions `a`: Box actions clipped to the bounds."""
+        if self._act_bounds is None:
+            return a
+        return torch.minimum(torch.maximum(a, self._act_bounds[0]), self._act_bounds[1])
+
+    def _env_action_np(self, a: np.ndarray) -> np.ndarray:
+        """`env_action` in NumPy (np.minimum/maximum: np.clip's wrapper costs more here)."""
+        if self._act_bounds_np is None:
+            return a
+        return np.minimum(np.maximum(a, self._act_bounds_np[0]), self._act_bounds_np[1])
+
     def _sample(self, out: Tensor, noise: Tensor, flat: Tensor) -> Tensor:
         if self.net.discrete:
             return torch.argmax(out + noise, dim=-1)
@@ -263,8 +286,7 @@ class PopulationPPO:
         a = self._sample(out, noise, flat)
         logp = net.log_prob(out, a, flat)
         env_state, elapsed, st = self.env.transition(
-            env_state, elapsed, a.reshape(P * N) if net.discrete else a.reshape(P * N, -1),
-            reset_state)
+            env_state, elapsed, self.env_action(a).reshape(P * N, *a.shape[2:]), reset_state)
         r = st.reward.view(P, N)
         term, trunc = st.terminated.view(P, N), st.truncated.view(P, N)
         done = term | trunc
@@ -452,7 +474,7 @@ class PopulationPPO:
                 a = out + std * noise_np[t]
                 zz = (a - out) * inv_std
                 logp = (-0.5 * (zz * zz) - log_std - 0.5 * _LOG_2PI).sum(-1)
-                a_env = a.reshape(P * N, -1)
+                a_env = self._env_action_np(a).reshape(P * N, -1)
             act_b[t] = a
             logp_b[t] = logp
             nstate, nelapsed, next_obs, r, term, trunc, fobs = dyn.transition(
@@ -523,8 +545,15 @@ class PopulationPPO:
         assert self._graph_out is not None
         return self._graph_out  # type: ignore[return-value]
 
-    def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        cfg, net = self.cfg, self.net
+    def collect(self) -> dict[str, Tensor]:
+        """The batched collector: T steps of every member's N envs with pi_old. Returns the
+        records [T, P, N, ...]: obs (network inputs), actions (unclipped samples), logp,
+        rewards (scaled when normalize_reward), terminated, truncated, final_x (network input
+        of the true last observation), fin_ret / fin_len (episode return and length so far,
+        valid where an episode ended), values V(obs) and next_values (the bootstrap values:
+        V(next obs), V(final obs) on truncation, 0 on termination). The carried state (envs,
+        trackers, normalisers) moves on in place."""
+        net = self.net
         P, N, T, D = self.P, self.N, self.T, self.D
         flat = net.views(net.flat.detach())  # fixed during the rollout: views made once
         # rollout noise and start states for all T steps, one batched hash each
@@ -533,15 +562,14 @@ class PopulationPPO:
         noise = (rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
                  else rng.normal(keys, ctr[:, None, None], net.n_out))
         resets = self.resets.sample(T)
-        carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
-                 self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
-                 self.disc_return]
         if self._np_env is not None:
             # the carried state is updated in place by the NumPy rollout (obs included)
             (obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
              x) = self._numpy_rollout(noise, resets)
-            next_obs = self.obs
         else:
+            carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
+                     self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
+                     self.disc_return]
             x = self.normalize(self.obs, self.obs_mean, self.obs_var)
             recs: list[tuple[Tensor, ...]] = []
             next_obs = self.obs
@@ -552,8 +580,17 @@ class PopulationPPO:
                     recs.append((x,) + tuple(out[:8]))
                     x, next_obs = out[8], out[9]
                     carry = list(out[10:])
-            obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
-                torch.stack(c) for c in zip(*recs, strict=True))
+                # stacked before the carried state is overwritten: the first records may be
+                # views of it (x is self.obs itself without normalisation)
+                obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
+                    torch.stack(c) for c in zip(*recs, strict=True))
+                # carry the state over, in place (a CUDA graph replays on the same memory)
+                for name, value in zip(("env_state", "elapsed", "ep_ret", "ep_len",
+                                        "obs_mean", "obs_var", "obs_count", "ret_mean",
+                                        "ret_var", "ret_count", "disc_return"), carry,
+                                       strict=True):
+                    getattr(self, name).copy_(value)
+                self.obs.copy_(next_obs)
         with torch.no_grad():
             # the critic is fixed during the rollout: V of every state in one call
             values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)
@@ -564,15 +601,28 @@ class PopulationPPO:
             next_v = torch.cat([values[1:], last_v[None]], 0)
             next_v = torch.where(trunc_b, final_v, next_v)
             next_v = torch.where(term_b, torch.zeros_like(next_v), next_v)
+        return {"obs": obs_b, "actions": act_b, "logp": logp_b, "rewards": rew_b,
+                "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
+                "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
+                "next_values": next_v}
+
+    def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        cfg = self.cfg
+        P, N, T = self.P, self.N, self.T
+        r = self.collect()
+        term_b, trunc_b, fin_ret, fin_len = (r["terminated"], r["truncated"], r["fin_ret"],
+                                             r["fin_len"])
+        with torch.no_grad():
             gae_fn = gae_numpy if self._np_env is not None else gae
-            adv, ret = gae_fn(rew_b, values, next_v, term_b, trunc_b, cfg.gamma, cfg.gae_lambda)
+            adv, ret = gae_fn(r["rewards"], r["values"], r["next_values"], term_b, trunc_b,
+                              cfg.gamma, cfg.gae_lambda)
 
         def bflat(x: Tensor) -> Tensor:  # [T, P, N, ...] -> [P, T*N, ...]
             return x.transpose(0, 1).reshape(P, T * N, *x.shape[3:])
 
-        batch = {"obs": bflat(obs_b), "actions": bflat(act_b), "logp_old": bflat(logp_b),
-                 "values_old": bflat(values), "advantages": bflat(adv),
-                 "returns": bflat(ret)}
+        batch = {"obs": bflat(r["obs"]), "actions": bflat(r["actions"]),
+                 "logp_old": bflat(r["logp"]), "values_old": bflat(r["values"]),
+                 "advantages": bflat(adv), "returns": bflat(ret)}
         m = self._update(batch)
         with torch.no_grad():
             done = term_b | trunc_b
@@ -591,12 +641,6 @@ class PopulationPPO:
             m["explained_variance"] = torch.where(var_y > 0, ev, nan)
             m["value_loss_fresh"] = 0.5 * (vo - rt).pow(2).mean(1)
             metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
-            # carry the state over, in place (a CUDA graph replays on the same memory)
-            for name, value in zip(("env_state", "elapsed", "ep_ret", "ep_len", "obs_mean",
-                                    "obs_var", "obs_count", "ret_mean", "ret_var", "ret_count",
-                                    "disc_return"), carry, strict=True):
-                getattr(self, name).copy_(value)
-            self.obs.copy_(next_obs)
             self.it += 1
         return metrics, done, fin_ret, fin_len
 
@@ -705,7 +749,8 @@ class PopulationPPO:
         params = self.net.views(self.net.flat.detach())
         for t in range(env.max_episode_steps):
             out = self.net.actor(self.normalize(obs, self.obs_mean, self.obs_var), params)
-            a = out.argmax(-1).reshape(P * E) if self.net.discrete else out.reshape(P * E, -1)
+            a = (out.argmax(-1).reshape(P * E) if self.net.discrete
+                 else self.env_action(out).reshape(P * E, -1))
             state, elapsed, st = env.transition(state, elapsed, a, state)  # no reset needed
             total += torch.where(running, st.reward.view(P, E).double(), 0.0)
             running &= ~(st.terminated | st.truncated).view(P, E)
@@ -726,7 +771,8 @@ class PopulationPPO:
             x = _numpy_normalize(obs, mean, var, self.cfg.obs_clip) if self.cfg.normalize_obs \
                 else obs
             out = actor(x)
-            a = out.argmax(-1).reshape(P * E) if net.discrete else out.reshape(P * E, -1)
+            a = (out.argmax(-1).reshape(P * E) if net.discrete
+                 else self._env_action_np(out).reshape(P * E, -1))
             state, elapsed, _, r, term, trunc, final_obs = dyn.transition(state, elapsed, a, state)
             total += np.where(running, r.reshape(P, E).astype(np.float64), 0.0)
             running &= ~(term | trunc).reshape(P, E)
