@@ -43,6 +43,10 @@ MAX_TORCH_THREADS = 1024
 MAX_CONFIG_BYTES = 1_000_000
 
 
+BATCHED_ALGOS = ("ppo", "ppo-noclip", "trpo", "npg")
+"""The algorithms the batched collector ('torch') runs."""
+
+
 @dataclass(frozen=True)
 class Range:
     """Allowed values of a number: [lo, hi], an end excluded when lo_open / hi_open; None: no
@@ -108,7 +112,7 @@ RANGES: dict[str, Range] = {
 """The allowed range of every numeric config key (every one of them must also be finite)."""
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "vector": ("sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
+    "vector": ("auto", "sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
     "activation": ("tanh", "relu"),
 }
 
@@ -172,10 +176,11 @@ class RunConfig:
     """Parallel environments in the vector env (usually 1 to 64)."""
     num_steps: int = 128
     """Steps per env per rollout; the batch is num_envs * num_steps (T in the chapter)."""
-    vector: str = "sync"
-    """Vector env kind: 'sync' (one process, exact resume), 'async' (a process per env) or
-    'torch' (batched torch envs, the whole iteration on `device`: classic control; PPO,
-    PPO without the clip, TRPO, NPG)."""
+    vector: str = "auto"
+    """Collector: 'auto' (the default: 'torch' where it runs, else 'sync'), 'sync' (Gymnasium
+    vector env in one process, exact resume), 'async' (a process per env) or 'torch' (batched
+    envs, the whole iteration on `device`: the five classic-control envs; PPO, PPO without
+    the clip, TRPO, NPG). A run's config.json records the collector it used."""
     jit: str = "none"
     """With vector 'torch': 'none' (eager), 'compile' (torch.compile the step and loss; about a
     minute to compile on CPU) or 'cuda-graph' (replay each iteration as one CUDA graph)."""
@@ -269,6 +274,18 @@ class RunConfig:
             raise ConfigError(f"num_envs*num_steps = {self.batch_size:,} is more than the bound "
                               f"{MAX_BATCH:,} samples per batch")
 
+    def batched_ok(self) -> bool:
+        """Whether the batched collector ('torch') runs this config."""
+        from trustrl.envs.torch_classic import SUPPORTED
+
+        return (self.env_id in SUPPORTED and self.algo in BATCHED_ALGOS
+                and not self.shared_trunk and self.ortho_init)
+
+    def resolve_vector(self) -> None:
+        """'auto' -> 'torch' where the batched collector runs this config, else 'sync'."""
+        if self.vector == "auto":
+            self.vector = "torch" if self.batched_ok() else "sync"
+
     def validate(self) -> None:
         """Raise ConfigError with one line for the first value that cannot work."""
         self.check_fields()
@@ -276,7 +293,7 @@ class RunConfig:
             raise ConfigError(
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
             )
-        if self.jit != "none" and self.vector != "torch":
+        if self.jit != "none" and self.vector not in ("torch", "auto"):
             raise ConfigError("jit applies to vector 'torch' only")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
@@ -286,7 +303,7 @@ class RunConfig:
             if self.env_id not in SUPPORTED:
                 raise ConfigError(f"vector 'torch' has no version of {self.env_id}; "
                                   f"available: {', '.join(SUPPORTED)}")
-            if self.algo not in ("ppo", "ppo-noclip", "trpo", "npg"):
+            if self.algo not in BATCHED_ALGOS:
                 raise ConfigError(f"vector 'torch' runs ppo, ppo-noclip, trpo and npg, not "
                                   f"{self.algo}; use vector 'sync'")
             if self.shared_trunk:
