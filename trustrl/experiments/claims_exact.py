@@ -37,12 +37,23 @@ def sigmoid_fisher(theta: float) -> float:
 
 
 def natural_step(theta: float, delta: float = 0.01) -> float:
-    """sqrt(2 delta / x^T F x) * x with x = F^-1 g by conjugate gradient; g = sigma(1-sigma)."""
+    """sqrt(2 delta / x^T F x) * x with x = F^-1 g by conjugate gradient; g = sigma(1-sigma).
+
+    Stable for large |theta|: g is computed as e^-|theta| / (1 + e^-|theta|)^2 (no 1 - sigma
+    cancellation) and scaled to unit length before the solve. The step does not change when g
+    is scaled (x scales with it and the square root undoes it), but conjugate_gradient stops at
+    x = 0 when ||g||^2 is below its tolerance (1e-10), which a raw g < 1e-5 (|theta| > 11.5)
+    would hit. ValueError where trustrl's F (autograd through log-softmax) rounds to 0 or the
+    step overflows: theta above about 34, or below about -709."""
     F = sigmoid_fisher(theta)
-    s = 1 / (1 + math.exp(-theta))
-    g = torch.tensor([s * (1 - s)], dtype=F64)
-    x = conjugate_gradient(lambda v: F * v, g, iters=1).x
-    return float(math.sqrt(2 * delta / float(x * F * x)) * x)
+    e = math.exp(-abs(theta))
+    g = torch.tensor([e / (1 + e) ** 2], dtype=F64)
+    x = conjugate_gradient(lambda v: F * v, g / torch.linalg.vector_norm(g), iters=1).x
+    step = float(math.sqrt(2 * delta / float(x * (F * x))) * x) if F > 0 else math.nan
+    if not math.isfinite(step):
+        raise ValueError(f"no finite natural step at theta={theta}: the Fisher information "
+                         f"there is {F:.3g}")
+    return step
 
 
 @claim("000.opening-table", "000 · A step in theta is not a step in behaviour",
