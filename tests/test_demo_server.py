@@ -1,5 +1,6 @@
-"""`trustrl demo` server without a browser: routing, safety (400 / 404 / 403 / 405, port in
-use), the run-folder readers, and the Python endpoints the pages are checked against."""
+"""`trustrl demo` server without a browser: routing, safety (400 / 404 / 403 / 405 / 503, port
+in use, files that link out of the runs folder, idle and slow clients, the bounds on work), the
+run-folder readers, and the Python endpoints the pages are checked against."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
-from trustrl.demo import compute, runfiles
-from trustrl.demo.params import BadRequest, Param, parse_query
+from trustrl.demo import compute, runfiles, server
+from trustrl.demo.params import BadRequest, NotFound, Param, parse_query
 from trustrl.demo.server import make_server
 from trustrl.errors import TrustrlError
 from trustrl.experiments.kepoch import DemoConfig, simulate
@@ -47,6 +50,24 @@ def write_run(path: Path, rows: int = 3) -> Path:
     return path
 
 
+# a file outside the runs folder that reads as JSON (a config, a status, an evaluation) and as a
+# CSV header: whatever endpoint followed a link to it would show the words
+SECRET = b'{"env_id": "outside the runs folder", "status": "outside the runs folder"}\n'
+
+
+def link_runs(root: Path, target: Path) -> dict[str, str]:
+    """For each file a run folder may hold, a run whose copy of that file is a symlink to target
+    (outside root): {file name: run name}."""
+    runs = {}
+    for name in sorted(runfiles.SERVED_FILES):
+        run = "link-" + name.replace(".", "-")
+        write_run(root / run)
+        (root / run / name).unlink(missing_ok=True)
+        os.symlink(target, root / run / name)
+        runs[name] = run
+    return runs
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     base = tmp_path_factory.mktemp("demo")
@@ -54,11 +75,11 @@ def served(tmp_path_factory):
     write_run(root / RUN)
     write_run(root / "sweep" / "CartPole-v1__ppo__2__20260101-000001")
     (root / "not-a-run").mkdir()
-    (base / "secret.txt").write_text("outside the runs folder")
+    (base / "secret.txt").write_bytes(SECRET)
     (root / RUN / "checkpoints").mkdir()
     (root / RUN / "checkpoints" / "latest.pt").write_bytes(b"pickle")
-    os.symlink(base / "secret.txt", root / RUN / "eval.json")  # a link out of the root
     os.symlink(base, root / "escape")  # a run-looking folder that is outside the root
+    link_runs(root, base / "secret.txt")
     srv = make_server("127.0.0.1", 0, root)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
@@ -115,7 +136,7 @@ TRAVERSALS = [
     f"/files/{RUN}/%2e%2e/%2e%2e/secret.txt", "/files/..%2Fsecret.txt",
     "/static/../server.py", "/static/%2e%2e%2fserver.py", "/static/..%5cserver.py",
     "/api/runs/../info", "/api/runs/..%2F..%2Fetc/info", "/api/runs/%2e%2e/metrics",
-    f"/files/{RUN}/eval.json",  # a symlink that leaves the root
+    "/files/link-eval-json/eval.json",  # a symlink that leaves the root
     f"/files/{RUN}/checkpoints/latest.pt", f"/files/{RUN}/latest.pt",  # not a served file
     "/api/runs/escape/info", "/files/escape/secret.txt", "/api/runs/escape/runs/x/info",
     "//etc/passwd", "/files//etc/passwd", "/etc/passwd", "/static/", "/static/nope.js",
@@ -132,6 +153,103 @@ def test_paths_outside_what_we_serve_are_404(served, path):
     assert b"outside the runs folder" not in body
 
 
+# which endpoint reads which file of a run folder (besides /files/<run>/<file>)
+READERS = {"config.json": ["info", "metrics", "episodes"], "status.json": ["info"],
+           "eval.json": ["info"], "eval_initial.json": ["info"], "metrics.csv": ["metrics"],
+           "episodes.csv": ["episodes"], "learning_curve.png": []}
+
+
+@pytest.mark.parametrize("name", sorted(runfiles.SERVED_FILES))
+def test_a_file_that_links_out_of_the_runs_folder_is_404_on_every_endpoint(served, name):
+    """A run folder whose <name> is a symlink to a file outside the runs folder: every endpoint
+    that reads that file answers 404, and the list of runs does not show its content."""
+    srv, _ = served
+    run = "link-" + name.replace(".", "-")
+    assert set(READERS) == runfiles.SERVED_FILES
+    for path in [f"/files/{run}/{name}"] + [f"/api/runs/{run}/{w}" for w in READERS[name]]:
+        status, _, body = get(srv, path)
+        assert status == 404, (path, body)
+        assert b"outside the runs folder" not in body
+    status, _, body = get(srv, "/api/runs")
+    assert status == 200 and b"outside the runs folder" not in body
+    listed = {r["name"] for r in json.loads(body)["runs"]}
+    assert (run in listed) == (name != "config.json")  # a run needs its own config.json
+
+
+def test_links_that_stay_inside_the_runs_folder_are_followed(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root / "a")
+    (root / "b").mkdir()
+    for name in ("config.json", "metrics.csv", "episodes.csv", "status.json"):
+        os.symlink(root / "a" / name, root / "b" / name)
+    os.symlink(root / "a", root / "c")
+    srv = make_server("127.0.0.1", 0, root)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for run in ("b", "c"):
+            status, body = get_json(srv, f"/api/runs/{run}/metrics")
+            assert status == 200 and body["total"] == 3
+            assert get_json(srv, f"/api/runs/{run}/info")[0] == 200
+            assert get(srv, f"/files/{run}/episodes.csv")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_fifo_or_a_folder_in_place_of_a_file_is_404_at_once(tmp_path):
+    """Reading a FIFO would block the handler forever; a folder is not a file."""
+    root = tmp_path / "runs"
+    write_run(root / "r")
+    (root / "r" / "metrics.csv").unlink()
+    os.mkfifo(root / "r" / "metrics.csv")
+    (root / "r" / "episodes.csv").unlink()
+    (root / "r" / "episodes.csv").mkdir()
+    srv = make_server("127.0.0.1", 0, root)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for path in ("/api/runs/r/metrics", "/files/r/metrics.csv", "/api/runs/r/episodes",
+                     "/files/r/episodes.csv"):
+            assert get(srv, path)[0] == 404, path
+        assert get(srv, "/api/runs/r/info")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_read_inside_opens_without_following_a_link_swapped_in_after_the_check(tmp_path):
+    """The check resolves the path; the read then opens it from the root one component at a
+    time with O_NOFOLLOW, so a folder replaced by a link to elsewhere in between is refused."""
+    root, out = tmp_path / "runs", tmp_path / "out"
+    write_run(root / "r")
+    out.mkdir()
+    (out / "metrics.csv").write_bytes(SECRET)
+    assert runfiles.read_inside(root, root / "r" / "metrics.csv").startswith(b"iteration,")
+    real = runfiles.regular_file(root, root / "r" / "metrics.csv")
+    (root / "r").rename(root / "r.old")
+    os.symlink(out, root / "r")  # the race: after the check, before the open
+    with pytest.raises(OSError):
+        os.close(runfiles._open_below(root.resolve(), real.relative_to(root.resolve())))
+    with pytest.raises(NotFound):
+        runfiles.read_inside(root, root / "r" / "metrics.csv")
+
+
+def test_static_files_that_link_out_of_the_static_folder_are_404(served, tmp_path, monkeypatch):
+    srv, _ = served
+    static = tmp_path / "static"
+    static.mkdir()
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+    (static / "index.html").write_text("<p>home</p>")
+    os.symlink(tmp_path / "secret.txt", static / "clip.html")
+    os.symlink(tmp_path / "secret.txt", static / "evil.js")
+    monkeypatch.setattr(server, "STATIC_DIR", static.resolve())
+    monkeypatch.setattr(srv, "static", server.static_files())
+    assert "evil.js" in srv.static
+    assert get(srv, "/")[0] == 200
+    for path in ("/clip", "/static/evil.js", "/static/clip.html"):
+        status, _, body = get(srv, path)
+        assert status == 404 and b"outside the runs folder" not in body, path
+
+
 def test_run_files_inside_the_root_are_served(served):
     srv, _ = served
     status, _, body = get(srv, f"/files/{RUN}/metrics.csv")
@@ -146,7 +264,8 @@ BAD = [
     ("/api/kepoch?K=1&K=2", "K"), ("/api/kepoch?N=257", "N"), ("/api/kepoch?N=1.5", "N"),
     ("/api/kepoch?eps=nan", "eps"), ("/api/kepoch?eps=inf", "eps"), ("/api/kepoch?eps=0", "eps"),
     ("/api/kepoch?seed=-1", "seed"), ("/api/kepoch?seed=4294967296", "seed"),
-    ("/api/kepoch?iterations=1000", "iterations"), ("/api/kepoch?foo=1", "foo"),
+    ("/api/kepoch?iterations=1000", "iterations"), ("/api/kepoch?iterations=31", "iterations"),
+    ("/api/kepoch?foo=1", "foo"),
     ("/api/kepoch?K", "K"), ("/api/kepoch?K=", "K"), ("/api/kepoch?%ff=1", "unknown"),
     ("/api/clip?rho=1", "adv"), ("/api/clip?adv=0&rho=1", "adv"), ("/api/clip?adv=1&rho=-1", "rho"),
     ("/api/clip?adv=1e999&rho=1", "adv"), ("/api/natural?theta=x", "theta"),
@@ -185,12 +304,205 @@ def test_no_input_gives_a_500(served):
         path = paths[rng.integers(len(paths))]
         q = "&".join(f"{keys[rng.integers(len(keys))]}={pieces[rng.integers(len(pieces))]}"
                      for _ in range(rng.integers(0, 3)))
-        from urllib.parse import quote
-
         status, _, _ = get(srv, path + "?" + quote(q, safe="=&%"))
         seen.add(status)
         assert status in (200, 400, 404), (path, q, status)
     assert {200, 400} <= seen
+
+
+def sweep_values(p: Param, inside: int = 9) -> list[str]:
+    """A parameter's whole accepted range as query values: both edges, the values next to them
+    and a grid inside."""
+    if p.kind == "int":
+        lo, hi = int(p.lo), int(p.hi)
+        vals = {lo, hi, min(lo + 1, hi), max(hi - 1, lo)}
+        vals |= {int(round(x)) for x in np.linspace(lo, hi, inside)}
+        return [str(v) for v in sorted(vals)]
+    vals = {p.lo, p.hi, math.nextafter(p.lo, p.hi), math.nextafter(p.hi, p.lo)}
+    vals |= {float(x) for x in np.linspace(p.lo, p.hi, inside)}
+    return [repr(v) for v in sorted(vals)]
+
+
+# every endpoint that takes parameters: (path, its spec, values for the required ones)
+ENDPOINTS = [
+    ("/api/kepoch", server.KEPOCH_PARAMS, {}),
+    ("/api/clip", server.CLIP_PARAMS, {"adv": "1.5", "rho": "1.1"}),
+    ("/api/natural", server.NATURAL_PARAMS, {"theta": "0.5"}),
+    (f"/api/runs/{RUN}/metrics", server.SINCE_PARAMS, {}),
+    (f"/api/runs/{RUN}/episodes", server.SINCE_PARAMS, {}),
+    *[(f"/{page}", spec, {}) for page, spec in server.PAGE_PARAMS.items()],
+    ("/dashboard", {"poll": server.POLL_PARAM}, {}),
+]
+
+
+@pytest.mark.parametrize("path,spec,required", ENDPOINTS, ids=[e[0] for e in ENDPOINTS])
+def test_every_in_range_value_of_every_parameter_is_answered_200(served, path, spec,
+                                                                  required):
+    """Each parameter over its whole accepted range (edges, next to them, a grid inside), the
+    others at their defaults: 200 every time (never a 500), except /api/clip's adv = 0 (400:
+    the four cases need A's sign)."""
+    srv, _ = served
+    for name, p in spec.items():
+        for v in sweep_values(p):
+            q = {**required, name: v}
+            status, _, body = get(srv, path + "?" + "&".join(f"{k}={x}" for k, x in q.items()))
+            expected = 400 if (path, name, float(v)) == ("/api/clip", "adv", 0.0) else 200
+            assert status == expected, (path, q, status, body[:200])
+
+
+def test_the_python_endpoints_answer_200_at_every_corner_of_their_ranges(served):
+    """Every combination of the edges (the numbers at the extremes meet: tiny Fisher, huge
+    steps, K = 100 epochs at lr = 10), kepoch at the largest K and N only with iterations small
+    (the cost is covered by test_the_costliest_kepoch_request_is_bounded)."""
+    import itertools
+
+    srv, _ = served
+
+    def corners(spec, fixed=None):
+        names = list(spec)
+        edges = [(fixed or {}).get(n) or [repr(spec[n].lo), repr(spec[n].hi)] for n in names]
+        for combo in itertools.product(*edges):
+            yield "&".join(f"{n}={v}" for n, v in zip(names, combo))
+
+    cases = [f"/api/natural?{q}" for q in corners(server.NATURAL_PARAMS)]
+    cases += [f"/api/natural?theta={t}&delta=1e-05&lr=100" for t in np.linspace(-20, 20, 161)]
+    cases += [f"/api/clip?{q}" for q in corners(server.CLIP_PARAMS)]
+    cases += [f"/api/kepoch?{q}" for q in corners(
+        server.KEPOCH_PARAMS, {"N": ["1", "256"], "K": ["1", "100"], "iterations": ["2"],
+                               "seed": ["0", "4294967295"]})]
+    for path in cases:
+        status, _, body = get(srv, path)
+        assert status == 200, (path, status, body[:200])
+
+
+def test_natural_step_is_finite_and_sqrt_2_delta_over_F_across_the_demo_range():
+    """|theta| > 11.5 used to give ZeroDivisionError (conjugate gradient stopped at x = 0 when
+    ||g||^2 fell below its tolerance). In 1-D the natural step is sqrt(2 delta / F) exactly."""
+    from trustrl.experiments.claims_exact import natural_step
+
+    for theta in [*np.linspace(-20, 20, 81), 11.75, -11.75, 11.5, 12.0]:
+        e = math.exp(-abs(theta))
+        F = e / (1 + e) ** 2
+        for delta in (1e-5, 0.01, 1.0):
+            step = natural_step(float(theta), delta)
+            assert math.isfinite(step) and step > 0
+            assert step == pytest.approx(math.sqrt(2 * delta / F), rel=1e-6), (theta, delta)
+    with pytest.raises(ValueError, match="theta=40"):
+        natural_step(40.0)  # trustrl's Fisher rounds to 0 there: an error, not a nan
+
+
+def test_the_costliest_kepoch_request_is_bounded():
+    """K, N and iterations at the top of their ranges: about 0.5 s of CPU (the docstring of
+    trustrl/demo/server.py and README.md say so); 2 s leaves room for slower machines."""
+    top = {k: server.KEPOCH_PARAMS[k].hi for k in ("K", "N", "iterations")}
+    assert top == {"K": 100, "N": 256, "iterations": 30}
+    compute.kepoch(1, 1, 0.2, 0, 1)  # imports
+    t0 = time.process_time()
+    out = compute.kepoch(100, 256, 0.5, 0, 30, 10.0)
+    json.dumps(out, allow_nan=False)
+    assert time.process_time() - t0 < 2.0
+
+
+# ----- idle and slow clients, the bounds on work: 503 --------------------------------------------
+def start(root: Path, **bounds):
+    srv = make_server("127.0.0.1", 0, root, **bounds)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def closed_by_server(sock: socket.socket, until: float) -> float | None:
+    """The time.monotonic() at which the server closed sock (reads end or reset), None if it
+    has not by `until`. Whatever the server sends first (e.g. a 503) is read and skipped."""
+    sock.settimeout(0.05)
+    while time.monotonic() < until:
+        try:
+            if sock.recv(65536) == b"":
+                return time.monotonic()
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic()
+    return None
+
+
+def test_idle_and_trickling_clients_are_dropped_after_the_timeout(tmp_path):
+    """20 clients that open a connection and send nothing, and 2 that send one byte of a
+    request every 0.2 s, never finishing it: all are closed about 1 s (the request timeout) after
+    they connect: a deadline for the whole request, not per read. Meanwhile others are
+    served."""
+    srv = start(tmp_path, request_timeout=1.0, max_connections=32)
+    port = srv.server_address[1]
+    t0 = time.monotonic()
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+    slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
+    try:
+        assert get(srv, "/api/runs")[0] == 200  # served while they wait
+        request = b"GET /api/runs HTTP/1.0\r\nHost: localhost\r\n" + b"X-Slow: a\r\n" * 100
+
+        def trickle(sock: socket.socket) -> None:
+            for b in request:  # 0.2 s a byte: would take 26 s
+                try:
+                    sock.send(bytes([b]))
+                except OSError:
+                    return
+                time.sleep(0.2)
+                if time.monotonic() - t0 > 8:
+                    return
+
+        for s in slow:
+            threading.Thread(target=trickle, args=(s,), daemon=True).start()
+        closed = [closed_by_server(s, t0 + 8) for s in idle + slow]
+        after = [None if c is None else round(c - t0, 2) for c in closed]
+        assert all(a is not None and 0.9 <= a < 4.0 for a in after), after
+        assert get(srv, "/api/runs")[0] == 200
+    finally:
+        for s in idle + slow:
+            s.close()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_connections_beyond_the_bound_get_a_quick_503(tmp_path):
+    """max_connections = 3: with 3 idle connections open, a 4th request is answered 503 (a
+    one-line JSON message) at once; once they are gone, requests are served again."""
+    srv = start(tmp_path, request_timeout=30.0, max_connections=3)
+    port = srv.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 5
+        while srv._connections._value > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the server has accepted all three
+        for _ in range(5):
+            t0 = time.monotonic()
+            status, headers, body = get(srv, "/api/runs")
+            assert status == 503, (status, body)
+            assert time.monotonic() - t0 < 1.0
+            msg = json.loads(body)["error"]
+            assert "busy" in msg and "\n" not in msg and headers["Retry-After"] == "1"
+    finally:
+        for s in idle:
+            s.close()
+    try:
+        deadline = time.monotonic() + 5
+        while get(srv, "/api/runs")[0] != 200:
+            assert time.monotonic() < deadline, "never served again"
+            time.sleep(0.05)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_computations_beyond_the_bound_get_a_503(tmp_path):
+    srv = start(tmp_path, max_computations=1, compute_wait=0.2)
+    try:
+        with srv.computation():  # the one slot is busy
+            status, body = get_json(srv, "/api/natural?theta=1")
+            assert status == 503 and "busy" in body["error"], body
+            assert get_json(srv, "/api/runs")[0] == 200  # reading runs is not a computation
+        assert get_json(srv, "/api/natural?theta=1")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 def test_other_methods_are_405_and_foreign_hosts_403(served):
@@ -206,7 +518,7 @@ def test_runs_are_listed_one_and_two_levels_deep(served):
     srv, root = served
     status, body = get_json(srv, "/api/runs")
     assert status == 200 and body["exists"]
-    names = {r["name"] for r in body["runs"]}
+    names = {r["name"] for r in body["runs"] if not r["name"].startswith("link-")}
     assert names == {RUN, "sweep/CartPole-v1__ppo__2__20260101-000001"}
     r = next(r for r in body["runs"] if r["name"] == RUN)
     assert (r["algo"], r["status"], r["iterations"]) == ("ppo", "running", 4)
@@ -225,15 +537,16 @@ def test_metrics_since_and_info(served):
 def test_a_half_written_line_is_not_read_and_a_shrunk_file_is_reported(tmp_path):
     p = tmp_path / "metrics.csv"
     p.write_bytes(b"iteration,approx_kl\r\n1,0.01\r\n2,0.0")
-    cols, rows = runfiles.read_complete_rows(p)
+    cols, rows = runfiles.read_complete_rows(tmp_path, p)
     assert cols == ["iteration", "approx_kl"] and rows == [[1.0, 0.01]]
     with open(p, "ab") as f:
         f.write(b"2\r\n")
-    assert runfiles.table_since(p, 1)["rows"] == [[2.0, 0.02]]
+    assert runfiles.table_since(tmp_path, p, 1)["rows"] == [[2.0, 0.02]]
     p.write_bytes(b"iteration,approx_kl\r\n1,nan\r\n")
-    t = runfiles.table_since(p, 2)
+    t = runfiles.table_since(tmp_path, p, 2)
     assert t["total"] == 1 and t["rows"] == []  # the page then reads again from 0
-    assert runfiles.table_since(p, 0)["rows"] == [[1.0, None]]
+    assert runfiles.table_since(tmp_path, p, 0)["rows"] == [[1.0, None]]
+    assert runfiles.table_since(tmp_path, tmp_path / "none.csv", 0)["total"] == 0  # not yet
 
 
 def test_action_space_never_imports_a_module_named_in_a_run_folder():

@@ -82,8 +82,9 @@ def natural(theta: float, delta: float, lr: float) -> dict[str, Any]:
     gradient step lr * g and the natural step sqrt(2 delta / F) F^-1 g, each with its exact KL."""
     from trustrl.experiments.claims_exact import natural_step, sigmoid_fisher, sigmoid_kl
 
-    s = 1.0 / (1.0 + math.exp(-theta))
-    g = s * (1.0 - s)
+    e = math.exp(-abs(theta))  # sigma and sigma (1 - sigma) without overflow or cancellation
+    s = 1.0 / (1.0 + e) if theta >= 0 else e / (1.0 + e)
+    g = e / (1.0 + e) ** 2
     plain = lr * g
     nat = natural_step(theta, delta)
     return {"theta": theta, "delta": delta, "lr": lr, "pi_right": s, "g": g,

@@ -21,6 +21,10 @@ class NotFound(Exception):
     """A path that does not name something we serve (HTTP 404)."""
 
 
+class Busy(Exception):
+    """The server is at its bound on concurrent work (HTTP 503, try again). One line."""
+
+
 _INT = re.compile(r"[+-]?[0-9]{1,12}")
 _FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,3})?")
 

@@ -2,8 +2,12 @@
 
 Everything here refuses to leave the root: a run is named by one or two path segments of safe
 characters (no '..', no leading dot, no separators), its resolved path (symlinks followed) must
-lie inside the resolved root, and only a fixed list of file names is ever read. Anything else is
-NotFound, so a traversal attempt looks exactly like a run that does not exist.
+lie inside the resolved root, and only a fixed list of file names is ever read. Every file is
+read through read_inside: its resolved path must be a regular file inside the root, and it is
+opened one path component at a time from the root without following any symlink (a link
+swapped in between the check and the read fails too). Anything else is NotFound, so a
+traversal attempt, or a file in a run folder that links elsewhere, looks exactly like a run or
+file that does not exist.
 
 CSV files are read up to their last complete line: `trustrl train` appends rows while we read,
 and a half-written last line must not reach the page. Standard library only.
@@ -15,7 +19,9 @@ import csv
 import io
 import json
 import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -32,36 +38,110 @@ def inside(root: Path, path: Path) -> bool:
     """True when path, with symlinks resolved, is root or lies below it."""
     try:
         path.resolve().relative_to(root.resolve())
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):
         return False
     return True
 
 
+def regular_file(root: Path, path: Path) -> Path | None:
+    """path with symlinks resolved, when that is an existing regular file inside root; else
+    None (missing, a folder, a FIFO or device, or a link that leads out of root)."""
+    try:
+        real = path.resolve(strict=True)
+        real.relative_to(root.resolve())
+        mode = real.stat().st_mode
+    except (ValueError, OSError, RuntimeError):
+        return None
+    return real if stat.S_ISREG(mode) else None
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_DIR_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_DIRECTORY", 0)
+
+
+def _open_below(root: Path, rel: Path) -> int:
+    """A file descriptor for root/rel, opened one component at a time from root with
+    O_NOFOLLOW (OSError on any symlink on the way). Where the platform lacks dir_fd support,
+    a plain O_NOFOLLOW open of the whole path."""
+    if os.open not in os.supports_dir_fd or not _NOFOLLOW:
+        return os.open(root / rel, _OPEN_FLAGS)
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in rel.parts[:-1]:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(rel.parts[-1], _OPEN_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_inside(root: Path, path: Path) -> bytes:
+    """The bytes of path, which must resolve (symlinks followed) to a regular file inside root;
+    NotFound otherwise. The resolved path is then opened from root without following symlinks
+    and checked again to be a regular file, so the file read is the one checked."""
+    real = regular_file(root, path)
+    if real is None:
+        raise NotFound("no such file")
+    root_real = root.resolve()
+    try:
+        fd = _open_below(root_real, real.relative_to(root_real))
+    except (OSError, ValueError):
+        raise NotFound("no such file") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise NotFound("no such file")
+        try:
+            return f.read()
+        except OSError:
+            raise NotFound("no such file") from None
+
+
+def _present(path: Path) -> bool:
+    """Something (a file, a folder, a link, even a dangling one) exists at path."""
+    return path.is_symlink() or path.exists()
+
+
 def resolve_run(root: Path, parts: list[str]) -> Path:
-    """The run folder named by parts (1 or 2 segments), or NotFound."""
+    """The run folder named by parts (1 or 2 segments), or NotFound. A run folder lies inside
+    root and holds a config.json that is a regular file inside root."""
     if not 1 <= len(parts) <= MAX_DEPTH or not all(SEGMENT.fullmatch(p) for p in parts):
         raise NotFound("no such run")
     path = root.joinpath(*parts)
-    if not inside(root, path) or not (path / "config.json").is_file():
+    if not inside(root, path) or regular_file(root, path / "config.json") is None:
         raise NotFound("no such run")
     return path
 
 
 def resolve_file(root: Path, parts: list[str]) -> Path:
-    """A servable file: <run parts...>/<one of SERVED_FILES>, inside root, or NotFound."""
+    """A servable file: <run parts...>/<one of SERVED_FILES>, inside root, or NotFound. Read it
+    with read_inside(root, path)."""
     if len(parts) < 2 or parts[-1] not in SERVED_FILES:
         raise NotFound("no such file")
     run = resolve_run(root, parts[:-1])
     path = run / parts[-1]
-    if not inside(root, path) or not path.is_file():
+    if regular_file(root, path) is None:
         raise NotFound("no such file")
     return path
 
 
-def _read_json(path: Path) -> Any:
+def read_json(root: Path, path: Path) -> Any:
+    """The JSON in path, None when path does not exist or is not valid JSON; NotFound when
+    something is there that read_inside refuses (e.g. a link out of root)."""
+    if not _present(path):
+        return None
+    data = read_inside(root, path)
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _json_or_none(root: Path, path: Path) -> Any:
+    try:
+        return read_json(root, path)
+    except NotFound:
         return None
 
 
@@ -72,12 +152,12 @@ def _candidates(root: Path) -> list[tuple[list[str], Path]]:
     for child in sorted(root.iterdir()):
         if not SEGMENT.fullmatch(child.name) or not child.is_dir() or not inside(root, child):
             continue
-        if (child / "config.json").is_file():
+        if regular_file(root, child / "config.json") is not None:
             found.append(([child.name], child))
             continue
         for sub in sorted(child.iterdir()):
             if (SEGMENT.fullmatch(sub.name) and sub.is_dir() and inside(root, sub)
-                    and (sub / "config.json").is_file()):
+                    and regular_file(root, sub / "config.json") is not None):
                 found.append(([child.name, sub.name], sub))
     return found
 
@@ -91,19 +171,27 @@ def planned_iterations(config: dict[str, Any]) -> int | None:
 
 
 def run_summary(root: Path, parts: list[str], path: Path) -> dict[str, Any]:
-    config = _read_json(path / "config.json")
+    """One row of the run list (a file that links out of root counts as missing here; the
+    run's own endpoints answer 404 for it)."""
+    config = _json_or_none(root, path / "config.json")
     config = config if isinstance(config, dict) else {}
-    status = _read_json(path / "status.json")
+    status = _json_or_none(root, path / "status.json")
     status = status if isinstance(status, dict) else {}
-    metrics = path / "metrics.csv"
+    stamped = [regular_file(root, path / name) for name in ("metrics.csv", "status.json")]
     return {
         "name": "/".join(parts),
         "env_id": config.get("env_id"), "algo": config.get("algo"), "seed": config.get("seed"),
         "status": status.get("status", "unknown"), "iteration": status.get("iteration"),
         "iterations": planned_iterations(config),
-        "mtime": max((p.stat().st_mtime for p in (metrics, path / "status.json")
-                      if p.is_file()), default=None),
+        "mtime": max((_mtime(p) for p in stamped if p is not None), default=None),
     }
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def list_runs(root: Path) -> list[dict[str, Any]]:
@@ -123,12 +211,13 @@ def _cell(s: str) -> float | str | None:
     return x if math.isfinite(x) else None
 
 
-def read_complete_rows(path: Path) -> tuple[list[str], list[list[float | str | None]]]:
-    """Header and rows of a CSV file, ignoring a trailing line not yet ended by a newline."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+def read_complete_rows(root: Path, path: Path) -> tuple[list[str],
+                                                     list[list[float | str | None]]]:
+    """Header and rows of a CSV file, ignoring a trailing line not yet ended by a newline. No
+    file yet: no columns, no rows; a file read_inside(root, path) refuses: NotFound."""
+    if not _present(path):
         return [], []
+    data = read_inside(root, path)
     end = data.rfind(b"\n")
     if end < 0:
         return [], []
@@ -141,19 +230,21 @@ def read_complete_rows(path: Path) -> tuple[list[str], list[list[float | str | N
     return header, [[_cell(c) for c in r] for r in body if len(r) == width]
 
 
-def table_since(path: Path, since: int) -> dict[str, Any]:
+def table_since(root: Path, path: Path, since: int) -> dict[str, Any]:
     """Rows from index `since` on. `total` lets the page notice a file that shrank (a resumed
     run drops the rows written after its checkpoint): then it asks again from 0."""
-    columns, rows = read_complete_rows(path)
+    columns, rows = read_complete_rows(root, path)
     return {"columns": columns, "since": since, "total": len(rows),
             "rows": rows[since:] if since <= len(rows) else []}
 
 
 def run_info(root: Path, parts: list[str]) -> dict[str, Any]:
+    """A run's summary, config, status and evaluations. NotFound when any of these files is
+    there but read_inside refuses it (a run folder that links out is not served at all)."""
     path = resolve_run(root, parts)
     info = run_summary(root, parts, path)
-    info["config"] = _read_json(path / "config.json")
-    info["status_detail"] = _read_json(path / "status.json")
-    info["eval_initial"] = _read_json(path / "eval_initial.json")
-    info["eval_final"] = _read_json(path / "eval.json")
+    info["config"] = read_json(root, path / "config.json")
+    info["status_detail"] = read_json(root, path / "status.json")
+    info["eval_initial"] = read_json(root, path / "eval_initial.json")
+    info["eval_final"] = read_json(root, path / "eval.json")
     return info

@@ -15,9 +15,18 @@ Routes (everything else is 404; methods other than GET/HEAD are 405):
 
 <run> is one or two path segments under the runs root. No endpoint writes a file, runs code
 from a request or a run folder, or starts training. A bad parameter is a 400 with a one-line
-JSON message, a path outside what we serve is a 404 (traversal included), and when the server
-listens on a loopback address it only answers requests whose Host is a loopback name (so a web
-page elsewhere cannot reach it through DNS rebinding).
+JSON message, a path outside what we serve is a 404 (traversal included; every file served,
+the API's included, must resolve to a regular file inside the runs root, or inside static/ for
+the pages), and when the server listens on a loopback address it only answers requests whose
+Host is a loopback name (so a web page elsewhere cannot reach it through DNS rebinding).
+
+Bounds (the defaults below; make_server takes others): a connection must deliver its whole
+request within REQUEST_TIMEOUT seconds (a total deadline, not per read, so a client that
+trickles bytes is dropped too) and a response write gets as long; at most MAX_CONNECTIONS
+connections are handled at once, and one more is answered 503 at once by the accepting thread;
+at most MAX_COMPUTATIONS of /api/kepoch, /api/clip and /api/natural compute at once, and one
+that waits more than COMPUTE_WAIT seconds for its turn is answered 503. The costliest request,
+/api/kepoch at K=100, N=256, iterations=30, takes about half a second of CPU.
 
 Standard library only at import time; numpy/torch are imported by the /api/kepoch, /api/clip
 and /api/natural handlers on first use.
@@ -25,12 +34,17 @@ and /api/natural handlers on first use.
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import json
 import mimetypes
 import socket
 import sys
+import threading
+import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,7 +52,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from trustrl.demo import runfiles
-from trustrl.demo.params import BadRequest, NotFound, Param, parse_query
+from trustrl.demo.params import BadRequest, Busy, NotFound, Param, parse_query
 from trustrl.errors import TrustrlError
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -48,9 +62,16 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 
+REQUEST_TIMEOUT = 10.0  # seconds for a connection to deliver its request (and for the reply)
+MAX_CONNECTIONS = 64  # connections handled at once (one thread each); more: 503
+MAX_COMPUTATIONS = 2  # /api/kepoch, /api/clip, /api/natural computing at once
+COMPUTE_WAIT = 5.0  # seconds a computation waits for its turn before a 503
+
+# iterations at most 30: the K-epoch page stops at 30 (kepoch.js MAX_ITER) and its check asks
+# for the iterations shown; 30 bounds the costliest request to about 0.5 s of CPU.
 KEPOCH_PARAMS = {"K": Param("int", 1, 100, 40), "N": Param("int", 1, 256, 12),
                  "eps": Param("float", 0.01, 0.5, 0.2), "seed": Param("int", 0, 2**32 - 1, 1),
-                 "iterations": Param("int", 0, 200, 1), "lr": Param("float", 0.001, 10.0, 1.0)}
+                 "iterations": Param("int", 0, 30, 1), "lr": Param("float", 0.001, 10.0, 1.0)}
 CLIP_PARAMS = {"adv": Param("float", -100.0, 100.0), "rho": Param("float", 0.0, 10.0),
                "eps": Param("float", 0.01, 0.5, 0.2)}
 NATURAL_PARAMS = {"theta": Param("float", -20.0, 20.0), "delta": Param("float", 1e-5, 1.0, 0.01),
@@ -88,17 +109,82 @@ def is_loopback(host: str) -> bool:
 
 
 class DemoServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that knows the runs root and whether it listens on loopback only."""
+    """ThreadingHTTPServer that knows the runs root and whether it listens on loopback only,
+    and bounds its connections (one thread each) and its computations."""
 
     daemon_threads = True
+    block_on_close = False  # Ctrl-C does not wait for idle clients: the threads are daemons
+    request_queue_size = 128  # a burst of connections is accepted (and answered), not dropped
 
-    def __init__(self, host: str, port: int, runs_root: Path, log_requests: bool = False):
+    def __init__(self, host: str, port: int, runs_root: Path, log_requests: bool = False, *,
+                 request_timeout: float = REQUEST_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS,
+                 max_computations: int = MAX_COMPUTATIONS, compute_wait: float = COMPUTE_WAIT):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.runs_root = Path(runs_root).resolve()
         self.loopback_only = is_loopback(host)
         self.log_requests = log_requests
         self.static = static_files()
+        self.request_timeout = float(request_timeout)
+        self.max_connections = int(max_connections)
+        self.compute_wait = float(compute_wait)
+        self._connections = threading.BoundedSemaphore(self.max_connections)
+        self._computations = threading.BoundedSemaphore(int(max_computations))
         super().__init__((host.strip("[]"), port), DemoHandler)
+
+    # --- the bound on connections -----------------------------------------------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection while fewer than max_connections are open; otherwise a
+        503 from this (the accepting) thread, without reading the request."""
+        if not self._connections.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        body = json.dumps({"error": f"server busy: {self.max_connections} connections are "
+                           "open; try again", "status": 503}).encode()
+        head = ("HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n"
+                "Cache-Control: no-store\r\n\r\n").encode()
+        try:
+            request.setblocking(False)  # never wait on this client: a short reply fits the
+            request.send(head + body)  # socket buffer of a new connection
+            request.recv(65536)  # what has arrived of the request: read, so close sends FIN
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection the client broke or let time out is not a server error: no traceback
+        (printed with --log-requests); anything else is, and is printed."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            if self.log_requests:
+                print(f"{client_address[0]} - connection dropped: {exc!r}", file=sys.stderr)
+            return
+        super().handle_error(request, client_address)
+
+    # --- the bound on computations ----------------------------------------------------------
+    @contextmanager
+    def computation(self) -> Iterator[None]:
+        """Hold one of the max_computations slots, or Busy after compute_wait seconds."""
+        if not self._computations.acquire(timeout=self.compute_wait):
+            raise Busy("server busy: too many computations at once; try again")
+        try:
+            yield
+        finally:
+            self._computations.release()
 
     @property
     def url(self) -> str:
@@ -108,12 +194,42 @@ class DemoServer(ThreadingHTTPServer):
         return f"http://{shown}:{port}/"
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reading side with one deadline for all reads: each recv may only wait for
+    what is left of it (then TimeoutError, which http.server answers by closing)."""
+
+    def __init__(self, sock: socket.socket, deadline: float, write_timeout: float):
+        super().__init__()
+        self._sock, self._deadline, self._write_timeout = sock, deadline, write_timeout
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(left)
+        try:
+            return self._sock.recv_into(buf)
+        finally:
+            self._sock.settimeout(self._write_timeout)  # the reply gets the whole timeout
+
+
 class DemoHandler(BaseHTTPRequestHandler):
     server: DemoServer
     server_version = "trustrl-demo"
     sys_version = ""
 
     # --- plumbing ---------------------------------------------------------------------------
+    def setup(self) -> None:
+        """The connection's socket timeout (it bounds each write) and the request deadline."""
+        self.timeout = self.server.request_timeout
+        super().setup()
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_DeadlineReader(
+            self.connection, time.monotonic() + self.timeout, self.timeout))
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if self.server.log_requests:
             super().log_message(format, *args)
@@ -138,10 +254,11 @@ class DemoHandler(BaseHTTPRequestHandler):
     def _error(self, status: HTTPStatus, message: str, head: bool) -> None:
         self._json(status, {"error": message, "status": int(status)}, head)
 
-    def _file(self, path: Path, head: bool) -> None:
+    def _file(self, root: Path, path: Path, head: bool) -> None:
+        """path, read only if it resolves to a regular file inside root (else NotFound)."""
         ctype = MIME.get(path.suffix) or mimetypes.guess_type(path.name)[0] or \
             "application/octet-stream"
-        self._send(200, path.read_bytes(), ctype, head)
+        self._send(200, runfiles.read_inside(root, path), ctype, head)
 
     # --- methods ----------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
@@ -172,6 +289,8 @@ class DemoHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.BAD_REQUEST, str(e), head)
         except NotFound as e:
             self._error(HTTPStatus.NOT_FOUND, str(e) or "not found", head)
+        except Busy as e:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, str(e), head)
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception as e:  # noqa: BLE001 - a bug: one line to the client, trace to stderr
@@ -198,11 +317,12 @@ class DemoHandler(BaseHTTPRequestHandler):
         first = parts[0] if parts else ""
         if len(parts) <= 1 and first in PAGES:
             check_page_query(first, query)
-            self._file(STATIC_DIR / PAGES[first], head)
+            self._file(STATIC_DIR, STATIC_DIR / PAGES[first], head)
         elif first == "static" and len(parts) == 2 and parts[1] in self.server.static:
-            self._file(STATIC_DIR / parts[1], head)
+            self._file(STATIC_DIR, STATIC_DIR / parts[1], head)
         elif first == "files":
-            self._file(runfiles.resolve_file(self.server.runs_root, parts[1:]), head)
+            root = self.server.runs_root
+            self._file(root, runfiles.resolve_file(root, parts[1:]), head)
         elif first == "api":
             self._json(200, self._api(parts[1:], query), head)
         else:
@@ -223,25 +343,28 @@ class DemoHandler(BaseHTTPRequestHandler):
                 return info
             since = int(parse_query(query, SINCE_PARAMS)["since"])
             path = runfiles.resolve_run(root, run_parts) / f"{what}.csv"
-            return runfiles.table_since(path, since)
+            return runfiles.table_since(root, path, since)
         if parts == ["kepoch"]:
             from trustrl.demo import compute
 
             q = parse_query(query, KEPOCH_PARAMS)
-            return compute.kepoch(int(q["K"]), int(q["N"]), float(q["eps"]), int(q["seed"]),
-                                  int(q["iterations"]), float(q["lr"]))
+            with self.server.computation():
+                return compute.kepoch(int(q["K"]), int(q["N"]), float(q["eps"]),
+                                      int(q["seed"]), int(q["iterations"]), float(q["lr"]))
         if parts == ["clip"]:
             from trustrl.demo import compute
 
             q = parse_query(query, CLIP_PARAMS)
             if q["adv"] == 0:
                 raise BadRequest("adv must be non-zero (the four cases need its sign)")
-            return compute.clip(float(q["adv"]), float(q["rho"]), float(q["eps"]))
+            with self.server.computation():
+                return compute.clip(float(q["adv"]), float(q["rho"]), float(q["eps"]))
         if parts == ["natural"]:
             from trustrl.demo import compute
 
             q = parse_query(query, NATURAL_PARAMS)
-            return compute.natural(float(q["theta"]), float(q["delta"]), float(q["lr"]))
+            with self.server.computation():
+                return compute.natural(float(q["theta"]), float(q["delta"]), float(q["lr"]))
         raise NotFound("no such endpoint")
 
 
@@ -284,11 +407,12 @@ def _action_space(env_id: Any) -> dict[str, Any]:
     return compute.action_space(env_id)
 
 
-def make_server(host: str, port: int, runs_root: str | Path,
-                log_requests: bool = False) -> DemoServer:
-    """Bind the server (port 0: a free port), or TrustrlError with one line when we cannot."""
+def make_server(host: str, port: int, runs_root: str | Path, log_requests: bool = False,
+                **bounds: float) -> DemoServer:
+    """Bind the server (port 0: a free port), or TrustrlError with one line when we cannot.
+    bounds: request_timeout, max_connections, max_computations, compute_wait (DemoServer)."""
     try:
-        return DemoServer(host, port, Path(runs_root), log_requests)
+        return DemoServer(host, port, Path(runs_root), log_requests, **bounds)
     except OSError as e:
         import errno
 
