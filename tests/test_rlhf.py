@@ -297,3 +297,24 @@ def test_rlhf_cli_module_imports_only_the_standard_library_at_top_level():
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= {"__future__", "argparse", "dataclasses", "math", "typing",
                      "trustrl.errors"}, names
+
+
+def test_reward_model_with_no_usable_pairs_is_one_line_exit_2(capsys, tmp_path):
+    """An SFT model that always answers with the end token at once: every answer has gold score
+    0, every pair is a tie and is dropped, so no pair is left to train on."""
+    from trustrl.rlhf.model import save_model
+
+    torch.manual_seed(0)
+    lm = TinyLM(ModelConfig(max_len=SortTask(5).seq_len))
+    with torch.no_grad():
+        lm.head.bias[EOS] = 50.0
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    save_model(lm, str(sft / "model.pt"), {"task_n": 5})
+    runs = tmp_path / "runs"
+    assert main(["rlhf", "reward-model", "--sft", str(sft), "--pairs", "50",
+                 "--runs-dir", str(runs), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trustrl: error: no usable training preference pairs")
+    assert err.strip().count("\n") == 0
+    assert not runs.exists() or not list(runs.iterdir())

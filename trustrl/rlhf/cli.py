@@ -112,7 +112,8 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--beta", type=_number, help="fixed KL coefficient (default 0.05)")
     g.add_argument("--target-kl", type=_number,
                    help="adaptive beta (Ziegler et al.) aiming at this sequence KL in nats")
-    o.add_argument("--kl-estimator", help="k1 (default), k2 or k3")
+    o.add_argument("--kl-estimator",
+                   help="k1 (default; in the reward only k1 optimises KL(pi || pi_ref))")
     o.add_argument("--iterations", type=_positive_int, help="PPO iterations (100)")
     o.add_argument("--no-clip", action="store_true", help="plain surrogate: no trust region")
     o.set_defaults(func=cmd_ppo)
@@ -122,7 +123,13 @@ def add_parser(subparsers: Any) -> None:
     gr.add_argument("--sft", required=True, help="SFT run folder (policy init and pi_ref)")
     gr.add_argument("--reward", help="gold (default), exact, sorted or rm")
     gr.add_argument("--reward-model", help="reward-model run folder (for --reward rm)")
-    gr.add_argument("--beta", type=_number, help="k3 KL-to-reference coefficient (default 0)")
+    gr.add_argument("--beta", type=_number, help="KL-to-reference coefficient (default 0)")
+    gr.add_argument("--kl-estimator",
+                    help="k3 (default, in the loss: gradient of KL(pi_ref || pi)), k2 (in the "
+                    "loss: of KL(pi || pi_ref)) or k1 (with --kl-placement reward)")
+    gr.add_argument("--kl-placement",
+                    help="loss (default; per token, partial over the answer) or reward "
+                    "(r - beta * sum k1: full gradient of the sequence KL(pi || pi_ref))")
     gr.add_argument("--group-size", type=int, help="answers per prompt (8)")
     gr.add_argument("--loss-type", help="seq-mean (default), token-mean or dr-grpo")
     gr.add_argument("--iterations", type=_positive_int, help="iterations (80)")
@@ -184,7 +191,9 @@ def cmd_grpo(args: argparse.Namespace) -> int:
     from trustrl.rlhf.grpo import GRPOConfig, train_grpo
 
     cfg = _base(GRPOConfig(), args, sft=args.sft, reward=args.reward,
-                reward_model=args.reward_model, beta=args.beta, group_size=args.group_size,
+                reward_model=args.reward_model, beta=args.beta,
+                kl_estimator=args.kl_estimator, kl_placement=args.kl_placement,
+                group_size=args.group_size,
                 loss_type=args.loss_type, iterations=args.iterations)
     print(f"run: {train_grpo(cfg, echo=_echo(args))}")
     return 0

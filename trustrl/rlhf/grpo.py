@@ -5,8 +5,20 @@ For each prompt, G answers are sampled; answer i's advantage (for every one of i
     A_i = (r_i - mean_j r_j) / (std_j r_j + eps)        (GRPO, Shao et al. 2024)
     A_i =  r_i - mean_j r_j                            (Dr. GRPO: no std scaling)
 
-The per-token loss is -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A) + beta * k3, with k3
-the estimator of KL(pi || pi_ref) (>= 0 per token; beta = 0 by default, as in recent practice).
+The per-token loss is -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A), plus the KL leash to
+pi_ref (beta = 0 by default, as in recent practice), placed one of three ways (`kl_placement`,
+`kl_estimator`; see `trustrl.rlhf.kl` for the derivations):
+
+    loss,   k3 (default, DeepSeek's)  + beta * k3 per token: its gradient is that of
+                                      KL(pi_ref || pi), the REVERSE direction, per token
+    loss,   k2                        + beta * k2 per token: gradient of KL(pi || pi_ref) per token
+    reward, k1                        r_i - beta * sum_t k1_t before the group baseline: the full
+                                      gradient of the sequence KL(pi || pi_ref)
+
+A loss-placed KL is partial over a sequence (each token's KL at the states reached, the effect
+of earlier tokens on later ones ignored); k1 in the loss (zero mean gradient) and k2 / k3 in
+the reward (the gradient of no KL) are refused. On-policy (the first pass over a batch) the
+gradients are exactly these; later passes use samples of pi_old, not pi.
 eps_high > eps_low is DAPO's clip-higher. The per-token losses are aggregated three ways:
 
     seq-mean    mean over answers of (mean over that answer's tokens)   (GRPO paper)
@@ -26,10 +38,19 @@ from torch import Tensor, nn
 
 from trustrl.errors import ConfigError
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
-from trustrl.rlhf.kl import exact_kl, kl_to_ref
+from trustrl.rlhf.kl import check_kl_option, exact_kl, kl_to_ref
 from trustrl.rlhf.model import answer_logits, load_model, sample, token_logprobs
-from trustrl.rlhf.ppo import GOLD_KEYS, run_rl_loop, sort_task_of
+from trustrl.rlhf.ppo import (
+    GOLD_KEYS,
+    GoldFn,
+    PromptFn,
+    gold_fn_for,
+    run_rl_loop,
+    sort_task_of,
+)
 from trustrl.rlhf.task import SortTask, gold_scores, response_mask
+
+RewardFn = Callable[[Tensor, Tensor], Tensor]
 
 LOSS_TYPES = ("seq-mean", "token-mean", "dr-grpo")
 REWARDS = ("gold", "exact", "sorted", "rm")
@@ -64,7 +85,13 @@ class GRPOConfig:
     lr: float = 1e-4
     """Adam learning rate."""
     beta: float = 0.0
-    """Coefficient of the k3 KL to pi_ref in the loss; 0 = no leash."""
+    """Coefficient of the KL leash to pi_ref; 0 = no leash."""
+    kl_estimator: str = "k3"
+    """k3 (in the loss: gradient of KL(pi_ref || pi)), k2 (in the loss: of KL(pi || pi_ref)) or
+    k1 (in the reward only: of the sequence KL(pi || pi_ref))."""
+    kl_placement: str = "loss"
+    """loss (a per-token term, partial over the sequence) or reward (r - beta * sum_t k1_t
+    before the group baseline: the full sequence gradient; needs kl_estimator k1)."""
     clip_eps: float = 0.2
     """Lower clip range: rho >= 1 - clip_eps for negative advantages."""
     clip_eps_high: float | None = None
@@ -95,6 +122,7 @@ class GRPOConfig:
                               f"{', '.join(LOSS_TYPES)}")
         if self.reward not in REWARDS:
             raise ConfigError(f"unknown reward {self.reward!r}; use one of {', '.join(REWARDS)}")
+        check_kl_option(self.kl_placement, self.kl_estimator)
         if self.reward == "rm" and not self.reward_model:
             raise ConfigError("reward rm needs --reward-model RUN")
         for name in ("iterations", "prompts_per_iter", "minibatch_size", "epochs",
@@ -136,6 +164,33 @@ def aggregate(per_token: Tensor, mask: Tensor, loss_type: str, max_len: int) -> 
     raise ConfigError(f"unknown loss_type {loss_type!r}; use one of {', '.join(LOSS_TYPES)}")
 
 
+def sequence_rewards(rewards: Tensor, logp: Tensor, logp_ref: Tensor, mask: Tensor,
+                     cfg: GRPOConfig) -> Tensor:
+    """[B] the rewards the group baseline sees: the task's, minus beta * sum_t k1_t with the KL in
+    the reward (frozen numbers, computed at sampling time); unchanged with the KL in the loss."""
+    if cfg.kl_placement != "reward" or cfg.beta == 0:
+        return rewards
+    k1 = kl_to_ref(logp, logp_ref, "k1") * mask
+    return rewards - cfg.beta * k1.sum(1)
+
+
+def grpo_loss(logp: Tensor, logp_old: Tensor, logp_ref: Tensor, adv: Tensor, mask: Tensor,
+              cfg: GRPOConfig, max_len: int) -> tuple[Tensor, Tensor]:
+    """The scalar loss of one minibatch and the per-token ratio.
+
+    logp [B, T] (with gradient), logp_old and logp_ref [B, T] (frozen), adv [B] (one advantage
+    per answer), mask [B, T]. Per token: -min(rho A, clip(rho) A), + beta * k with the KL in
+    the loss; aggregated by cfg.loss_type over max_len answer positions.
+    """
+    eps_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
+    ratio = (logp - logp_old).exp()
+    a = adv[:, None].expand_as(ratio)
+    per_token = -clipped_objective(ratio, a, cfg.clip_eps, eps_high)
+    if cfg.beta > 0 and cfg.kl_placement == "loss":
+        per_token = per_token + cfg.beta * kl_to_ref(logp, logp_ref, cfg.kl_estimator)
+    return aggregate(per_token, mask, cfg.loss_type, max_len), ratio
+
+
 def reward_fn(cfg: GRPOConfig, task: SortTask) -> Callable[[Tensor, Tensor], Tensor]:
     if cfg.reward == "rm":
         from trustrl.rlhf.reward_model import RewardScorer
@@ -146,77 +201,103 @@ def reward_fn(cfg: GRPOConfig, task: SortTask) -> Callable[[Tensor, Tensor], Ten
 
 
 # --- the trainer ---------------------------------------------------------------------------------
+@dataclass
+class GroupBatch:
+    prompts: Tensor
+    responses: Tensor
+    mask: Tensor
+    logp_old: Tensor
+    logp_ref: Tensor
+    advantages: Tensor
+
+
 class GRPOTrainer:
-    def __init__(self, cfg: GRPOConfig, policy: nn.Module, ref: nn.Module, task: SortTask,
-                 reward: Callable[[Tensor, Tensor], Tensor], generator: torch.Generator):
+    """GRPO on any policy that maps tokens to [B, L, V] logits (the sort task and the bandit
+    tests both run through this class). `reward` scores (prompts, responses) -> [B]."""
+
+    def __init__(self, cfg: GRPOConfig, policy: nn.Module, ref: nn.Module, reward: RewardFn,
+                 prompt_fn: PromptFn, max_new: int, gold_fn: GoldFn | None = None,
+                 generator: torch.Generator | None = None):
         cfg.validate()
-        self.cfg, self.policy, self.ref, self.task, self.reward = cfg, policy, ref, task, reward
-        self.gen = generator
+        self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
+        self.prompt_fn, self.max_new, self.gold_fn = prompt_fn, max_new, gold_fn
+        self.gen = generator or torch.Generator().manual_seed(cfg.seed + 1)
         for p in ref.parameters():
             p.requires_grad_(False)
         self.opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
         self.iteration = 0
 
-    def step(self) -> dict[str, float]:
-        cfg, task = self.cfg, self.task
+    @torch.no_grad()
+    def collect(self) -> tuple[GroupBatch, dict[str, float]]:
+        """Sample G answers per prompt; advantages; the batch's statistics."""
+        cfg = self.cfg
+        self.policy.eval()
+        prompts = self.prompt_fn(cfg.prompts_per_iter, self.gen)
+        prompts = prompts.repeat_interleave(cfg.group_size, dim=0)
+        responses = sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
+        mask = response_mask(responses).float()
+        logits = answer_logits(self.policy, prompts, responses, cfg.temperature)
+        ref_logits = answer_logits(self.ref, prompts, responses, cfg.temperature)
+        logp_old, entropy = token_logprobs(logits, responses)
+        logp_ref, _ = token_logprobs(ref_logits, responses)
+        rewards = self.reward(prompts, responses).float()
+        grouped = sequence_rewards(rewards, logp_old, logp_ref, mask, cfg).view(
+            cfg.prompts_per_iter, cfg.group_size)
+        adv = group_advantages(grouped, cfg.scale_rewards, cfg.std_eps).flatten()
+        task_grouped = rewards.view(cfg.prompts_per_iter, cfg.group_size)
+        tokens = mask.sum().clamp(min=1)
+        stats = {
+            "reward": float(rewards.mean()),
+            "reward_std": float(task_grouped.std(dim=1).mean()),
+            "frac_reward_zero_std": float((task_grouped.std(dim=1) == 0).float().mean()),
+            "entropy": float((entropy * mask).sum() / tokens),
+            # token-weighted over the whole batch: the k3 estimate of KL(pi || pi_ref) per token
+            "kl": float((kl_to_ref(logp_old, logp_ref, "k3") * mask).sum() / tokens),
+            "kl_seq_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
+            "response_length": float(mask.sum(1).mean()),
+        }
+        if self.gold_fn is not None:
+            stats.update({f"gold/{k}": float(v.float().mean())
+                          for k, v in self.gold_fn(prompts, responses).items()})
+        self.policy.train()
+        return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv), stats
+
+    def update(self, batch: GroupBatch) -> dict[str, float]:
+        cfg = self.cfg
         eps_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
-        with torch.no_grad():
-            self.policy.eval()
-            prompts = task.sample_prompts(cfg.prompts_per_iter, self.gen)
-            prompts = prompts.repeat_interleave(cfg.group_size, dim=0)
-            responses = sample(self.policy, prompts, task.max_new, cfg.temperature, self.gen)
-            mask = response_mask(responses).float()
-            logits = answer_logits(self.policy, prompts, responses, cfg.temperature)
-            ref_logits = answer_logits(self.ref, prompts, responses, cfg.temperature)
-            logp_old, entropy = token_logprobs(logits, responses)
-            logp_ref, _ = token_logprobs(ref_logits, responses)
-            rewards = self.reward(prompts, responses).float()
-            grouped = rewards.view(cfg.prompts_per_iter, cfg.group_size)
-            adv = group_advantages(grouped, cfg.scale_rewards, cfg.std_eps).flatten()
-            gold = gold_scores(task, prompts, responses)
-            row = {
-                "reward": float(rewards.mean()),
-                "reward_std": float(grouped.std(dim=1).mean()),
-                "frac_reward_zero_std": float((grouped.std(dim=1) == 0).float().mean()),
-                "entropy": float((entropy * mask).sum() / mask.sum()),
-                "kl_seq_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
-                "response_length": float(mask.sum(1).mean()),
-                **{f"gold/{k}": float(v.mean()) for k, v in gold.items()},
-            }
-            self.policy.train()
-        n = prompts.shape[0]
-        lows, highs, regions, kls, losses = [], [], [], [], []
+        n = batch.prompts.shape[0]
+        lows, highs, regions, losses = [], [], [], []
         for _ in range(cfg.epochs):
             perm = torch.randperm(n, generator=self.gen)
             for i in range(0, n, cfg.minibatch_size):
                 idx = perm[i: i + cfg.minibatch_size]
-                m = mask[idx]
-                lg = answer_logits(self.policy, prompts[idx], responses[idx], cfg.temperature)
-                logp, _ = token_logprobs(lg, responses[idx])
-                ratio = (logp - logp_old[idx]).exp()
-                a = adv[idx][:, None].expand_as(ratio)
-                per_token = -clipped_objective(ratio, a, cfg.clip_eps, eps_high)
-                k3 = kl_to_ref(logp, logp_ref[idx], "k3")
-                if cfg.beta > 0:
-                    per_token = per_token + cfg.beta * k3
-                loss = aggregate(per_token, m, cfg.loss_type, task.max_new)
+                m = batch.mask[idx]
+                lg = answer_logits(self.policy, batch.prompts[idx], batch.responses[idx],
+                                   cfg.temperature)
+                logp, _ = token_logprobs(lg, batch.responses[idx])
+                loss, ratio = grpo_loss(logp, batch.logp_old[idx], batch.logp_ref[idx],
+                                        batch.advantages[idx], m, cfg, self.max_new)
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
                 self.opt.step()
                 with torch.no_grad():
+                    a = batch.advantages[idx][:, None]
                     low = (ratio < 1 - cfg.clip_eps) & (a < 0)
                     high = (ratio > 1 + eps_high) & (a > 0)
-                    tokens = m.sum()
+                    tokens = m.sum().clamp(min=1)
                     lows.append(float((low * m).sum() / tokens))
                     highs.append(float((high * m).sum() / tokens))
                     regions.append(float(((low | high) * m).sum() / tokens))
-                    kls.append(float((k3 * m).sum() / tokens))
                     losses.append(float(loss.detach()))
+        return {"clip_ratio/low_mean": _avg(lows), "clip_ratio/high_mean": _avg(highs),
+                "clip_ratio/region_mean": _avg(regions), "loss": _avg(losses)}
+
+    def step(self) -> dict[str, float]:
+        batch, row = self.collect()
+        row.update(self.update(batch))
         self.iteration += 1
-        row.update({"kl": kls[0], "clip_ratio/low_mean": _avg(lows),
-                    "clip_ratio/high_mean": _avg(highs), "clip_ratio/region_mean": _avg(regions),
-                    "loss": _avg(losses)})
+        n = batch.prompts.shape[0]
         return {"iteration": self.iteration, "global_step": self.iteration * n, **row}
 
 
@@ -237,7 +318,8 @@ def train_grpo(cfg: GRPOConfig, echo: Callable[[str], None] = print,
     ref.eval()
     task = sort_task_of(cfg.sft)
     gen = seed_everything(cfg.seed)
-    trainer = GRPOTrainer(cfg, policy, ref, task, reward_fn(cfg, task), gen)
+    trainer = GRPOTrainer(cfg, policy, ref, reward_fn(cfg, task), task.sample_prompts,
+                          task.max_new, gold_fn_for(task), gen)
     run = make_run(cfg.runs_dir, "grpo", cfg.seed, cfg, GRPO_COLUMNS)
     return run_rl_loop("grpo", trainer, run, cfg, policy, ref, task, echo, log_every,
                        lambda r: f"reward {r['reward']:.3f} kl {r['kl_seq_exact']:.2f} "

@@ -3,8 +3,11 @@
 One iteration, in the order of the RLHF recipe (Ziegler et al. 2019; Ouyang et al. 2022):
 
 1. sample answers from pi_old at pure temperature; freeze logp_old, logp_ref, V_old
-2. per-token reward r_t = -beta * k(t), k = estimate of KL(pi || pi_ref) at token t, plus the
-   reward model's score added to the last answer token (the EOS)
+2. per-token reward r_t = -beta * k1(t), k1 = log pi - log pi_ref at token t, plus the
+   reward model's score added to the last answer token (the EOS). Only k1 is accepted here: a
+   penalty in the reward enters without its gradient, and E_pi[grad log pi * k] is the gradient
+   of KL(pi || pi_ref) for k1 only (see `trustrl.rlhf.kl`); with gamma = 1 the returns carry
+   later tokens' penalties back, so it is the full gradient of the sequence KL
 3. GAE over answer tokens (gamma 1, lambda 0.95) with the core's `gae`; returns = A + V_old;
    advantages whitened over the batch's valid tokens
 4. K epochs of minibatches: clipped surrogate (the trust region around pi_old) + clipped value
@@ -32,7 +35,7 @@ from trustrl.diagnostics import approx_kl, clip_fraction, explained_variance
 from trustrl.errors import ConfigError
 from trustrl.losses import clipped_surrogate_objective, surrogate_objective, value_loss
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
-from trustrl.rlhf.kl import AdaptiveKLController, check_estimator, exact_kl, kl_to_ref
+from trustrl.rlhf.kl import AdaptiveKLController, check_kl_option, exact_kl, kl_to_ref
 from trustrl.rlhf.model import (
     TinyLM,
     answer_logits,
@@ -85,7 +88,8 @@ class PPOConfig:
     horizon: float = 10000.0
     """Controller horizon in samples: beta moves by at most 1 + 0.2 * batch / horizon."""
     kl_estimator: str = "k1"
-    """Per-token estimator in the reward: k1 (log pi - log pi_ref, default), k2 or k3."""
+    """Per-token estimator in the reward: k1 (log pi - log pi_ref) only; k2 and k3 are refused
+    (in the reward their gradient is that of no KL)."""
     clip_eps: float | None = 0.2
     """PPO clip range around pi_old; None = no clip (plain surrogate)."""
     clip_value: float | None = 0.2
@@ -110,7 +114,7 @@ class PPOConfig:
     def validate(self) -> None:
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise ConfigError(f"beta must be a finite number >= 0, got {self.beta}")
-        check_estimator(self.kl_estimator)
+        check_kl_option("reward", self.kl_estimator)
         for name in ("iterations", "batch_size", "minibatch_size", "epochs", "eval_prompts"):
             check_positive(name, getattr(self, name))
         for name in ("lr", "temperature", "max_grad_norm", "horizon"):
@@ -121,6 +125,9 @@ class PPOConfig:
                               f"{self.batch_size}")
         if self.target_kl is not None:
             check_positive("target_kl", self.target_kl)
+            if self.beta == 0:
+                raise ConfigError("target_kl needs an initial beta > 0: the adaptive controller "
+                                  "is multiplicative, so from beta = 0 it can never move")
         for name in ("clip_eps", "clip_value"):
             v = getattr(self, name)
             if v is not None:

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from trustrl.errors import ConfigError
 from trustrl.rlhf.common import check_fraction, check_positive, make_run, seed_everything
 from trustrl.rlhf.model import TinyLM, load_model, sample, save_model, sequence_scores
 from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
@@ -113,6 +114,13 @@ def train_reward_model(cfg: RewardModelConfig, echo=print) -> Path:
     sft.eval()
     prompts, chosen, rejected = make_pairs(sft, task, cfg.pairs, cfg.label_noise, gen)
     h_prompts, h_chosen, h_rejected = make_pairs(sft, task, cfg.heldout_pairs, 0.0, gen)
+    for what, got, asked in (("training", len(prompts), "pairs"),
+                             ("held-out", len(h_prompts), "heldout_pairs")):
+        if got == 0:
+            raise ConfigError(f"no usable {what} preference pairs: both answers of every one of "
+                              f"the {getattr(cfg, asked)} sampled prompts got the same gold "
+                              f"score (ties are dropped); sample more prompts ({asked}) or use "
+                              f"an SFT model whose answers vary")
     rm = sft.with_head(1)
     run = make_run(cfg.runs_dir, "reward-model", cfg.seed, cfg, RM_COLUMNS)
     echo(f"reward model: {len(prompts)} training pairs, {len(h_prompts)} held-out, "
