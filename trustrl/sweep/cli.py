@@ -54,7 +54,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from trustrl.errors import TrustrlError
     from trustrl.sweep import runner
     from trustrl.sweep.folder import SweepFolder
-    from trustrl.sweep.spec import load_spec
+    from trustrl.sweep.spec import check_sweep_file, load_spec
 
     if args.resume and args.spec:
         raise TrustrlError("give either SPEC or --resume DIR, not both")
@@ -72,8 +72,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.resume:
             raise TrustrlError("--out goes with a SPEC; --resume DIR continues in DIR")
         check_writable_dir(args.out, "--out")
-    if args.resume is not None and not Path(args.resume).is_dir():
-        raise TrustrlError(f"--resume {args.resume}: no such sweep folder")
+    if args.resume is not None:
+        check_sweep_file(Path(args.resume))  # sweep.json in shape before the folder is used
     if args.dry_run:
         spec = load_spec(args.spec) if args.spec else None
         trials = spec.trials if spec else SweepFolder.open(args.resume).trials
@@ -101,6 +101,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from trustrl.errors import TrustrlError
     from trustrl.sweep.report import write_report
+    from trustrl.sweep.spec import check_sweep_file
 
     import math
 
@@ -118,8 +119,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                                f"{pair[:80]!r}")
     if not 100 <= args.boot <= MAX_BOOT:
         raise TrustrlError(f"--boot must be in [100, {MAX_BOOT:,}], got {args.boot}")
-    if not Path(args.dir).is_dir():
-        raise TrustrlError(f"{args.dir}: no such sweep folder")
+    check_sweep_file(Path(args.dir))
     out = Path(args.out) if args.out else Path(args.dir) / "report"
     check_writable_dir(out, "--out")
     path = write_report(Path(args.dir), out, stat=args.stat, thresholds=thresholds,

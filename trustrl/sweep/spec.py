@@ -199,6 +199,65 @@ def trial_id(env_id: str, algo: str, point: dict[str, Any], seed: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "-", name) + f"__seed{seed}"
 
 
+_TRIAL_TYPES = {"id": str, "algo": str, "env_id": str, "seed": int, "variant": str, "grid": dict,
+                "config": dict}
+
+
+def check_sweep_file(path: Path) -> dict[str, Any]:
+    """A sweep folder's sweep.json, read and checked in shape before the folder is used: a JSON
+    object whose trials (at most MAX_TRIALS) each have their fields with the right types, an id
+    that is a plain folder name (no '/', not '..') and a config trustrl accepts; numbers in
+    resources and thresholds finite. SpecError (one line) otherwise."""
+    from trustrl.config import config_from_dict
+
+    f = Path(path) / "sweep.json"
+    if not Path(path).is_dir():
+        raise SpecError(f"{path}: no such sweep folder")
+    if not f.is_file():
+        raise SpecError(f"{path} is not a sweep folder (no sweep.json)")
+    try:
+        if f.stat().st_size > 50 * MAX_SPEC_BYTES:
+            raise SpecError(f"{f} is larger than {50 * MAX_SPEC_BYTES:,} bytes")
+        meta = json.loads(f.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise SpecError(f"cannot read {f}: {str(e).splitlines()[0][:120] if str(e) else e}"
+                        ) from None
+    if not isinstance(meta, dict):
+        raise SpecError(f"{f} must hold a JSON object, got {type(meta).__name__}")
+    if not isinstance(meta.get("name"), str):
+        raise SpecError(f"{f}: name must be a string")
+    trials = meta.get("trials")
+    if not isinstance(trials, list) or not 1 <= len(trials) <= MAX_TRIALS:
+        raise SpecError(f"{f}: trials must be a list of 1 to {MAX_TRIALS:,} trials")
+    for i, t in enumerate(trials):
+        where = f"{f}: trials[{i}]"
+        if not isinstance(t, dict):
+            raise SpecError(f"{where} is not an object")
+        for key, tp in _TRIAL_TYPES.items():
+            v = t.get(key)
+            if not isinstance(v, tp) or (tp is int and isinstance(v, bool)):
+                raise SpecError(f"{where}.{key} must be {tp.__name__}, got {_short(v)}")
+        if not re.fullmatch(r"[A-Za-z0-9_.=,-]+", t["id"]) or t["id"] in (".", ".."):
+            raise SpecError(f"{where}.id {_short(t['id'])} is not a plain folder name")
+        try:
+            cfg = config_from_dict(dict(t["config"], runs_dir="trial"))
+        except ConfigError as e:
+            raise SpecError(f"{where}.config: {e}") from None
+        if (cfg.algo, cfg.env_id, cfg.seed) != (t["algo"], t["env_id"], t["seed"]):
+            raise SpecError(f"{where}: its config is for {cfg.algo} on {cfg.env_id}, seed "
+                            f"{cfg.seed}, not the trial's {_short(t['algo'])} on "
+                            f"{_short(t['env_id'])}, seed {t['seed']}")
+    for key in ("resources", "thresholds"):
+        table = meta.get(key, {})
+        if not isinstance(table, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in table.values()):
+            raise SpecError(f"{f}: {key} must map names to finite numbers")
+    if any(v < 0 for v in meta.get("resources", {}).values()):
+        raise SpecError(f"{f}: resources must be >= 0")
+    return meta
+
+
 # ----- the whole SPEC -------------------------------------------------------------------------
 def load_spec_text(text: str, source: str) -> dict[str, Any]:
     """Parse YAML (a superset of JSON); a parse error is one line naming the file. Anchors
