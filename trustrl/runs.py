@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from trustrl.errors import RunError
-from trustrl.locks import FolderLock, held_here
+from trustrl.locks import FolderLock
 from trustrl.safeio import (
     atomic_write_bytes, load_safe, remove_stale_tmp, save_safe, sign_pickle, verify_pickle,
 )
@@ -70,12 +70,13 @@ class RunDir:
         self._lock: FolderLock | None = None
 
     def _take_lock(self) -> None:
-        """Lock the folder for this process, unless it lies in a run folder this process
-        holds (the seeds of a population share their parent's lock). Leftover temp files of
-        a killed writer are removed once the lock is ours."""
-        if held_here(self.path.parent):
-            return
-        lock = FolderLock(self.path, "run folder")
+        """Lock the folder for this process. A seed folder inside a population folder (a
+        parent with its own config.json) is covered by the population's lock instead: one
+        lock for the whole population, shared by its RunDirs in the process that holds it."""
+        parent = self.path.parent
+        member = (parent / "config.json").is_file()
+        lock = FolderLock(parent if member else self.path,
+                          "population folder" if member else "run folder")
         lock.acquire()
         self._lock = lock
         weakref.finalize(self, lock.release)
