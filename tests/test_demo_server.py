@@ -462,6 +462,32 @@ def test_idle_and_trickling_clients_are_dropped_after_the_timeout(tmp_path):
         srv.server_close()
 
 
+def test_a_client_that_does_not_read_the_reply_is_dropped_quietly(tmp_path, capfd):
+    """A 40 MB metrics.csv asked for and never read: the write times out after the request
+    timeout, the connection is closed, and no traceback reaches the server's stderr."""
+    write_run(tmp_path / "big")
+    with open(tmp_path / "big" / "metrics.csv", "ab") as f:
+        f.write(b"1,512,20.0,0.005,0.1,0.69,0.1,0.001,10,\r\n" * 1_000_000)
+    srv = start(tmp_path, request_timeout=1.0)
+    try:
+        sock = socket.create_connection(("127.0.0.1", srv.server_address[1]), timeout=5)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /files/big/metrics.csv HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        t0 = time.monotonic()
+        while srv._connections._value == srv.max_connections:
+            assert time.monotonic() - t0 < 5.0
+            time.sleep(0.01)  # until a handler has the connection
+        while srv._connections._value < srv.max_connections:
+            assert time.monotonic() - t0 < 5.0, "the handler is still writing"
+            time.sleep(0.05)  # until the handler has given up and released its slot
+        sock.close()
+        assert get(srv, "/api/runs")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_connections_beyond_the_bound_get_a_quick_503(tmp_path):
     """max_connections = 3: with 3 idle connections open, a 4th request is answered 503 (a
     one-line JSON message) at once; once they are gone, requests are served again."""

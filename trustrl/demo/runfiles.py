@@ -99,8 +99,12 @@ def read_inside(root: Path, path: Path) -> bytes:
 
 
 def _present(path: Path) -> bool:
-    """Something (a file, a folder, a link, even a dangling one) exists at path."""
-    return path.is_symlink() or path.exists()
+    """Something (a file, a folder, a link, even a dangling one) exists at path (True when we
+    cannot tell: read_inside then refuses it)."""
+    try:
+        return path.is_symlink() or path.exists()
+    except OSError:
+        return True
 
 
 def resolve_run(root: Path, parts: list[str]) -> Path:

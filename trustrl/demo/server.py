@@ -291,8 +291,8 @@ class DemoHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.NOT_FOUND, str(e) or "not found", head)
         except Busy as e:
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, str(e), head)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True  # the client left, or did not read the reply in time
         except Exception as e:  # noqa: BLE001 - a bug: one line to the client, trace to stderr
             traceback.print_exc(file=sys.stderr)
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
