@@ -8,11 +8,21 @@ run the same loop: the state and counters carried from call to call (so episodes
 autoreset as in a rollout), actions and reset states drawn beforehand and cycled, so only the
 transition is timed. The best of 3 repeats is printed. Informational, not a test: the figures
 move with the machine and its load.
+
+    python benchmarks/numpy_envs.py --against OTHER_CHECKOUT [--blocks 40]
+
+times instead the NumPy transition of this checkout against the one of another checkout (e.g.
+``git worktree add /tmp/old <commit>``; its ``trustrl/envs/numpy_classic.py`` is loaded from the
+file, so it must not import other trustrl modules that changed), in the same process and
+interleaved block by block, in thread CPU time, so that a loaded machine slows both alike. Each
+block is 200 calls; the minimum and the median over the blocks are printed, and new/old of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import statistics
 import time
 from collections.abc import Callable
 
@@ -84,13 +94,66 @@ def numpy_us(env_id: str, n: int, seconds: float) -> float:
     return time_calls(step, seconds)
 
 
+def load_numpy_classic(root: str) -> object:
+    """The module trustrl/envs/numpy_classic.py of another checkout, loaded from its file."""
+    path = f"{root}/trustrl/envs/numpy_classic.py"
+    spec = importlib.util.spec_from_file_location("_other_numpy_classic", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def compare(other_root: str, envs: list[str], ns: list[int], blocks: int) -> None:
+    """This checkout's NumPy transition against another's, interleaved, in thread CPU time."""
+    other = load_numpy_classic(other_root)
+    print(f"us per NumPy transition call (float32), thread CPU time, {blocks} interleaved blocks"
+          f" of 200 calls; 'old' = {other_root}")
+    print(f"{'env':<26}{'N':>4}{'old min':>10}{'new min':>10}{'old med':>10}{'new med':>10}"
+          f"{'new/old min':>13}{'new/old med':>13}")
+    for env_id in envs:
+        for n in ns:
+            start, acts_t, resets_t = inputs(env_id, n)
+            acts, resets = list(acts_t.numpy()), list(resets_t.numpy())
+            dyns = {"old": other.make_numpy_dynamics(env_id, np.float32),  # type: ignore
+                    "new": make_numpy_dynamics(env_id, np.float32)}
+            carry = {k: [start.numpy(), np.zeros(n, dtype=np.int64)] for k in dyns}
+            times: dict[str, list[float]] = {k: [] for k in dyns}
+
+            def block(k: str, calls: int = 200) -> float:
+                dyn, c = dyns[k], carry[k]
+                t0 = time.thread_time()
+                for i in range(calls):
+                    j = i % CYCLE
+                    out = dyn.transition(c[0], c[1], acts[j], resets[j])
+                    c[0], c[1] = out[0], out[1]
+                return (time.thread_time() - t0) / calls * 1e6
+
+            for k in dyns:  # warm-up
+                block(k)
+            for b in range(blocks):
+                for k in (("old", "new") if b % 2 == 0 else ("new", "old")):
+                    times[k].append(block(k))
+            mins = {k: min(v) for k, v in times.items()}
+            meds = {k: statistics.median(v) for k, v in times.items()}
+            print(f"{env_id:<26}{n:>4}{mins['old']:>10.2f}{mins['new']:>10.2f}"
+                  f"{meds['old']:>10.2f}{meds['new']:>10.2f}{mins['new'] / mins['old']:>13.3f}"
+                  f"{meds['new'] / meds['old']:>13.3f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=0.5, help="timed seconds per repeat")
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 64], help="numbers of envs")
     ap.add_argument("--envs", nargs="+", default=list(SUPPORTED))
+    ap.add_argument("--against", metavar="CHECKOUT",
+                    help="compare the NumPy transition with another checkout's (see above)")
+    ap.add_argument("--blocks", type=int, default=40, help="interleaved blocks (--against)")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.against:
+        compare(a.against, a.envs, a.n, a.blocks)
+        return
     print(f"us per transition call, float32, best of 3 x {a.seconds:g} s; numpy {np.__version__}"
           f", torch {torch.__version__} (1 thread)")
     cols = [f"{lib} N={n}" for n in a.n for lib in ("numpy", "torch")]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl.envs.torch_classic import SUPPORTED, Acrobot, TorchVecEnv, make_torch_env
+from trustrl.envs.torch_classic import SUPPORTED, TorchVecEnv, make_torch_env
 
 F32, F64 = torch.float32, torch.float64
 PI = math.pi
@@ -223,7 +223,7 @@ def test_acrobot_wrap_is_gymnasiums_repeated_subtraction():
     from gymnasium.envs.classic_control.acrobot import wrap
 
     x = np.concatenate([np.random.default_rng(5).uniform(-40, 40, 4000), [PI, -PI, 3 * PI]])
-    got = Acrobot._wrap(torch.tensor(x), -PI, PI).numpy()
+    got = make_torch_env("Acrobot-v1", 1).dyn.wrap(torch.tensor(x)).numpy()  # type: ignore
     np.testing.assert_array_equal(got, [wrap(v, -PI, PI) for v in x])
 
 
