@@ -179,12 +179,18 @@ def test_transition_matches_torch(env_id: str, dtype: str):
 
 def test_acrobot_wrap_is_the_torch_envs():
     """Angles up to six turns out, bit for bit with the torch env's wrap (which falls back to a
-    modulo after 8 turns each way)."""
-    x = np.concatenate([np.random.default_rng(5).uniform(-40, 40, 4000), [PI, -PI, 3 * PI, 60.0,
-                                                                          -60.0]])
-    want = make_torch_env("Acrobot-v1", 1).dyn.wrap(torch.tensor(x)).numpy()
-    got = make_numpy_dynamics("Acrobot-v1").wrap(x.copy())  # type: ignore[attr-defined]
-    np.testing.assert_array_equal(got, want)
+    modulo after 8 turns each way). The NumPy wrap stops each loop as soon as nothing is left to
+    wrap, so it is also compared on inputs that leave the loops at other rounds: angles only
+    below -pi, only above pi, none outside, and some beyond 8 turns."""
+    x = np.random.default_rng(5).uniform(-40, 40, 4000)
+    cases = [x, x[x < -PI], x[x > PI], x[np.abs(x) <= PI], np.array([PI, -PI, 3 * PI, -3 * PI]),
+             np.concatenate([x, [60.0, -60.0]])]
+    torch_env, dyn = make_torch_env("Acrobot-v1", 1), make_numpy_dynamics("Acrobot-v1")
+    for i, case in enumerate(cases):
+        want = torch_env.dyn.wrap(torch.tensor(case)).numpy()  # type: ignore[attr-defined]
+        got = dyn.wrap(case.copy())  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(got, want, err_msg=f"case {i}")
+        assert np.all(np.abs(got) <= PI)
 
 
 # -- whole episodes ------------------------------------------------------------------------
