@@ -22,7 +22,7 @@ from trustrl.fast import rng
 from trustrl.fast.adam import PopAdam
 from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO, init_policies
 from trustrl.fast.popnet import PopActorCritic
-from trustrl.fast.run import parse_seeds, resume_fast, train_fast
+from trustrl.train import Trainer, parse_seeds, resume, train
 from trustrl.policies import ActionSpec, ActorCritic
 from trustrl.rollout import Batch
 
@@ -465,7 +465,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 def test_single_run_folder_and_agent(tmp_path):
     cfg = small_cfg(runs_dir=str(tmp_path), total_steps=512)
-    res = train_fast(cfg)
+    res = train(cfg)
     run = res.run_dir
     for name in ("config.json", "metrics.csv", "episodes.csv", "agent.pt", "eval.json",
                  "eval_initial.json", "status.json", "learning_curve.png"):
@@ -492,30 +492,29 @@ def test_population_resume_is_exact(tmp_path, monkeypatch, algo):
                            {})
 
     cfg = small(runs_dir=str(tmp_path / "a"), total_steps=768, normalize_obs=True)
-    full = train_fast(cfg, [1, 2])
+    full = train(cfg, seeds=[1, 2])
     if algo == "trpo":  # the run folder has TRPO's own columns
         header = (full.member_dirs[0] / "metrics.csv").read_text().splitlines()[0]
         assert "ls_accepted" in header and "cg_iters_run" in header
-    from trustrl.fast import run as run_mod
-
     calls = {"n": 0}
-    orig = run_mod.FastTrainer._log
+    orig = Trainer.iterate
 
     def stop_after_three(self, *a, **k):
-        orig(self, *a, **k)
+        out = orig(self, *a, **k)
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
+        return out
 
-    monkeypatch.setattr(run_mod.FastTrainer, "_log", stop_after_three)
+    monkeypatch.setattr(Trainer, "iterate", stop_after_three)
     cfg_b = small(runs_dir=str(tmp_path / "b"), total_steps=768, normalize_obs=True,
                   checkpoint_every=2)
     with pytest.raises(KeyboardInterrupt):
-        train_fast(cfg_b, [1, 2])
-    monkeypatch.setattr(run_mod.FastTrainer, "_log", orig)
+        train(cfg_b, seeds=[1, 2])
+    monkeypatch.setattr(Trainer, "iterate", orig)
     root_b = next((tmp_path / "b").iterdir())
     assert json.loads((root_b / "status.json").read_text())["status"] == "stopped"
-    resumed = resume_fast(root_b)
+    resumed = resume(root_b)
     for ma, mb in zip(full.member_dirs, resumed.member_dirs, strict=True):
         assert _rows(ma / "metrics.csv") == _rows(mb / "metrics.csv")
         assert _rows(ma / "episodes.csv") == _rows(mb / "episodes.csv")
@@ -536,7 +535,8 @@ def test_parse_seeds():
     ({"vector": "torch", "env_id": "LunarLander-v3"}, "no version of"),
     ({"vector": "torch", "shared_trunk": "true"}, "separate actor and critic"),
     ({"jit": "cuda-graph", "vector": "torch"}, "needs device 'cuda'"),
-    ({"jit": "compile"}, "vector 'torch' only"),
+    ({"jit": "compile", "vector": "sync"}, "vector 'torch' only"),
+    ({"jit": "compile", "env_id": "LunarLander-v3"}, "vector 'torch' only"),
     ({"jit": "fast"}, "jit must be"),
 ])
 def test_bad_fast_configs(sets, msg):
@@ -571,7 +571,7 @@ def test_cli_seeds_population_and_errors(tmp_path, cli_env):
     assert r.returncode == 2 and "checkpoint of the fast path" in r.stderr, r.stderr
     for args, msg in [(("--seeds", "3-1"), "--seeds takes"),
                       (("--seeds", "0-1", "--seed", "3"), "not both"),
-                      (("--seeds", "0-1", "--vector", "sync"), "batched torch envs"),
+                      (("--seeds", "0-1", "--vector", "sync"), "batched collector"),
                       (("--vector", "torch", "--env", "Foo-v9"), "error")]:
         r = trustrl("train", *args, "--runs-dir", str(tmp_path / "bad"), "--quiet")
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)

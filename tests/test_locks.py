@@ -145,24 +145,24 @@ def test_one_process_may_reopen_its_own_run_and_releases_it_when_done(tmp_path):
 
 
 def test_a_population_locks_its_folder_once(tmp_path):
-    from trustrl.fast.run import resume_fast, train_fast
+    from trustrl.train import resume, train
 
     cfg = make_config("ppo", "CartPole-v1", flags={
         "runs_dir": str(tmp_path / "runs"), "total_steps": 2 * 256, "num_envs": 2,
         "num_steps": 128, "minibatch_size": 64, "update_epochs": 1, "eval_every": 0,
         "eval_episodes": 2, "tensorboard": False, "vector": "torch"})
-    res = train_fast(cfg, [1, 2])
+    res = train(cfg, seeds=[1, 2])
     assert (res.run_dir / LOCK_NAME).is_file()
     assert not any((m / LOCK_NAME).exists() for m in res.member_dirs)  # shared with the root
     p = holder("import sys\nfrom trustrl.runs import RunDir\nr = RunDir.open(sys.argv[1])",
                str(res.run_dir))
     try:
         with pytest.raises(FolderLockedError, match=f"pid {p.pid} "):
-            resume_fast(res.run_dir)
+            resume(res.run_dir)
     finally:
         p.kill()
         p.wait()
-    resume_fast(res.run_dir)  # finished: writes the final files again, lock free
+    resume(res.run_dir)  # finished: writes the final files again, lock free
 
 
 # ----- sweep folders --------------------------------------------------------------------------

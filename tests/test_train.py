@@ -17,7 +17,7 @@ from trustrl.config import make_config
 from trustrl.runs import TIMING_COLUMNS
 from trustrl.safeio import load_safe
 
-train_mod = importlib.import_module("trustrl.train")  # the module, not trustrl.train()
+learners_mod = importlib.import_module("trustrl.learners")  # where the Gymnasium learner calls gae
 
 
 def rows(path: Path, drop=TIMING_COLUMNS) -> list[dict[str, str]]:
@@ -27,18 +27,20 @@ def rows(path: Path, drop=TIMING_COLUMNS) -> list[dict[str, str]]:
 
 def small(tmp_path: Path, env: str = "CartPole-v1", **sets):
     base = dict(total_steps=8 * 256, num_envs=2, num_steps=128, minibatch_size=64,
-                update_epochs=4, eval_every=2, eval_episodes=3, tensorboard=False)
+                update_epochs=4, eval_every=2, eval_episodes=3, tensorboard=False,
+                vector="sync")  # the Gymnasium collector unless a test says otherwise
     base.update(sets)
     return make_config("ppo", env, flags={"runs_dir": str(tmp_path), **base})
 
 
-def test_same_seed_twice_gives_identical_metrics(tmp_path):
-    a = trustrl.train(small(tmp_path / "a"))
-    b = trustrl.train(small(tmp_path / "b"))
+@pytest.mark.parametrize("vector", ["sync", "torch"])
+def test_same_seed_twice_gives_identical_metrics(tmp_path, vector):
+    a = trustrl.train(small(tmp_path / "a", vector=vector))
+    b = trustrl.train(small(tmp_path / "b", vector=vector))
     ra, rb = rows(a.run_dir / "metrics.csv"), rows(b.run_dir / "metrics.csv")
     assert len(ra) == 8 and ra == rb
     assert rows(a.run_dir / "episodes.csv") == rows(b.run_dir / "episodes.csv")
-    c = trustrl.train(small(tmp_path / "c", seed=2))
+    c = trustrl.train(small(tmp_path / "c", seed=2, vector=vector))
     assert rows(c.run_dir / "metrics.csv") != ra
 
 
@@ -46,11 +48,15 @@ class Stop(Exception):
     pass
 
 
+@pytest.mark.parametrize("vector", ["sync", "torch"])
 @pytest.mark.parametrize("env,extra", [
     ("CartPole-v1", {}),
     ("Pendulum-v1", {"normalize_obs": True, "normalize_reward": True}),
 ])
-def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, env, extra):
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, env, extra, vector):
+    """One trainer for both collectors: a run that failed mid-way resumes from its checkpoint
+    and writes the rows of a run that never stopped."""
+    extra = {**extra, "vector": vector}
     full = trustrl.train(small(tmp_path / "full", env, **extra))
 
     def stop_at_5(row):
@@ -141,7 +147,7 @@ def test_truncation_bootstrap_learns_infinite_horizon_value(tmp_path, monkeypatc
     def gae_without_bootstrap(r, v_, nv, term, trunc, g, lam):
         return gae(r, v_, nv, term | trunc, torch.zeros_like(trunc), g, lam)
 
-    monkeypatch.setattr(train_mod, "gae", gae_without_bootstrap)
+    monkeypatch.setattr(learners_mod, "gae", gae_without_bootstrap)
     v_wrong = value_after_training("no_bootstrap")
     print("V without bootstrap", v_wrong)
     assert v_wrong < 9.0, v_wrong

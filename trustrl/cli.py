@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seeds", metavar="LIST",
                    help="train a population of seeds in one process, e.g. 0-255 or 1,2,5 "
                    "(batched torch envs: implies --vector torch)")
-    t.add_argument("--vector", help="sync (default), async, or torch (batched torch envs, the "
-                   "whole iteration on --device)")
+    t.add_argument("--vector", help="auto (default: torch where it runs, i.e. the five "
+                   "classic-control envs with ppo, ppo-noclip, trpo, npg; else sync), sync, "
+                   "async, or torch (batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--config", help="TOML or JSON file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -135,24 +136,20 @@ def cmd_train(args: argparse.Namespace) -> int:
             from trustrl.safeio import trust_files
 
             trust_files()
-        from trustrl.fast.run import is_fast_run, resume_fast
-
-        if is_fast_run(Path(args.resume)):
-            return _report_fast(resume_fast(args.resume, progress=not args.quiet))
         result = resume(args.resume, progress=not args.quiet)
     elif args.trust_checkpoint:
         raise TrustrlError("--trust-checkpoint goes with --resume RUN")
     else:
         seeds = None
         if args.seeds:
-            from trustrl.fast.run import parse_seeds
+            from trustrl.train import parse_seeds
 
             if args.seed is not None:
                 raise TrustrlError("give --seed or --seeds, not both")
             check_seed_list(args.seeds)  # bounds first: a range is not expanded before
             seeds = parse_seeds(args.seeds)
-            if args.vector not in (None, "torch"):
-                raise TrustrlError("--seeds runs on batched torch envs: drop --vector "
+            if args.vector not in (None, "auto", "torch"):
+                raise TrustrlError("--seeds runs on the batched collector: drop --vector "
                                    f"{args.vector} (or use a sweep for Gymnasium envs)")
             args.vector = "torch"
         flags = {"env_id": args.env_id, "total_steps": args.total_steps, "seed": args.seed,
@@ -165,15 +162,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         check_writable_dir(cfg.runs_dir, "runs_dir")
         if seeds is not None:
             check_population(cfg, len(seeds))
-        if cfg.vector == "torch":
-            from trustrl.fast.run import train_fast
-
-            return _report_fast(train_fast(cfg, seeds, progress=not args.quiet))
-        result = train(cfg, progress=not args.quiet)
-    ev = result.final_eval
-    print(f"run: {result.run_dir}")
-    print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± {ev['std']:.1f}")
-    return 0
+        result = train(cfg, progress=not args.quiet, seeds=seeds)
+    return _report(result)
 
 
 def _check_resume_folder(path: Path) -> None:
@@ -198,10 +188,13 @@ def _read_json(path: Path) -> Any:
         raise TrustrlError(f"cannot read {path}: {msg[:120]}") from None
 
 
-def _report_fast(result: Any) -> int:
+def _report(result: Any) -> int:
     ev = result.final_eval
     print(f"run: {result.run_dir}")
-    if len(result.member_dirs) == 1:
+    if not ev:
+        print("stopped before the end: continue with `trustrl train --resume "
+              f"{result.run_dir}`")
+    elif len(result.member_dirs) <= 1:
         print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± "
               f"{ev['std']:.1f}")
     else:
@@ -305,9 +298,22 @@ def main(argv: list[str] | None = None) -> int:
     except TrustrlError as e:
         print(f"trustrl: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("trustrl: interrupted; continue with `trustrl train --resume RUN`", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        from trustrl.train import Terminated
+
+        run = getattr(e, "run_dir", None)
+        what = "terminated" if isinstance(e, Terminated) else "interrupted"
+        if run is not None:  # printed with --quiet too: the way back to the run
+            print(f"trustrl: {what}; the run is saved as stopped in {run}: continue with "
+                  f"`trustrl train --resume {run}`", file=sys.stderr)
+        else:
+            print(f"trustrl: {what}", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+    except BrokenPipeError:  # `trustrl ... | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except RecursionError:
         print("trustrl: error: input nested too deeply to read", file=sys.stderr)
         return 2

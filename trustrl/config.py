@@ -293,7 +293,8 @@ class RunConfig:
             raise ConfigError(
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
             )
-        if self.jit != "none" and self.vector not in ("torch", "auto"):
+        if self.jit != "none" and (self.vector in ("sync", "async") or (
+                self.vector == "auto" and not self.batched_ok())):
             raise ConfigError("jit applies to vector 'torch' only")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")

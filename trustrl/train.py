@@ -1,17 +1,26 @@
-"""The training loop: collect -> advantages -> update -> log -> checkpoint.
+"""The one trainer: a learner's iterations -> run folders, for one seed or a population.
 
-One function, `train(config)`, does a whole run; `--resume` re-enters the same loop from a
-checkpoint that holds everything that decides the future of the run: network and optimizer,
-normalisers, the torch/NumPy/Python RNG states, the sub-envs (pickled, mid-episode) and the
-collector's trackers. So on CPU a killed-and-resumed run writes the same metrics as one that
-never stopped.
+`train(config)` does a whole run and `resume(path)` re-enters it. The learner
+(trustrl.learners) is the collector and the algorithm: the Gymnasium vector env (any env, one
+seed) or the batched classic-control envs (one seed or a population of P seeds stepping
+together). Everything else lives here, once: run folders, status, signals, checkpoints,
+resume, the evaluation schedule, progress, TensorBoard and logging.
+
+Lifecycle. A run folder is created only after the config, the env and the networks are built
+(bad input leaves nothing on disk). Status is "running" from then on, "finished" at the end,
+"stopped" after Ctrl-C, SIGTERM or a callback that returns False (resumable), and "failed"
+with the one-line reason of any other error (resumable from the last checkpoint). A run with
+no checkpoint yet resumes from scratch. On CPU a killed-and-resumed run writes the same metrics
+as one that never stopped (the checkpoint holds everything that decides the future of the run:
+networks, optimisers, normalisers, RNG states, mid-episode envs, trackers).
 """
 
 from __future__ import annotations
 
 import json
-import pickle
-import random
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,47 +28,34 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from trustrl import diagnostics as diag
-from trustrl.advantages import gae
 from trustrl.agent import Agent
-from trustrl.algos import make_algorithm
 from trustrl.config import RunConfig, config_from_dict, config_to_dict
-from trustrl.envs.make import check_env, make_vec_env
-from trustrl.errors import RunError
-from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
-from trustrl.normalize import ObsNormalizer, RewardScaler
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Collector
+from trustrl.envs.make import check_env
+from trustrl.errors import ConfigError, RunError
+from trustrl.learners import Learner, make_learner
 from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text
+from trustrl.seeding import seed_everything
 
-CHECKPOINT_FORMAT = 1
+__all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
+           "solved", "train"]
+
+CHECKPOINT_FORMAT = 2
+MAX_MEMBER_PLOTS = 8  # learning_curve.png per member folder up to this many seeds
+MAX_OVERLAY = 16  # one overlaid curve of every seed in a population folder up to this many
 
 
 @dataclass
 class TrainResult:
     run_dir: Path
-    agent: Agent
-    final_eval: dict[str, Any]
-    metrics: list[dict[str, Any]] = field(default_factory=list)
+    agent: Agent  # the final agent (of the first seed in a population)
+    final_eval: dict[str, Any]  # empty when a callback stopped the run
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # rows of one-seed runs
+    member_dirs: list[Path] = field(default_factory=list)  # one folder per seed
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state()}
-
-
-def _set_rng_state(s: dict[str, Any]) -> None:
-    random.setstate(s["python"])
-    np.random.set_state(s["numpy"])
-    torch.set_rng_state(s["torch"])
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during training: handled like Ctrl-C (status "stopped", resumable)."""
 
 
 def solved(cfg: RunConfig, eval_mean: float | None) -> bool:
@@ -67,228 +63,329 @@ def solved(cfg: RunConfig, eval_mean: float | None) -> bool:
     return cfg.stop_return is not None and eval_mean is not None and eval_mean >= cfg.stop_return
 
 
-class Trainer:
-    """Holds the state of one run; `run()` iterates until total_steps."""
+def parse_seeds(spec: str) -> list[int]:
+    """'0-255', '1,2,5' or '0-3,10' -> the list of seeds (distinct, in order)."""
+    seeds: list[int] = []
+    try:
+        for part in spec.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                i = part.index("-", 1)
+                a, b = int(part[:i]), int(part[i + 1:])
+                if b < a:
+                    raise ValueError
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise ConfigError(f"--seeds takes a list like 0-255 or 1,2,5 or 0-3,10; got {spec!r}"
+                          ) from None
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds lists a seed twice: {spec!r}")
+    if not seeds:
+        raise ConfigError("--seeds is empty")
+    return seeds
 
-    def __init__(self, cfg: RunConfig, run: RunDir, progress: bool = True):
-        self.cfg, self.run_dir, self.show_progress = cfg, run, progress
-        torch.set_num_threads(cfg.torch_threads)
-        seed_everything(cfg.seed)
-        self.spec = check_env(cfg.env_id)
-        policy = ActorCritic(
-            self.spec.obs_dim, self.spec.action, cfg.hidden_sizes, cfg.activation,
-            cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init,
-        ).to(cfg.device)
-        norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) if cfg.normalize_obs else None
-        self.agent = Agent(policy, self.spec, norm, cfg.device)
-        self.algo = make_algorithm(cfg, policy)
-        run.metric_columns = METRIC_COLUMNS + list(self.algo.extra_columns)
-        self.envs = make_vec_env(cfg.env_id, cfg.num_envs, cfg.vector)
-        scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
-                  if cfg.normalize_reward else None)
-        state = Collector.start(self.envs, self.agent, cfg.seed)
-        self.collector = Collector(self.envs, self.agent, cfg.num_steps, scaler, state)
-        self.iteration = 0
+
+def _nanmean(xs: list[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return float(np.mean(v)) if v else None
+
+
+class Trainer:
+    """Drives a learner through a run: `run()` iterates until total_steps (or a stop)."""
+
+    def __init__(self, cfg: RunConfig, learner: Learner, root: RunDir, members: list[RunDir],
+                 progress: bool = True):
+        self.cfg, self.learner, self.root, self.members = cfg, learner, root, members
+        self.show_progress = progress
+        for m in members:
+            m.metric_columns = METRIC_COLUMNS + list(learner.extra_columns)
         self.elapsed = 0.0
         self.metrics: list[dict[str, Any]] = []
 
+    @property
+    def population(self) -> bool:
+        return len(self.members) > 1
+
     # --- checkpoint --------------------------------------------------------------------------
-    def checkpoint_state(self) -> dict[str, Any]:
-        st = self.collector.state
-        scaler = self.collector.reward_scaler
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "iteration": self.iteration,
-            "global_step": st.global_step,
-            "elapsed": self.elapsed,
-            "config": config_to_dict(self.cfg),
-            "agent": self.agent.state(),
-            "algorithm": self.algo.state_dict(),
-            "reward_scaler": None if scaler is None else scaler.state_dict(),
-            "collector": {"next_obs": st.next_obs, "ep_return": st.ep_return,
-                          "ep_length": st.ep_length},
-            "envs": pickle.dumps(self.envs.envs) if self.cfg.vector == "sync" else None,
-            "rng": _rng_state(),
-        }
+    def checkpoint(self) -> None:
+        lr = self.learner
+        self.root.save_checkpoint({
+            **lr.state_dict(), "format": CHECKPOINT_FORMAT, "learner": lr.kind,
+            "iteration": lr.iteration, "global_step": lr.global_step, "elapsed": self.elapsed,
+            "config": config_to_dict(self.cfg)})
 
     def restore(self, ck: dict[str, Any]) -> None:
         if ck.get("format") != CHECKPOINT_FORMAT:
-            raise RunError("checkpoint format not understood by this trustrl version")
-        self.agent.policy.load_state_dict(ck["agent"]["policy"])
-        if self.agent.obs_normalizer is not None:
-            self.agent.obs_normalizer.load_state_dict(ck["agent"]["obs_normalizer"])
-        self.algo.load_state_dict(ck["algorithm"])
-        if self.collector.reward_scaler is not None:
-            self.collector.reward_scaler.load_state_dict(ck["reward_scaler"])
-        st = self.collector.state
-        st.next_obs = ck["collector"]["next_obs"]
-        st.ep_return = ck["collector"]["ep_return"]
-        st.ep_length = ck["collector"]["ep_length"]
-        st.global_step = ck["global_step"]
-        if ck["envs"] is not None:
-            self.envs.envs = pickle.loads(ck["envs"])
-        # async envs cannot be pickled: they restart from fresh episodes (not bit-exact).
-        self.iteration, self.elapsed = ck["iteration"], ck["elapsed"]
-        _set_rng_state(ck["rng"])
+            raise RunError(f"{self.root.checkpoint_path}: checkpoint format not understood by "
+                           "this trustrl version")
+        if ck.get("learner") != self.learner.kind:
+            raise RunError(f"{self.root.checkpoint_path} was written by the {ck.get('learner')} "
+                           f"collector, the run's config says vector {self.cfg.vector!r}")
+        saved = ck.get("config")
+        if isinstance(saved, dict):
+            for key in ("env_id", "algo"):
+                if saved.get(key) != getattr(self.cfg, key):
+                    raise RunError(f"{self.root.path}: config.json says {key} "
+                                   f"{getattr(self.cfg, key)!r}, its checkpoint "
+                                   f"{saved.get(key)!r}")
+        self.learner.load_state_dict(ck)
+        self.elapsed = float(ck["elapsed"])
 
-    # --- one iteration -----------------------------------------------------------------------
-    def iterate(self) -> dict[str, Any]:
-        cfg = self.cfg
-        t0 = time.perf_counter()
-        it = self.iteration + 1  # self.iteration counts completed iterations only
-
-        # 1. rollout with pi_old; logp_old and V_old frozen inside
-        self.agent.policy.eval()
-        rollout, episodes = self.collector.collect()
-        # 2. advantages by GAE, targets R = A + V_old
-        adv, ret = gae(rollout.rewards, rollout.values, rollout.next_values,
-                       rollout.terminated, rollout.truncated, cfg.gamma, cfg.gae_lambda)
-        batch = rollout.flatten(adv, ret)
-        # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...)
-        self.agent.policy.train()
-        m = self.algo.update(batch, progress=(it - 1) / cfg.num_iterations)
-        self.agent.policy.eval()
-        step = self.collector.state.global_step
-        row: dict[str, Any] = {
-            "iteration": it, "global_step": step,
-            "explained_variance": diag.explained_variance(batch.values_old, batch.returns),
-            # the critic on data it has not been trained on yet (rises when it overfits)
-            "value_loss_fresh": float(0.5 * ((batch.values_old - batch.returns) ** 2).mean()),
-            "episodes": len(episodes),
-            "ep_return_mean": float(np.mean([e.ret for e in episodes])) if episodes else None,
-            "ep_length_mean": float(np.mean([e.length for e in episodes])) if episodes else None,
-            **m,
-        }
-        last = it == cfg.num_iterations
-        if (cfg.eval_every and it % cfg.eval_every == 0) or last:
-            returns = evaluate(self.agent, cfg.env_id, cfg.eval_episodes,
-                               seed=cfg.seed + EVAL_SEED_OFFSET, max_steps=cfg.eval_max_steps)
-            row["eval_return_mean"] = float(returns.mean())
-            row["eval_return_std"] = float(returns.std())
-        dt = time.perf_counter() - t0
-        self.elapsed += dt
-        row["wall_time"] = self.elapsed
-        row["sps"] = cfg.batch_size / dt
-        self.run_dir.log_metrics(row)
-        self.run_dir.log_episodes([
-            {"global_step": e.global_step, "iteration": it,
-             "env_index": e.env_index, "return": e.ret, "length": e.length}
-            for e in episodes])
-        self.metrics.append(row)
-        self.iteration = it
-        if it % cfg.checkpoint_every == 0 or last:
-            self.run_dir.save_checkpoint(self.checkpoint_state())
-            self.run_dir.set_status("running", self.iteration)
-        return row
-
-    # --- whole run ---------------------------------------------------------------------------
-    def run(self, callback: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
-        cfg = self.cfg
-        from trustrl.progress import TrainProgress
-
-        if cfg.tensorboard:
-            self.run_dir.open_tensorboard(purge_step=self.collector.state.global_step or None)
-        try:
-            with TrainProgress(cfg, self.collector.state.global_step, self.show_progress) as bar:
-                while self.iteration < cfg.num_iterations:
-                    row = self.iterate()
-                    bar.update(row)
-                    if callback is not None:
-                        callback(row)
-                    if solved(cfg, row.get("eval_return_mean")):
-                        if self.iteration % cfg.checkpoint_every:  # not written by iterate()
-                            self.run_dir.save_checkpoint(self.checkpoint_state())
-                        break
-        except BaseException as e:
-            msg = "interrupted" if isinstance(e, KeyboardInterrupt) else (
-                str(e).splitlines() or [type(e).__name__])[0]
-            self.run_dir.set_status("stopped" if isinstance(e, KeyboardInterrupt) else "failed",
-                                    self.iteration, msg)
-            raise
-        finally:
-            self.run_dir.close()
-            self.envs.close()
-        return self.finish()
+    # --- evaluation ---------------------------------------------------------------------------
+    def _eval_record(self, r: np.ndarray, **extra: Any) -> str:
+        d = {**extra, "mean": float(r.mean()), "std": float(r.std()), "returns": r.tolist()}
+        if self.learner.evaluator is not None:
+            d["evaluator"] = self.learner.evaluator
+        return json.dumps(d, indent=2) + "\n"
 
     def evaluate_initial(self) -> None:
         """Greedy evaluation of the untrained policy (step 0), kept in eval_initial.json.
         Greedy actions draw no random numbers, so this leaves the run's RNG streams alone."""
         if not self.cfg.eval_every:
             return
-        returns = evaluate(self.agent, self.cfg.env_id, self.cfg.eval_episodes,
-                           seed=self.cfg.seed + EVAL_SEED_OFFSET,
-                           max_steps=self.cfg.eval_max_steps)
-        atomic_write_text(self.run_dir.path / "eval_initial.json", json.dumps(
-            {"global_step": 0, "mean": float(returns.mean()), "std": float(returns.std()),
-             "returns": returns.tolist()}, indent=2) + "\n")
+        returns = self.learner.evaluate(self.cfg.eval_episodes)
+        for m, r in zip(self.members, returns, strict=True):
+            atomic_write_text(m.path / "eval_initial.json", self._eval_record(r, global_step=0))
+
+    # --- one iteration -----------------------------------------------------------------------
+    def iterate(self) -> tuple[dict[str, Any], np.ndarray | None]:
+        """One iteration of every member, logged; returns the progress row (the member's row
+        for one seed, a summary over the seeds of a population) and the greedy returns
+        [P, episodes] when this iteration evaluated."""
+        cfg, lr = self.cfg, self.learner
+        t0 = time.perf_counter()
+        rows, episodes = lr.iterate()
+        it = lr.iteration
+        last = it == cfg.num_iterations
+        evals = None
+        if (cfg.eval_every and it % cfg.eval_every == 0) or last:
+            evals = lr.evaluate(cfg.eval_episodes)
+        dt = time.perf_counter() - t0
+        self.elapsed += dt
+        sps = cfg.batch_size * len(self.members) / dt
+        for p, (m, row, eps) in enumerate(zip(self.members, rows, episodes, strict=True)):
+            row.update(iteration=it, global_step=lr.global_step, wall_time=self.elapsed, sps=sps)
+            if evals is not None:
+                row["eval_return_mean"] = float(evals[p].mean())
+                row["eval_return_std"] = float(evals[p].std())
+            m.log_metrics(row)
+            m.log_episodes(eps)
+        if it % cfg.checkpoint_every == 0 or last:
+            self.checkpoint()
+            self.root.set_status("running", it)
+        if not self.population:
+            self.metrics.append(rows[0])
+            return rows[0], evals
+        return {
+            "global_step": lr.global_step, "iteration": it, "sps": sps,
+            "ep_return_mean": _nanmean([r["ep_return_mean"] for r in rows]),
+            "approx_kl": _nanmean([r["approx_kl"] for r in rows]),
+            "clip_fraction": _nanmean([r["clip_fraction"] for r in rows]),
+            "eval_return_mean": None if evals is None else float(evals.mean()),
+            "members": rows,
+        }, evals
+
+    # --- whole run ---------------------------------------------------------------------------
+    def run(self, callback: Callable[[dict[str, Any]], Any] | None = None,
+            initial_eval: bool = True) -> TrainResult:
+        """Iterate to the end. `callback(row)` after each iteration; returning False stops the
+        run cleanly (checkpoint, status "stopped", resumable)."""
+        cfg, lr = self.cfg, self.learner
+        from trustrl.progress import TrainProgress
+
+        if cfg.tensorboard and not self.population:
+            self.root.open_tensorboard(purge_step=lr.global_step or None)
+        previous = _on_sigterm()
+        stopped = False
+        try:
+            if initial_eval:
+                self.evaluate_initial()
+            with TrainProgress(cfg, lr.global_step, self.show_progress) as bar:
+                while lr.iteration < cfg.num_iterations:
+                    row, evals = self.iterate()
+                    bar.update(row)
+                    stopped = callback is not None and callback(row) is False
+                    reached = (cfg.stop_return is not None and evals is not None
+                               and float(evals.mean(1).min()) >= cfg.stop_return)
+                    if stopped or reached:
+                        if lr.iteration % cfg.checkpoint_every:  # not written by iterate()
+                            self.checkpoint()
+                        break
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                status = "stopped"
+                msg = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+                e.run_dir = self.root.path  # type: ignore[attr-defined]  # for the CLI's hint
+            else:
+                status = "failed"
+                msg = (str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__
+            for r in [self.root, *self.members] if self.population else [self.root]:
+                r.set_status(status, lr.iteration, msg)
+            raise
+        finally:
+            _restore_sigterm(previous)
+            self.root.close()
+            lr.close()
+        if stopped:
+            for r in [self.root, *self.members] if self.population else [self.root]:
+                r.set_status("stopped", lr.iteration, "stopped by the callback")
+            return TrainResult(self.root.path, lr.agent(0), {}, self.metrics,
+                               [m.path for m in self.members])
+        return self.finish()
 
     def finish(self) -> TrainResult:
-        cfg = self.cfg
-        final = self.agent.frozen()
-        final.save(self.run_dir.path / "agent.pt")
-        returns = evaluate(final, cfg.env_id, cfg.eval_episodes, seed=cfg.seed + EVAL_SEED_OFFSET,
-                           max_steps=cfg.eval_max_steps)
-        result = {"episodes": len(returns), "greedy": True, "mean": float(returns.mean()),
-                  "std": float(returns.std()), "returns": returns.tolist(),
-                  "global_step": self.collector.state.global_step}
-        atomic_write_text(self.run_dir.path / "eval.json", json.dumps(result, indent=2) + "\n")
+        """Save each member's agent, evaluate it (eval.json), plot, mark finished."""
         from trustrl.plotting import plot_runs
 
-        plot_runs([self.run_dir.path], self.run_dir.path / "learning_curve.png")
-        self.run_dir.set_status("finished", self.iteration)
-        return TrainResult(self.run_dir.path, final, result, self.metrics)
+        lr = self.learner
+        returns = lr.evaluate(self.cfg.eval_episodes)
+        means = []
+        for p, m in enumerate(self.members):
+            lr.agent(p).save(m.path / "agent.pt")
+            r = returns[p]
+            means.append(float(r.mean()))
+            atomic_write_text(m.path / "eval.json", self._eval_record(
+                r, episodes=len(r), greedy=True, global_step=lr.global_step))
+            if len(self.members) <= MAX_MEMBER_PLOTS:
+                plot_runs([m.path], m.path / "learning_curve.png")
+            m.set_status("finished", lr.iteration)
+        if self.population:
+            final = {"episodes": int(returns.shape[1]), "greedy": True,
+                     "mean": float(np.mean(means)), "std": float(np.std(means)),
+                     "min": float(np.min(means)), "max": float(np.max(means)),
+                     "global_step": lr.global_step,
+                     "per_seed": dict(zip(map(str, lr.seeds), means, strict=True))}
+            if lr.evaluator is not None:
+                final["evaluator"] = lr.evaluator
+            atomic_write_text(self.root.path / "summary.json", json.dumps(final, indent=2) + "\n")
+            if len(self.members) <= MAX_OVERLAY:
+                plot_runs([m.path for m in self.members], self.root.path / "learning_curve.png")
+            self.root.set_status("finished", lr.iteration)
+        else:
+            final = json.loads((self.members[0].path / "eval.json").read_text())
+        return TrainResult(self.root.path, lr.agent(0), final, self.metrics,
+                           [m.path for m in self.members])
+
+
+def _on_sigterm() -> Any:
+    """SIGTERM raises Terminated in the main thread (a stop like Ctrl-C); returns the previous
+    handler (None where signals cannot be set: another thread, another platform)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+            signal, "SIGTERM"):
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _create_folders(cfg: RunConfig, seeds: list[int]) -> tuple[RunDir, list[RunDir]]:
+    """One seed: one run folder. A population: a parent folder (config with "seeds",
+    population.json, the one checkpoint, summary.json) holding one run folder per seed."""
+    if len(seeds) == 1:
+        root = RunDir.create(cfg.runs_dir, cfg.env_id, cfg.algo, cfg.seed, config_to_dict(cfg))
+        return root, [root]
+    label = f"seeds{seeds[0]}-{seeds[-1]}" if seeds == list(
+        range(seeds[0], seeds[-1] + 1)) else f"seeds{len(seeds)}"
+    root = RunDir.create(cfg.runs_dir, cfg.env_id, cfg.algo, label,  # type: ignore[arg-type]
+                         {**config_to_dict(cfg), "seeds": seeds})
+    try:
+        members = [RunDir.create(root.path, cfg.env_id, cfg.algo, s,
+                                 {**config_to_dict(cfg), "seed": s}) for s in seeds]
+        atomic_write_text(root.path / "population.json", json.dumps(
+            {"seeds": seeds, "members": [m.path.name for m in members]}, indent=2) + "\n")
+    except BaseException as e:
+        root.set_status("failed", 0, (str(e).splitlines() or [type(e).__name__])[0])
+        raise
+    return root, members
 
 
 def train(
     config: RunConfig,
     progress: bool = False,
-    callback: Callable[[dict[str, Any]], None] | None = None,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+    seeds: list[int] | None = None,
 ) -> TrainResult:
     """Train from scratch; writes a run folder under config.runs_dir and returns the result.
-    With vector 'torch' the run goes through the fast path (trustrl.fast), one seed."""
-    config.validate()
-    if config.vector == "torch":
-        from trustrl.fast.run import train_fast
 
-        if callback is not None:
-            raise RunError("callbacks are not supported with vector 'torch'")
-        return _from_fast(train_fast(config, None, progress))
+    seeds: train a population, one member per seed, on the batched collector (each member
+    equal to its seed's run alone). config.vector 'auto' picks the batched collector where it
+    runs the config (classic control), else the Gymnasium sync vector env.
+    """
+    if seeds is not None and len(seeds) > 1:
+        if config.vector not in ("auto", "torch"):
+            raise ConfigError(f"a population of seeds runs on the batched collector: drop "
+                              f"vector {config.vector!r} (or use a sweep for Gymnasium envs)")
+        config.vector = "torch"
+    config.resolve_vector()
+    config.validate()
+    seeds = list(seeds) if seeds else [config.seed]
+    config.seed = seeds[0]
     check_env(config.env_id)  # bad env id: fail before a run folder exists
-    run = RunDir.create(config.runs_dir, config.env_id, config.algo, config.seed,
-                        config_to_dict(config))
-    trainer = Trainer(config, run, progress)
-    trainer.evaluate_initial()
-    return trainer.run(callback)
+    learner = make_learner(config, seeds)  # envs and networks built before any folder
+    try:
+        root, members = _create_folders(config, seeds)
+    except BaseException:
+        learner.close()
+        raise
+    return Trainer(config, learner, root, members, progress).run(callback)
 
 
 def resume(
     run_path: str | Path,
     progress: bool = False,
-    callback: Callable[[dict[str, Any]], None] | None = None,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> TrainResult:
-    """Continue a stopped run from its last checkpoint; logs after it are dropped first."""
-    from trustrl.fast.run import is_fast_run, resume_fast
-
-    if is_fast_run(Path(run_path)):
-        if callback is not None:
-            raise RunError("callbacks are not supported with vector 'torch'")
-        if (Path(run_path) / "population.json").is_file():
-            raise RunError(f"{run_path} holds a population of seeds: resume it with "
-                           "`trustrl train --resume` or trustrl.fast.run.resume_fast")
-        return _from_fast(resume_fast(run_path, progress))
-    run = RunDir.open(run_path)
-    cfg = config_from_dict(run.read_config())
+    """Continue a run from its last checkpoint (logs after it are dropped first); a run with
+    no checkpoint yet starts again from scratch in its own folder."""
+    root = RunDir.open(run_path)
+    d = root.read_config()
+    if not isinstance(d, dict):
+        raise RunError(f"{root.path}/config.json does not hold a config (a JSON object)")
+    seeds = d.pop("seeds", None)
+    cfg = config_from_dict(d)
+    cfg.resolve_vector()
     cfg.validate()
-    ck = run.load_checkpoint()
-    trainer = Trainer(cfg, run, progress)
-    trainer.restore(ck)
-    run.truncate_logs(trainer.iteration)
-    if trainer.iteration >= cfg.num_iterations:
-        trainer.envs.close()
+    if seeds is None:
+        seeds, members = [cfg.seed], [root]
+    else:
+        try:
+            pop = json.loads((root.path / "population.json").read_text())
+            members = [RunDir.open(root.path / name) for name in pop["members"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise RunError(f"{root.path}: population.json unreadable ({e})") from None
+        if len(members) != len(seeds):
+            raise RunError(f"{root.path}: population.json lists {len(members)} members for "
+                           f"{len(seeds)} seeds")
+    fresh = not root.checkpoint_path.is_file()
+    ck = None if fresh else root.load_checkpoint()
+    learner = make_learner(cfg, list(seeds))
+    trainer = Trainer(cfg, learner, root, members, progress)
+    try:
+        if ck is not None:
+            trainer.restore(ck)
+    except BaseException:
+        learner.close()
+        raise
+    for m in members:
+        m.truncate_logs(learner.iteration)
+    for r in [root, *members] if len(members) > 1 else [root]:
+        r.set_status("running", learner.iteration)
+    if fresh:
+        print(f"trustrl: {root.path} has no checkpoint yet: training it again from the start",
+              file=sys.stderr)
+    if learner.iteration >= cfg.num_iterations:
+        learner.close()
         return trainer.finish()
-    return trainer.run(callback)
-
-
-def _from_fast(result: Any) -> TrainResult:
-    """A fast-path result of one seed as the ordinary trainer's TrainResult."""
-    return TrainResult(result.run_dir, Agent.load(result.run_dir / "agent.pt"), result.final_eval)
+    return trainer.run(callback, initial_eval=fresh)

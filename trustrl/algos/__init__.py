@@ -26,4 +26,17 @@ def make_algorithm(cfg: Any, policy: ActorCritic) -> Algorithm:
     return builders[cfg.algo]()
 
 
-__all__ = ["Algorithm", "make_algorithm"]
+def algorithm_class(algo: str) -> type:
+    """The class of an algorithm name (its `extra_columns` are the metrics.csv columns it adds,
+    on every collector)."""
+    from trustrl.algos.pg import PG
+    from trustrl.algos.ppo import PPO
+    from trustrl.algos.ppo_penalty import PPOPenalty
+    from trustrl.algos.trpo import TRPO
+
+    # NPG is TRPO without the line search (algos/npg.py builds a TRPO)
+    return {"ppo": PPO, "ppo-noclip": PPO, "ppo-penalty": PPOPenalty, "trpo": TRPO,
+            "npg": TRPO, "pg": PG}[algo]
+
+
+__all__ = ["Algorithm", "algorithm_class", "make_algorithm"]

@@ -63,7 +63,7 @@ _STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_va
 
 def init_policies(spec: EnvSpec, cfg: PPOConfig, seeds: list[int]) -> list[ActorCritic]:
     """Each member's initial network exactly as the ordinary trainer builds it for its seed."""
-    from trustrl.train import seed_everything
+    from trustrl.seeding import seed_everything
 
     out = []
     threads = torch.get_num_threads()

@@ -29,15 +29,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from trustrl.algos.trpo import TRPO
 from trustrl.config import TRPOConfig
 from trustrl.fast import rng
 from trustrl.fast.adam import PopAdam
 from trustrl.fast.engine import _INT_COLUMNS, PopulationPPO
 
-TRPO_EXTRA = ("surrogate_improvement", "expected_improvement", "xFx", "step_size",
-              "cg_iters_run", "cg_residual", "ls_steps", "ls_accepted", "step_fraction",
-              "grad_norm")
-"""The core TRPO's own metrics.csv columns (trustrl.algos.trpo.TRPO.extra_columns)."""
+TRPO_EXTRA = TRPO.extra_columns
+"""The core TRPO's own metrics.csv columns, on every collector."""
 TRPO_COLUMNS = (
     "lr", "ep_return_mean", "ep_length_mean", "episodes", "value_loss", "value_loss_fresh",
     "explained_variance", "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction",
