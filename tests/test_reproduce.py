@@ -9,7 +9,17 @@ import sys
 import pytest
 
 from trustrl.cli import main
-from trustrl.experiments.registry import DIFFERS, REGISTRY, REPRODUCED, Context, Result, claim
+from trustrl.experiments import claims_training as ct
+from trustrl.experiments.registry import (
+    DIFFERS,
+    REGISTRY,
+    REPRODUCED,
+    SEED_OFFSET_ENV,
+    WITHIN_SPREAD,
+    Context,
+    Result,
+    claim,
+)
 from trustrl.experiments.report import run_claims, select, write_report
 
 EXACT = ["000.opening-table", "000.fisher-quadratic", "000.natural-gradient-table", "000.ex9.5",
@@ -35,6 +45,93 @@ def test_check_builders_judge_by_the_printed_precision():
     assert r.spread("z", "about 1", 1.2, 0.5, 1.5, "why")
     assert r.verdict == DIFFERS
     assert [c.verdict for c in r.checks] == [REPRODUCED, DIFFERS, "within spread"]
+
+
+def test_over_seeds_judges_the_median_against_the_range_widened_by_the_seeds_spread():
+    r = Result()
+    # values 1, 2, 3: median 2, sd 1, so a stated range [lo, hi] accepts [lo - 2, hi + 2]
+    assert r.over_seeds("in", "about 4", [3.0, 1.0, 2.0], [5, 6, 7], 3.9, 5.0, "why")
+    assert not r.over_seeds("out", "about 4.5", [3.0, 1.0, 2.0], [5, 6, 7], 4.1, 5.0, "why")
+    rb = r.checks[0].robustness
+    assert rb is not None and rb.seeds == (5, 6, 7) and rb.values == (3.0, 1.0, 2.0)
+    assert (rb.point, rb.sd, rb.lo, rb.hi) == pytest.approx((2.0, 1.0, 1.9, 7.0))
+    assert rb.margin == pytest.approx(0.1) and rb.margin_sd == pytest.approx(0.1)
+    assert r.checks[1].robustness.margin == pytest.approx(-0.1)
+    assert [c.verdict for c in r.checks] == [WITHIN_SPREAD, DIFFERS]
+    # an infinite value ("never reached") counts in the median, not in the spread
+    assert not r.over_seeds("never", "20k", [1e4, float("inf"), float("inf")], [1, 2, 3],
+                            15e3, 35e3, "why")
+    assert r.checks[-1].robustness.sd == 0.0 and r.checks[-1].ours == "inf"
+    # one seed: no spread, the stated range only
+    assert not r.over_seeds("one", "0-1", [1.5], [1], 0.0, 1.0, "why")
+    with pytest.raises(ValueError):
+        r.over_seeds("bad", "x", [1.0, 2.0], [1], 0.0, 1.0, "why")
+
+
+def test_seed_offset_shifts_every_seed_and_is_named_in_the_report(tmp_path, monkeypatch):
+    seen = []
+
+    @claim("test.seeds", "nowhere", "a claim that records its seeds")
+    def _seeds(ctx):
+        seen.append((ctx.seeds(full=5, quick=3), ctx.seeds(full=2, quick=2)))
+        r = Result()
+        r.over_seeds("x", "1", [1.0, 1.0, 1.0], ctx.seeds(full=5, quick=3), 0.5, 2.0, "why")
+        return r
+
+    try:
+        assert main(["reproduce", "--quick", "--only", "test.seeds", "--out", str(tmp_path)]) == 0
+        monkeypatch.setenv(SEED_OFFSET_ENV, "40")
+        assert main(["reproduce", "--quick", "--only", "test.seeds", "--out", str(tmp_path)]) == 0
+        assert seen == [([0, 1, 2], [0, 1]), ([40, 41, 42], [40, 41])]
+        report = (tmp_path / "REPORT.md").read_text()
+        assert f"{SEED_OFFSET_ENV}=40 trustrl reproduce --quick" in report
+        assert "## How robust the training verdicts are" in report
+        assert "| test.seeds | x | 40..42 | 1, 1, 1 | 1 | 0 | [0.5, 2] | +0.5 | within spread |" \
+            in report
+        assert Context(out=tmp_path, seed_offset=7).seeds(full=2, quick=1) == [7, 8]
+    finally:
+        REGISTRY.pop("test.seeds")
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", "1.5", "100001"])
+def test_bad_seed_offset_is_one_line_error(tmp_path, monkeypatch, capsys, bad):
+    monkeypatch.setenv(SEED_OFFSET_ENV, bad)
+    assert main(["reproduce", "--only", "000.ex9.4", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trustrl: error: ") and SEED_OFFSET_ENV in err
+    assert err.count("\n") == 1 and not (tmp_path / "REPORT.md").exists()
+
+
+def test_cartpole_claims_pin_the_gymnasium_path(tmp_path):
+    """The lab's figures are those of the Gymnasium path; a new default must not move them."""
+    from trustrl.config import make_config
+
+    ctx = Context(out=tmp_path / "figures", quick=True)
+    for algo, over in ct.LAB_VARIANTS.values():
+        job = ct._cartpole_job(ctx, algo, 1, **over)
+        cfg = make_config(job["algo"], "CartPole-v1", flags=job["flags"])
+        assert cfg.vector == "sync" and cfg.total_steps == ct.LAB_STEPS
+
+
+def test_training_runs_are_shared_between_claims(tmp_path, monkeypatch):
+    """The K sweep's K = 1 and K = 10 runs are the lab's: each job runs once per context."""
+    ran = []
+    monkeypatch.setattr(ct, "_pool_map", lambda fn, jobs, cost=None: [
+        ran.append(j) or [{"seed": j["flags"]["seed"]}] for j in jobs])
+    ctx = Context(out=tmp_path / "figures", quick=True, seed_offset=4)
+    runs = ct._lab_runs(ctx)
+    assert len(ran) == len(ct.LAB_VARIANTS) * 3
+    assert [rows[0]["seed"] for rows in runs["one epoch"]] == [5, 6, 7]
+    jobs = [ct._cartpole_job(ctx, "ppo", s, update_epochs=k) for k in (1, 10, 40)
+            for s in ct._lab_seeds(ctx)]
+    assert [rows[0]["seed"] for rows in ct._train_many(ctx, jobs)] == [5, 6, 7] * 3
+    assert len(ran) == len(ct.LAB_VARIANTS) * 3 + 3  # only K = 40 was new
+    assert {j["flags"]["update_epochs"] for j in ran[-3:]} == {40}
+
+
+def test_pool_map_returns_results_in_the_order_of_the_jobs():
+    # costliest first on the two processes, answers in the jobs' order
+    assert ct._pool_map(abs, [-1, 5, -3, 2], cost=abs) == [1, 5, 3, 2]
 
 
 @pytest.fixture

@@ -8,7 +8,13 @@ fixed in the code before a result is looked at, and justified by their kind:
 - approx: a deterministic computation the text itself calls approximate ("about 107") ->
   "reproduced" when within the stated looseness;
 - spread: a stochastic figure (Monte-Carlo or run-to-run), compared with a tolerance derived
-  from the standard error or the seed spread -> "within spread".
+  from the standard error or the seed spread -> "within spread";
+- over_seeds: a figure of training runs, one value per seed. The text's figure comes from one
+  run, so the run-to-run spread is the tolerance: the median over our seeds must lie within
+  the stated range widened by 2 sd of the seeds' values -> "within spread". Such a verdict does
+  not hinge on one seed's trajectory (another machine's float kernels give other trajectories,
+  as another seed does); each such check records its seeds, their values and its margin, and
+  the report prints them.
 
 Anything outside its tolerance is "differs", reported with our explanation, never tuned away.
 An explanation (Result.explain) does not change the verdict; it records why we think the text
@@ -19,10 +25,15 @@ seed texts that disagree). `trustrl reproduce` exits non-zero for any unexplaine
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trustrl.errors import TrustrlError
+
+SEED_OFFSET_ENV = "TRUSTRL_REPRODUCE_SEED_OFFSET"
 REPRODUCED, WITHIN_SPREAD, DIFFERS = "reproduced", "within spread", "differs"
 
 
@@ -34,17 +45,67 @@ class Check:
     tolerance: str  # the tolerance and its justification
     verdict: str
     explanation: str = ""  # why it differs, when it does and we know why
+    robustness: Robustness | None = None  # for a check over seeds: values, spread, margin
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """How far a verdict over seeds is from flipping.
+
+    values: the per-seed figures (in the order of seeds); point: the figure judged (their
+    median); sd: their standard deviation (0 with one seed); lo, hi: the accepted range, the
+    stated one widened by 2 sd. margin = min(point - lo, hi - point): positive inside the range,
+    negative outside; |margin| is how far the median would have to move to flip the verdict.
+    """
+
+    seeds: tuple[int, ...]
+    values: tuple[float, ...]
+    point: float
+    sd: float
+    lo: float
+    hi: float
+
+    @property
+    def margin(self) -> float:
+        return min(self.point - self.lo, self.hi - self.point)
+
+    @property
+    def margin_sd(self) -> float:
+        """The margin in units of the seeds' sd (nan with one seed or no spread)."""
+        return self.margin / self.sd if self.sd > 0 and math.isfinite(self.sd) else math.nan
+
+
+def seed_offset_from_env() -> int:
+    """TRUSTRL_REPRODUCE_SEED_OFFSET: shift every seed of every claim by this much (default 0).
+
+    A robustness check: another machine's floating-point kernels turn a training run into a
+    different trajectory, as another seed does, so a verdict that survives other seeds survives
+    other machines."""
+    raw = os.environ.get(SEED_OFFSET_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0 or value > 100_000:
+        raise TrustrlError(f"{SEED_OFFSET_ENV} must be an integer from 0 to 100000, got {raw!r}")
+    return value
 
 
 @dataclass
 class Context:
-    """What a claim may use: quick mode, where figures go, and a seed helper."""
+    """What a claim may use: quick mode, where figures go, and a seed helper.
+
+    seed_offset shifts every seed that seeds() hands out (TRUSTRL_REPRODUCE_SEED_OFFSET)."""
 
     out: Path
     quick: bool = False
+    seed_offset: int = 0
 
     def seeds(self, full: int, quick: int) -> list[int]:
-        return list(range(quick if self.quick else full))
+        n = quick if self.quick else full
+        return list(range(self.seed_offset, self.seed_offset + n))
 
     def figure(self, name: str) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -82,6 +143,30 @@ class Result:
         ok = lo <= ours <= hi
         self.checks.append(Check(name, str(stated), format(ours, fmt),
                                  f"[{lo:g}, {hi:g}] ({why})", WITHIN_SPREAD if ok else DIFFERS))
+        return ok
+
+    def over_seeds(self, name: str, stated: float | str, values: Sequence[float],
+                   seeds: Sequence[int], lo: float, hi: float, why: str, fmt: str = ".3g"
+                   ) -> bool:
+        """A figure of training runs, one value per seed (the text's came from one run).
+
+        The median over seeds must lie in [lo - 2 sd, hi + 2 sd], sd being the seeds' run-to-run
+        standard deviation (infinite values, e.g. "never reached", count in the median but not
+        in the sd); with one seed, in [lo, hi]. Records the values, spread and margin."""
+        vals = [float(v) for v in values]
+        if len(vals) != len(seeds) or not vals:
+            raise ValueError("over_seeds needs one value per seed")
+        point = float(statistics.median(vals))
+        finite = [v for v in vals if math.isfinite(v)]
+        sd = float(statistics.stdev(finite)) if len(finite) > 1 else 0.0
+        rb = Robustness(tuple(seeds), tuple(vals), point, sd, lo - 2 * sd, hi + 2 * sd)
+        ok = rb.lo <= point <= rb.hi
+        n = len(vals)
+        spread = (f"median of {n} seeds; stated range ± 2 sd of the seeds (sd {sd:{fmt}})"
+                  if n > 1 else "one seed: the stated range only")
+        self.checks.append(Check(name, str(stated), format(point, fmt),
+                                 f"[{rb.lo:{fmt}}, {rb.hi:{fmt}}] ({why}; {spread})",
+                                 WITHIN_SPREAD if ok else DIFFERS, robustness=rb))
         return ok
 
     def boolean(self, name: str, stated: str, ours: bool, ours_text: str, why: str,
