@@ -52,7 +52,7 @@ def own_key(tmp_path, monkeypatch):
 def small(runs: Path, **sets):
     base = dict(total_steps=6 * 256, num_envs=2, num_steps=128, minibatch_size=64,
                 update_epochs=2, eval_every=3, eval_episodes=2, tensorboard=False,
-                checkpoint_every=1)
+                checkpoint_every=1, vector="sync")  # Gymnasium envs: the pickled-envs path
     base.update(sets)
     return make_config("ppo", "CartPole-v1", flags={"runs_dir": str(runs), **base})
 
@@ -114,12 +114,16 @@ def test_rng_states_and_numpy_values_round_trip_bit_for_bit(tmp_path):
     assert decode(encode([np.zeros(0), {"a": np.ones((2, 0))}]))[1]["a"].shape == (2, 0)
 
 
-def test_agent_and_checkpoint_files_load_with_weights_only(tmp_path):
-    run = stopped_run(tmp_path / "runs")
+@pytest.mark.parametrize("vector", ["sync", "torch"])
+def test_agent_and_checkpoint_files_load_with_weights_only(tmp_path, vector):
+    run = stopped_run(tmp_path / "runs", vector=vector)
     ck = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
     assert ck["trustrl_safe"] == 1
-    envs = ck["data"]["envs"]  # the one pickle: bytes with its HMAC, not unpickled here
-    assert isinstance(envs["data"], bytes) and len(envs["hmac"]) == 64
+    if vector == "sync":
+        envs = ck["data"]["envs"]  # the one pickle: bytes with its HMAC, not unpickled here
+        assert isinstance(envs["data"], bytes) and len(envs["hmac"]) == 64
+    else:
+        assert ck["data"].get("envs") is None  # batched envs: tensors, no pickle at all
     res = trustrl.resume(run)
     torch.load(res.run_dir / "agent.pt", weights_only=True)
     agent = Agent.load(res.run_dir)
