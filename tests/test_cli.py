@@ -92,8 +92,8 @@ BAD = [
     (["--total-steps", "-100"], "total_steps must be in [1, "),
     (["--total-steps", "abc"], "bad value for total_steps"),
     (["--set", "update_epochs=0"], "update_epochs must be in [1, 10,000], got 0"),
-    (["--set", "clip_eps=0"], "clip_eps must be positive"),
-    (["--set", "clip_eps=-0.2"], "clip_eps must be positive"),
+    (["--set", "clip_eps=0"], "clip_eps must be in (0, 10]"),
+    (["--set", "clip_eps=-0.2"], "clip_eps must be in (0, 10]"),
     (["--set", "lr=0"], "lr must be in (0, 1], got 0"),
     (["--set", "lr=-1e-3"], "lr must be in (0, 1], got -0.001"),
     (["--set", "minibatch_size=100000"], "larger than the batch"),
@@ -111,7 +111,7 @@ BAD = [
     (["trpo", "--set", "backtrack_ratio=0"], "backtrack_ratio must be in (0, 1)"),
     (["trpo", "--set", "shared_trunk=true"], "needs separate actor and critic"),
     (["ppo-penalty", "--set", "kl_target=0"], "kl_target must be in (0, 10], got 0"),
-    (["ppo-penalty", "--set", "clip_eps=0"], "clip_eps must be positive"),
+    (["ppo-penalty", "--set", "clip_eps=0"], "clip_eps must be in (0, 10]"),
     (["trpo", "--set", "update_epochs=3"], "unknown config key 'update_epochs'"),
 ]
 

@@ -60,7 +60,7 @@ def test_set_values_are_parsed_to_the_field_type(key, raw, value):
     ({"normalize_obs": "maybe"}, "bad value for normalize_obs"),
     ({"gamma": "1.5"}, "gamma must be in [0, 1]"),
     ({"vector": "threads"}, "vector must be"),
-    ({"target_kl": "0"}, "target_kl must be positive"),
+    ({"target_kl": "0"}, "target_kl must be in (0, 100], got 0"),
     ({"num_envs": "0"}, "num_envs must be in [1, 4096], got 0"),
     ({"hidden_sizes": "64,0"}, "hidden_sizes must be 1 to 32 widths, each in [1, 8192]"),
 ])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -92,24 +93,27 @@ RANGES: dict[str, Range] = {
     "seed": Range(0, MAX_SEED), "total_steps": Range(1, MAX_TOTAL_STEPS),
     "num_envs": Range(1, MAX_ENVS), "num_steps": Range(1, MAX_BATCH),
     "gamma": UNIT, "gae_lambda": UNIT, "log_std_init": Range(-20, 5),
-    "obs_clip": POSITIVE, "reward_clip": POSITIVE, "stop_return": Range(),
-    "eval_every": NON_NEGATIVE, "eval_episodes": Range(1, MAX_EVAL_EPISODES),
-    "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": AT_LEAST_1,
+    "obs_clip": Range(0, 1e6, lo_open=True), "reward_clip": Range(0, 1e6, lo_open=True),
+    "stop_return": Range(-1e30, 1e30),
+    "eval_every": Range(0, 10**9), "eval_episodes": Range(1, MAX_EVAL_EPISODES),
+    "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": Range(1, 10**9),
     "torch_threads": Range(1, MAX_TORCH_THREADS),
     # SGD methods
-    "lr": Range(0, 1, lo_open=True), "adam_eps": POSITIVE,
+    "lr": Range(0, 1, lo_open=True), "adam_eps": Range(0, 1, lo_open=True),
     "update_epochs": Range(1, MAX_EPOCHS), "minibatch_size": AT_LEAST_1,
-    "clip_eps": POSITIVE, "vf_coef": Range(0, 1e6), "ent_coef": Range(0, 1e6),
-    "max_grad_norm": Range(), "target_kl": POSITIVE,
+    "clip_eps": Range(0, 10, lo_open=True), "vf_coef": Range(0, 1e6), "ent_coef": Range(0, 1e6),
+    "max_grad_norm": Range(None, 1e6), "target_kl": Range(0, 100, lo_open=True),
     "kl_target": Range(0, 10, lo_open=True), "beta_init": Range(0, 1e6, lo_open=True),
     # TRPO / NPG
     "max_kl": Range(0, 10, lo_open=True), "cg_iters": Range(1, 1000),
-    "cg_residual_tol": NON_NEGATIVE, "damping": Range(0, 1e6),
+    "cg_residual_tol": Range(0, 1), "damping": Range(0, 1e6),
     "backtrack_ratio": Range(0, 1, lo_open=True, hi_open=True),
     "backtrack_iters": Range(1, 1000), "vf_lr": Range(0, 1, lo_open=True),
     "vf_epochs": Range(1, MAX_EPOCHS), "vf_minibatch_size": AT_LEAST_1,
 }
-"""The allowed range of every numeric config key (every one of them must also be finite)."""
+"""The allowed range of every numeric config key (every one of them must also be finite).
+Upper bounds keep sizes that cannot fit, and values that overflow float32 arithmetic (clip
+ranges, tolerances), from starting a run."""
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "vector": ("auto", "sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
@@ -519,17 +523,31 @@ PRESETS[("npg", "Pendulum-v1")] = dict(PRESETS[("trpo", "Pendulum-v1")])
 
 
 # ----- field documentation --------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _class_bodies(module_name: str) -> dict[str, list[ast.stmt]]:
+    """Top-level class bodies of a module, by class name, from one parse of its source
+    (inspect.getsource per class re-parses the whole module each time: ~0.1 s a class)."""
+    import sys
+
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module_name]))
+    except (OSError, TypeError, KeyError):
+        return {}
+    return {n.name: n.body for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring under each dataclass field, read from the source (like tyro does)."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError):
-            continue
-        body = tree.body[0].body  # type: ignore[attr-defined]
+        body = _class_bodies(klass.__module__).get(klass.__name__)
+        if body is None:
+            try:
+                body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body  # type: ignore[attr-defined]
+            except (OSError, TypeError):
+                continue
         for node, nxt in zip(body, body[1:], strict=False):
             if (
                 isinstance(node, ast.AnnAssign)
@@ -777,6 +795,8 @@ def check_writable_dir(path: str | Path, what: str) -> Path:
 
     if not str(path).strip():
         raise ConfigError(f"{what} is empty: give a folder")
+    if "\x00" in str(path) or len(str(path)) > 4096:
+        raise ConfigError(f"{what} {_short(str(path))} is not a usable path")
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{what} {p} is a file, not a folder")
@@ -790,6 +810,26 @@ def check_writable_dir(path: str | Path, what: str) -> Path:
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{what} {p} is not writable ({probe} denies writing)")
     return p
+
+
+def check_checkpoint_config(saved: Any, cfg: Any, where: str) -> None:
+    """config.json (cfg) and the copy of the config inside the run's checkpoint (saved) must
+    describe the same run (runs_dir aside: folders move); an edited config.json, e.g. another
+    env or algorithm, is a ConfigError naming the first differing keys, not a shape error in
+    load_state_dict. To be called by resume after the checkpoint is loaded."""
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{where}: the checkpoint holds no config to compare with config.json")
+    mine = {k: v for k, v in config_to_dict(cfg).items() if k != "runs_dir"}
+    theirs = {k: v for k, v in saved.items() if k not in ("runs_dir", "seeds")}
+    if isinstance(theirs.get("hidden_sizes"), tuple):
+        theirs["hidden_sizes"] = list(theirs["hidden_sizes"])
+    diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if diff:
+        k = "algo" if "algo" in diff else "env_id" if "env_id" in diff else diff[0]
+        raise ConfigError(f"{where}: config.json differs from the checkpoint's config in "
+                          f"{', '.join(diff[:4])}{' ...' if len(diff) > 4 else ''} ({k}: "
+                          f"{_short(mine.get(k), 40)} in config.json, {_short(theirs.get(k), 40)} "
+                          "in the checkpoint); a run's config cannot change on resume")
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
@@ -823,5 +863,5 @@ __all__ = [
     "NPGConfig", "CONFIGS", "PRESETS", "field_docs", "describe", "make_config",
     "load_config_file", "parse_sets", "config_to_dict", "config_from_dict", "RANGES",
     "check_writable_dir", "check_type", "MAX_SEED", "MAX_POPULATION_ENVS",
-    "MAX_POPULATION", "check_seed_list", "check_population",
+    "MAX_POPULATION", "check_seed_list", "check_population", "check_checkpoint_config",
 ]

@@ -20,6 +20,8 @@ def check_figure_path(out: str | Path) -> Path:
     p = Path(out)
     if not str(out).strip():
         raise TrustrlError("the figure path is empty")
+    if "\x00" in str(out) or len(str(out)) > 4096:
+        raise TrustrlError(f"{str(out)[:60]!r} is not a usable figure path")
     ext = p.suffix.lower().lstrip(".")
     if ext not in FIGURE_FORMATS:
         raise TrustrlError(f"cannot write a figure to {p}: the extension must be one of "
