@@ -202,3 +202,42 @@ def test_reproduce_quick_exits_zero(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     report = (tmp_path / "REPORT.md").read_text()
     assert "No explanation yet" not in report and "reproduced" in report
+
+
+def test_blog_update_equals_separate_actor_and_critic_steps():
+    """blog_pendulum.update takes one backward pass for both networks; it must equal the blog's
+    two separate steps (actor, then critic) exactly."""
+    import copy
+
+    import torch
+
+    from trustrl.experiments import blog_pendulum as bp
+    from trustrl.losses import clipped_surrogate_loss
+
+    s = bp.BlogSettings(epochs=2, minibatch=16)
+    torch.manual_seed(0)
+    actor, value = bp.Actor(3, 1, s.log_std_init), bp.critic(3)
+    S, A = torch.randn(40, 3), torch.randn(40, 1)
+    with torch.no_grad():
+        logp = actor.dist(S).log_prob(A) + 0.1 * torch.randn(40)
+    batch = (S, A, logp, torch.randn(40) * 5, 0.0)
+    a2, v2 = copy.deepcopy(actor), copy.deepcopy(value)
+    opts = [torch.optim.Adam(m.parameters(), s.lr) for m in (actor, value, a2, v2)]
+    torch.manual_seed(1)
+    bp.update(actor, value, opts[0], opts[1], batch, s)
+    torch.manual_seed(1)  # the reference: the blog's loop as written there
+    with torch.no_grad():
+        adv = batch[3] - v2(S).squeeze(-1)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    for _ in range(s.epochs):
+        for idx in torch.randperm(40).split(s.minibatch):
+            ratio = torch.exp(a2.dist(S[idx]).log_prob(A[idx]) - logp[idx])
+            opts[2].zero_grad()
+            clipped_surrogate_loss(ratio, adv[idx], s.clip_eps).backward()
+            opts[2].step()
+            opts[3].zero_grad()
+            (v2(S[idx]).squeeze(-1) - batch[3][idx]).pow(2).mean().backward()
+            opts[3].step()
+    for m, ref in ((actor, a2), (value, v2)):
+        for p, q in zip(m.parameters(), ref.parameters(), strict=True):
+            assert torch.equal(p, q)

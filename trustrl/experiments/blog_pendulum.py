@@ -94,12 +94,14 @@ def update(actor: Actor, value: nn.Module, popt: torch.optim.Optimizer,
             ratio = torch.exp(actor.dist(S[idx]).log_prob(A[idx]) - logp_old[idx])
             loss = (clipped_surrogate_loss(ratio, adv[idx], s.clip_eps) if s.clip
                     else surrogate_loss(ratio, adv[idx]))
-            popt.zero_grad()
-            loss.backward()
-            popt.step()
             v_loss = (value(S[idx]).squeeze(-1) - ret[idx]).pow(2).mean()
+            # One backward pass for both: the actor's and the critic's parameters are disjoint
+            # and the critic does not read the actor, so these are the blog's two separate
+            # steps, bit for bit (tested), for one autograd call instead of two.
+            popt.zero_grad()
             vopt.zero_grad()
-            v_loss.backward()
+            (loss + v_loss).backward()
+            popt.step()
             vopt.step()
 
 
