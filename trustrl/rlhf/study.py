@@ -65,7 +65,7 @@ class StudyConfig:
     grpo_iterations: int = 80
     """GRPO iterations per run (16 prompts x 8 answers each)."""
     variants: list[str] | None = None
-    """Subset of variant names (None = all)."""
+    """Variant names to run (None = the default comparison; KL_VARIANTS only when named)."""
 
     def validate(self) -> None:
         if not self.seeds:
@@ -333,6 +333,15 @@ def make_figures(index: dict[str, Any], out: Path) -> list[Path]:
         ax[1].set_yscale("log")
         ax[3].legend(fontsize=8)
         figs.append(_save(fig, out / "ppo_clip_vs_leash.png"))
+
+    # 5. which KL where: GRPO's leash options at the same beta
+    klv = [n for n in KL_VARIANTS if n in names]
+    if klv:
+        keys = [("reward", "training reward (sortedness)"), ("gold/exact", "gold exact rate"),
+                ("gold/perm", "permutation rate"), ("kl_seq_exact", "KL(pi || pi_ref) [nats]")]
+        fig, ax = _panels(plt, keys, klv, colors, runs_of, 16)
+        ax[1].legend(fontsize=8)
+        figs.append(_save(fig, out / "grpo_kl_options.png"))
     return figs
 
 
