@@ -18,7 +18,9 @@ pi_ref (beta = 0 by default, as in recent practice), placed one of three ways (`
 A loss-placed KL is partial over a sequence (each token's KL at the states reached, the effect
 of earlier tokens on later ones ignored); k1 in the loss (zero mean gradient) and k2 / k3 in
 the reward (the gradient of no KL) are refused. On-policy (the first pass over a batch) the
-gradients are exactly these; later passes use samples of pi_old, not pi.
+gradients are exactly these; later passes use samples of pi_old, not pi. The KL in the reward
+is weighted like the task reward: exactly with dr-grpo (a constant divisor), by 1 / |o| per
+answer with seq-mean, and divided by the group std when scale_rewards is on.
 eps_high > eps_low is DAPO's clip-higher. The per-token losses are aggregated three ways:
 
     seq-mean    mean over answers of (mean over that answer's tokens)   (GRPO paper)
