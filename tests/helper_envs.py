@@ -51,7 +51,29 @@ class ConstantRewardEnv(gym.Env):
         return np.zeros(1, np.float32), 1.0, False, False, {}
 
 
+class SlowCartPole(CartPoleEnv):
+    """CartPole taking at least 2 ms a step: a run long enough to be signalled mid-way."""
+
+    def step(self, action):
+        import time
+
+        time.sleep(0.002)
+        return super().step(action)
+
+
+class EvalRaisesCartPole(CartPoleEnv):
+    """CartPole whose reset raises for the evaluation seeds (>= 10,000): a run whose initial
+    greedy evaluation fails after the run folder exists."""
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None and seed >= 10_000:
+            raise RuntimeError("this env cannot be evaluated")
+        return super().reset(seed=seed, options=options)
+
+
 for _id, _entry, _kw in (
+    ("SlowCartPole-v0", SlowCartPole, {"max_episode_steps": 500}),
+    ("EvalRaisesCartPole-v0", EvalRaisesCartPole, {"max_episode_steps": 500}),
     ("NaNCartPole-v0", NaNCartPole, {"max_episode_steps": 500}),
     ("MultiDiscreteToy-v0", MultiDiscreteEnv, {"max_episode_steps": 10}),
     ("ConstantReward-v0", ConstantRewardEnv, {"max_episode_steps": 50}),

@@ -1,0 +1,137 @@
+"""The run lifecycle of the one trainer: signals, runs stopped before their first checkpoint,
+failures after the run folder exists, a callback that stops a run; and the columns and
+learning-rate schedule every collector writes alike."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import trustrl
+from trustrl.config import make_config
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path) as f:
+        return [{k: v for k, v in r.items() if k not in ("wall_time", "sps")}
+                for r in csv.DictReader(f)]
+
+
+def _status(run: Path) -> dict:
+    return json.loads((run / "status.json").read_text())
+
+
+def tiny(tmp_path: Path, algo: str = "ppo", env: str = "CartPole-v1", **sets):
+    base = dict(total_steps=3 * 64, num_envs=2, num_steps=32, eval_every=0, eval_episodes=1,
+                tensorboard=False, runs_dir=str(tmp_path))
+    if algo.startswith("ppo"):
+        base.update(minibatch_size=32, update_epochs=2)
+    base.update(sets)
+    return make_config(algo, env, flags=base)
+
+
+def test_sigterm_stops_the_run_resumably_and_names_the_folder(tmp_path, cli_env):
+    cmd = [sys.executable, "-m", "trustrl", "train", "--env", "helper_envs:SlowCartPole-v0",
+           "--total-steps", str(60 * 128), "--runs-dir", str(tmp_path), "--quiet",
+           "--set", "num_envs=2", "--set", "num_steps=64", "--set", "eval_every=0",
+           "--set", "checkpoint_every=1", "--set", "tensorboard=false"]
+    p = subprocess.Popen(cmd, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.time() + 120
+    run = None
+    while time.time() < deadline:
+        runs = [d for d in tmp_path.iterdir() if d.is_dir()] if tmp_path.exists() else []
+        if runs and (runs[0] / "metrics.csv").is_file() and len(_rows(
+                runs[0] / "metrics.csv")) >= 2:
+            run = runs[0]
+            break
+        time.sleep(0.05)
+    assert run is not None, "the run never wrote two rows"
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, (p.returncode, err)
+    assert f"--resume {run}" in err and len(err.strip().splitlines()) == 1, err
+    st = _status(run)
+    assert st["status"] == "stopped" and "SIGTERM" in st["message"], st
+    done = subprocess.run([sys.executable, "-m", "trustrl", "train", "--resume", str(run),
+                           "--quiet"], env=cli_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _status(run)["status"] == "finished"
+    its = [int(r["iteration"]) for r in _rows(run / "metrics.csv")]
+    assert its == list(range(1, 61))
+
+
+@pytest.mark.parametrize("vector", ["sync", "torch"])
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_scratch(tmp_path, vector):
+    full = trustrl.train(tiny(tmp_path / "full", vector=vector, checkpoint_every=5))
+
+    def fail_at_2(row):
+        if row["iteration"] == 2:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        trustrl.train(tiny(tmp_path / "cut", vector=vector, checkpoint_every=5),
+                      callback=fail_at_2)
+    (run,) = (tmp_path / "cut").iterdir()
+    assert _status(run)["status"] == "failed" and _status(run)["message"] == "boom"
+    assert not (run / "checkpoints" / "latest.pt").exists()
+    again = trustrl.resume(run)
+    assert _status(run)["status"] == "finished"
+    assert _rows(run / "metrics.csv") == _rows(full.run_dir / "metrics.csv")
+    assert again.final_eval["returns"] == full.final_eval["returns"]
+
+
+def test_a_failure_after_the_folder_exists_is_marked_failed_with_its_reason(tmp_path):
+    cfg = tiny(tmp_path, env="helper_envs:EvalRaisesCartPole-v0", eval_every=1)
+    with pytest.raises(RuntimeError):
+        trustrl.train(cfg)
+    (run,) = tmp_path.iterdir()
+    st = _status(run)
+    assert st["status"] == "failed" and st["message"] == "this env cannot be evaluated"
+
+
+def test_bad_env_leaves_no_folder(tmp_path):
+    with pytest.raises(trustrl.TrustrlError):
+        trustrl.train(tiny(tmp_path / "x", env="NoSuchEnv-v0"))
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("vector", ["sync", "torch"])
+def test_a_callback_stops_a_run_cleanly(tmp_path, vector):
+    res = trustrl.train(tiny(tmp_path, vector=vector, checkpoint_every=5),
+                        callback=lambda row: row["iteration"] < 2)
+    assert res.final_eval == {} and _status(res.run_dir)["status"] == "stopped"
+    assert (res.run_dir / "checkpoints" / "latest.pt").is_file()
+    assert len(_rows(res.run_dir / "metrics.csv")) == 2
+    trustrl.resume(res.run_dir)
+    assert _status(res.run_dir)["status"] == "finished"
+    assert len(_rows(res.run_dir / "metrics.csv")) == 3
+
+
+@pytest.mark.parametrize("algo", ["ppo", "ppo-noclip", "trpo", "npg"])
+def test_metrics_header_is_the_same_on_every_collector(tmp_path, algo):
+    heads = []
+    for vector in ("sync", "torch"):
+        res = trustrl.train(tiny(tmp_path / vector, algo, vector=vector))
+        heads.append((res.run_dir / "metrics.csv").read_text().splitlines()[0])
+    assert heads[0] == heads[1]
+    cls = trustrl.algos.algorithm_class(algo)
+    assert heads[0].split(",")[-len(cls.extra_columns):] == list(cls.extra_columns)
+
+
+@pytest.mark.parametrize("vector", ["sync", "torch"])
+def test_learning_rate_schedule_values(tmp_path, vector):
+    """lr of iteration i (1-based) of n: lr0 (1 - (i - 1)/n) annealed, lr0 otherwise."""
+    res = trustrl.train(tiny(tmp_path / "a", vector=vector, lr=0.003, anneal_lr=True))
+    lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
+    assert lrs == pytest.approx([0.003, 0.002, 0.001], rel=1e-6)
+    res = trustrl.train(tiny(tmp_path / "b", vector=vector, lr=0.003, anneal_lr=False))
+    lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
+    assert lrs == pytest.approx([0.003] * 3, rel=1e-6)
