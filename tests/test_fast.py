@@ -545,7 +545,7 @@ def test_bad_fast_configs(sets, msg):
 
 
 def test_ppo_penalty_has_no_fast_path():
-    with pytest.raises(ConfigError, match="runs ppo, ppo-noclip, trpo and npg, not ppo-penalty"):
+    with pytest.raises(ConfigError, match="runs ppo, ppo-noclip, trpo, npg, pg, not ppo-penalty"):
         make_config("ppo-penalty", None, None, {"vector": "torch"}, {})
 
 

@@ -44,7 +44,7 @@ MAX_TORCH_THREADS = 1024
 MAX_CONFIG_BYTES = 1_000_000
 
 
-BATCHED_ALGOS = ("ppo", "ppo-noclip", "trpo", "npg")
+BATCHED_ALGOS = ("ppo", "ppo-noclip", "trpo", "npg", "pg")
 """The algorithms the batched collector ('torch') runs."""
 
 
@@ -309,7 +309,7 @@ class RunConfig:
                 raise ConfigError(f"vector 'torch' has no version of {self.env_id}; "
                                   f"available: {', '.join(SUPPORTED)}")
             if self.algo not in BATCHED_ALGOS:
-                raise ConfigError(f"vector 'torch' runs ppo, ppo-noclip, trpo and npg, not "
+                raise ConfigError(f"vector 'torch' runs {', '.join(BATCHED_ALGOS)}, not "
                                   f"{self.algo}; use vector 'sync'")
             if self.shared_trunk:
                 raise ConfigError("vector 'torch' needs separate actor and critic "

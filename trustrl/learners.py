@@ -197,7 +197,11 @@ class BatchedLearner:
         torch.set_num_threads(cfg.torch_threads)
         jit = dict(compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
         self.engine: PopulationPPO
-        if cfg.algo in ("trpo", "npg"):
+        if cfg.algo == "pg":
+            from trustrl.fast.pg import PopulationPG
+
+            self.engine = PopulationPG(cfg, self.seeds, **jit)  # type: ignore[arg-type]
+        elif cfg.algo in ("trpo", "npg"):
             from trustrl.fast.trpo import PopulationTRPO
 
             self.engine = PopulationTRPO(cfg, self.seeds,  # type: ignore[arg-type]
@@ -212,7 +216,9 @@ class BatchedLearner:
     def label(self) -> str:
         """PPO's and TRPO's engine states have the same layout but not the same meaning
         (TRPO's Adam is the critic's alone)."""
-        return "population-trpo" if self.cfg.algo in ("trpo", "npg") else "population-ppo"
+        if self.cfg.algo in ("trpo", "npg", "pg"):
+            return f"population-{'pg' if self.cfg.algo == 'pg' else 'trpo'}"
+        return "population-ppo"
 
     @property
     def iteration(self) -> int:
