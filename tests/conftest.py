@@ -8,6 +8,15 @@ TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))  # so 'helper_envs:Env-v0' ids resolve in-process
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _checkpoint_key(tmp_path_factory):
+    """The checkpoint signing key of the test session in a temporary folder, not in the
+    user's ~/.config (subprocesses inherit it through the environment)."""
+    if "TRUSTRL_KEY_FILE" not in os.environ:
+        os.environ["TRUSTRL_KEY_FILE"] = str(tmp_path_factory.mktemp("key") / "checkpoint.key")
+    yield
+
+
 @pytest.fixture
 def cli_env():
     """Environment for `trustrl` subprocesses: helper envs importable, no terminal bar."""
