@@ -30,7 +30,12 @@ from typing import Any
 import numpy as np
 
 from trustrl.agent import Agent
-from trustrl.config import RunConfig, config_from_dict, config_to_dict
+from trustrl.config import (
+    RunConfig,
+    check_checkpoint_config,
+    config_from_dict,
+    config_to_dict,
+)
 from trustrl.envs.make import check_env
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
@@ -123,13 +128,7 @@ class Trainer:
         if ck.get("learner") != self.learner.kind:
             raise RunError(f"{self.root.checkpoint_path} was written by the {ck.get('learner')} "
                            f"collector, the run's config says vector {self.cfg.vector!r}")
-        saved = ck.get("config")
-        if isinstance(saved, dict):
-            for key in ("env_id", "algo"):
-                if saved.get(key) != getattr(self.cfg, key):
-                    raise RunError(f"{self.root.path}: config.json says {key} "
-                                   f"{getattr(self.cfg, key)!r}, its checkpoint "
-                                   f"{saved.get(key)!r}")
+        check_checkpoint_config(ck.get("config"), self.cfg, str(self.root.path))
         self.learner.load_state_dict(ck)
         self.elapsed = float(ck["elapsed"])
 
