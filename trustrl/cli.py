@@ -288,11 +288,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+POSITIONALS = {"algo", "run", "runs", "spec", "dir", "command", "task", "folder", "path"}
+"""Argument names written without dashes in messages."""
+
+
+def _refuse_empty_strings(args: argparse.Namespace) -> None:
+    """An option or argument given as an empty string (`--config ""`, `--resume ""`, `--env ""`)
+    is an error, never silently the default."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            flag = {"env_id": "--env", "sets": "--set"}.get(
+                name, name if name in POSITIONALS else "--" + name.replace("_", "-"))
+            raise TrustrlError(f"{flag} is empty")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
                 "reproduce": cmd_reproduce}
     try:
+        _refuse_empty_strings(args)
         func = getattr(args, "func", None) or commands[args.command]
         return func(args)
     except TrustrlError as e:
