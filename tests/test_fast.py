@@ -22,9 +22,9 @@ from trustrl.fast import rng
 from trustrl.fast.adam import PopAdam
 from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO, init_policies
 from trustrl.fast.popnet import PopActorCritic
-from trustrl.train import Trainer, parse_seeds, resume, train
 from trustrl.policies import ActionSpec, ActorCritic
 from trustrl.rollout import Batch
+from trustrl.train import Trainer, parse_seeds, resume, train
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
