@@ -544,9 +544,14 @@ def test_bad_fast_configs(sets, msg):
         make_config("ppo", None, None, sets, {})
 
 
-def test_ppo_penalty_has_no_fast_path():
-    with pytest.raises(ConfigError, match="runs ppo, ppo-noclip, trpo, npg, pg, not ppo-penalty"):
-        make_config("ppo-penalty", None, None, {"vector": "torch"}, {})
+def test_every_algorithm_has_a_batched_path():
+    for algo in ("ppo", "ppo-noclip", "ppo-penalty", "trpo", "npg", "pg"):
+        cfg = make_config(algo, None, None, {}, {})
+        cfg.resolve_vector()
+        assert cfg.vector == "torch", algo
+        cfg = make_config(algo, "helper_envs:ConstantReward-v0", None, {}, {})
+        cfg.resolve_vector()
+        assert cfg.vector == "sync", algo
 
 
 def test_cli_seeds_population_and_errors(tmp_path, cli_env):

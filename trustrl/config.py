@@ -44,7 +44,7 @@ MAX_TORCH_THREADS = 1024
 MAX_CONFIG_BYTES = 1_000_000
 
 
-BATCHED_ALGOS = ("ppo", "ppo-noclip", "trpo", "npg", "pg")
+BATCHED_ALGOS = ("ppo", "ppo-noclip", "ppo-penalty", "trpo", "npg", "pg")
 """The algorithms the batched collector ('torch') runs."""
 
 

@@ -197,7 +197,11 @@ class BatchedLearner:
         torch.set_num_threads(cfg.torch_threads)
         jit = dict(compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
         self.engine: PopulationPPO
-        if cfg.algo == "pg":
+        if cfg.algo == "ppo-penalty":
+            from trustrl.fast.ppo_penalty import PopulationPPOPenalty
+
+            self.engine = PopulationPPOPenalty(cfg, self.seeds, **jit)  # type: ignore[arg-type]
+        elif cfg.algo == "pg":
             from trustrl.fast.pg import PopulationPG
 
             self.engine = PopulationPG(cfg, self.seeds, **jit)  # type: ignore[arg-type]
@@ -216,9 +220,8 @@ class BatchedLearner:
     def label(self) -> str:
         """PPO's and TRPO's engine states have the same layout but not the same meaning
         (TRPO's Adam is the critic's alone)."""
-        if self.cfg.algo in ("trpo", "npg", "pg"):
-            return f"population-{'pg' if self.cfg.algo == 'pg' else 'trpo'}"
-        return "population-ppo"
+        return {"trpo": "population-trpo", "npg": "population-trpo", "pg": "population-pg",
+                "ppo-penalty": "population-ppo-penalty"}.get(self.cfg.algo, "population-ppo")
 
     @property
     def iteration(self) -> int:

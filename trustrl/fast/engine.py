@@ -238,6 +238,11 @@ class PopulationPPO:
     columns: tuple[str, ...] = ROW_COLUMNS
     """The per-member metrics of an iteration, in the order of the [P, columns] tensor."""
     int_columns: tuple[str, ...] = _INT_COLUMNS
+    mb_stat: str = "clip_fraction_mb"
+    """The name of the loss's own minibatch statistic (the fourth value it returns)."""
+    loss_needs_old: bool = False
+    """Whether the minibatch loss also takes pi_old's actor output at the minibatch's states
+    and pi_old's parameters (a KL penalty does; autograd backend only)."""
 
     def learning_rate(self, progress: float) -> float:
         """The optimizer's learning rate with `progress` of training done (annealed or not)."""
@@ -658,7 +663,7 @@ class PopulationPPO:
         use_mask = cfg.target_kl is not None
         epochs_run = torch.zeros(P, device=dev)
         zeros = torch.zeros(P, device=dev)
-        names = ("policy_loss", "value_loss", "grad_norm", "clip_fraction_mb")
+        names = ("policy_loss", "value_loss", "grad_norm", self.mb_stat)
         last = {k: zeros.clone() for k in names}
         obs_dim = b["obs"].shape[-1]
         diag: dict[str, Tensor] | None = None
@@ -678,7 +683,11 @@ class PopulationPPO:
                 mb_args = (o, a, b["logp_old"].gather(1, idx), b["advantages"].gather(1, idx),
                            b["returns"].gather(1, idx), b["values_old"].gather(1, idx))
                 if self.autograd:
-                    loss, pl, vl, clipped = self._loss_fn(net.flat, *mb_args)
+                    extra: tuple[Tensor, ...] = ()
+                    if self.loss_needs_old:
+                        extra = (old_out.gather(1, idx[..., None].expand(
+                            -1, -1, old_out.shape[-1])), flat_old)
+                    loss, pl, vl, clipped = self._loss_fn(net.flat, *mb_args, *extra)
                     (g,) = torch.autograd.grad(loss.sum(), net.flat)
                 else:
                     with torch.no_grad():
