@@ -178,7 +178,8 @@ def run_sb3(s: dict[str, Any], seed: int, steps: int, a: argparse.Namespace) -> 
 def trustrl_command(s: dict[str, Any], seed: int, steps: int, runs: Path,
                     extra: list[str]) -> list[str]:
     """The trustrl side: `trustrl train` with the same setting (edit here, or append options
-    with --trustrl-args, e.g. "--vector torch" once the batched path lands)."""
+    with --trustrl-args, e.g. "--set vector=sync" for the Gymnasium collector; the default
+    picks the batched one on classic control)."""
     sets = {
         "num_envs": s["num_envs"], "num_steps": s["num_steps"],
         "update_epochs": s["update_epochs"],
