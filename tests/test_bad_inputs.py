@@ -9,10 +9,12 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
+import types
 import typing
 from pathlib import Path
 
@@ -359,8 +361,10 @@ WRONG = ["true", "false", "yes", "abc", "[1, 2]", "1,2", "", " ", "None", "0x10"
 
 
 def _base(tp: typing.Any) -> typing.Any:
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    return args[0] if args else tp
+    """X for Optional[X] (X | None), else tp itself."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(tp) if a is not type(None))
+    return tp
 
 
 @st.composite
@@ -378,6 +382,7 @@ def hostile_set(draw) -> tuple[str, str, str]:
         huge = st.integers(10**7, 10**40)
     value = draw(st.one_of(
         st.sampled_from(WRONG),
+        st.sampled_from(["inf", "-inf", "nan", "+inf", "-nan", "1e999", "Infinity"]),
         st.integers(-10**40, -1),
         st.floats(-1e300, -1e-300),
         huge,
@@ -404,6 +409,25 @@ def hostile_file_value(draw) -> tuple[str, str, typing.Any]:
 TALLY = {"tried": 0, "ran": 0, "refused": 0}
 
 
+def assert_within_rules(saved: dict) -> None:
+    """What a run accepted obeys the documented rules: the type of each key (a bool is not a
+    number), numbers finite and inside RANGES. A value let through unchecked (nan for a key
+    the run happens not to use, say) fails here even when the run finished."""
+    cls = CONFIGS[saved["algo"]]
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        v, tp = saved[f.name], _base(hints[f.name])
+        if v is None:
+            continue
+        if tp in (int, float):
+            assert not isinstance(v, bool) and isinstance(v, (int, float)), (f.name, v)
+            assert math.isfinite(v), (f.name, v)
+            if tp is int:
+                assert isinstance(v, int), (f.name, v)
+            if f.name in RANGES:
+                assert RANGES[f.name].holds(v), (f.name, v)
+
+
 def check_case(algo: str, extra: list[str], key: str, file_values: dict | None = None) -> None:
     """Run one case in a fresh folder: a finished run, or exit 2 with one line and no run
     folder; never a traceback, never a folder left 'running'. file_values go to a JSON
@@ -425,6 +449,8 @@ def check_case(algo: str, extra: list[str], key: str, file_values: dict | None =
         if rc == 0:
             TALLY["ran"] += 1
             assert "run:" in out and set(statuses(cwd)) == {"finished"}, (out, err)
+            for saved in cwd.rglob("config.json"):
+                assert_within_rules(json.loads(saved.read_text()))
         else:
             TALLY["refused"] += 1
             assert_one_line_error(rc, err)

@@ -71,6 +71,8 @@ class Range:
                 f"{')' if self.hi_open else ']'}")
 
     def holds(self, v: float) -> bool:
+        if not math.isfinite(v):
+            return False
         if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
             return False
         return not (self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi))
