@@ -124,6 +124,14 @@ def test_reviewers_train_examples_are_one_line(tmp_path, args, fragment):
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.parametrize("vector", ["sync", "auto"])
+def test_the_largest_seed_runs_on_both_collectors(tmp_path, vector):
+    rc, out, err = run_cli(["train", "--runs-dir", "runs", *TINY, "--vector", vector,
+                            "--seed", str(2**31 - 1)], tmp_path)
+    assert rc == 0 and "run:" in out, err
+    assert statuses(tmp_path) == ["finished"]
+
+
 def test_config_file_values_keep_their_type(tmp_path):
     (tmp_path / "a.toml").write_text("seed = true\n")
     assert_bad(["train", "--config", "a.toml"], tmp_path, "bad value for seed: True")

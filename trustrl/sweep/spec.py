@@ -212,7 +212,7 @@ def check_sweep_file(path: Path) -> dict[str, Any]:
 
     f = Path(path) / "sweep.json"
     if not Path(path).is_dir():
-        raise SpecError(f"{path}: no such sweep folder")
+        raise SpecError(f"{path} is not a sweep folder (no such folder)")
     if not f.is_file():
         raise SpecError(f"{path} is not a sweep folder (no sweep.json)")
     try:
