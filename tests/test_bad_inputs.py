@@ -273,6 +273,11 @@ def test_sweep_bad_folders_specs_and_sizes(tmp_path):
     spec.write_text("seeds: [1]\nalgos: [ppo]\nenvs: [CartPole-v1]\n"
                     "grid: {" + ", ".join(f"k{i}: [1, 2]" for i in range(40)) + "}\n")
     assert_bad(["sweep", "s.yaml", "--dry-run"], tmp_path, "the grid has more than 20,000")
+    keys = ["lr", "clip_eps", "vf_coef", "ent_coef", "gamma", "gae_lambda", "max_grad_norm",
+            "adam_eps", "obs_clip", "reward_clip"]
+    spec.write_text("seeds: [1]\nalgos: [ppo]\nenvs: [CartPole-v1]\ngrid: {"
+                    + ", ".join(f"{k}: [0.123456789012345]" for k in keys) + "}\n")
+    assert_bad(["sweep", "s.yaml", "--dry-run"], tmp_path, "characters long (at most 200)")
     spec.write_text("seeds: [-1]\nalgos: [ppo]\nenvs: [CartPole-v1]\n")
     assert_bad(["sweep", "s.yaml", "--dry-run"], tmp_path, "seed -1 is outside")
     spec.write_text("seeds: [1]\nalgos: [ppo]\nenvs: {CartPole-v1: {threshold: .nan}}\n")

@@ -26,6 +26,7 @@ a bad SPEC fails with one line that names where in the file the problem is.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import itertools
@@ -413,7 +414,11 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
                     trials.append(Trial(trial_id(env_id, algo, point, seed), algo, env_id, seed,
                                         variant, dict(point), d))
     ids = [t.id for t in trials]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+    long = [i for i in ids if len(i) > 200]
+    if long:
+        raise SpecError(f"the trial folder name {long[0][:60]!r}... is {len(long[0])} characters "
+                        "long (at most 200): shorten the env id or the grid values")
+    dup = sorted(i for i, n in collections.Counter(ids).items() if n > 1)  # O(n), not O(n^2)
     if dup:
         raise SpecError(f"two trials would share the folder {dup[0]!r}; make the env ids or "
                         "grid values distinct")
