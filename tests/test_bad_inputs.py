@@ -341,6 +341,8 @@ def test_training_on_an_env_without_a_time_limit_finishes(tmp_path):
     ev = json.loads((run / "eval.json").read_text())
     assert all(-200 * 100 <= r <= -13 for r in ev["returns"])  # at most 200 steps of -1 / -100
     assert json.loads((run / "config.json").read_text())["eval_max_steps"] == 200
+    rc, out, err = run_cli(["eval", str(run), "--episodes", "2"], tmp_path)  # the run's cap
+    assert rc == 0 and "CliffWalking-v1 greedy over 2 episodes" in out, err
 
 
 def test_time_limited_envs_keep_their_own_limit(tmp_path, tiny_run):
