@@ -335,12 +335,15 @@ def test_evaluation_caps_episodes_of_an_env_without_a_time_limit(tmp_path):
 
 def test_training_on_an_env_without_a_time_limit_finishes(tmp_path):
     rc, out, err = run_cli(["train", "--env", "CliffWalking-v1", "--runs-dir", "runs", *TINY,
-                            "--set", "eval_every=1", "--set", "eval_max_steps=200"], tmp_path)
+                            "--set", "eval_every=1", "--set", "eval_max_steps=7"], tmp_path)
     assert rc == 0, err
     (run,) = (tmp_path / "runs").iterdir()
-    ev = json.loads((run / "eval.json").read_text())
-    assert all(-200 * 100 <= r <= -13 for r in ev["returns"])  # at most 200 steps of -1 / -100
-    assert json.loads((run / "config.json").read_text())["eval_max_steps"] == 200
+    # the goal is 13 steps away: cut after 7 steps of -1 (or -100 off the cliff), every return
+    # is -7 - 99 k; the default cap (10,000) would give returns of -10,000 or less
+    for f in ("eval.json", "eval_initial.json"):
+        returns = json.loads((run / f).read_text())["returns"]
+        assert all(-700 <= r <= -7 and (r + 7) % 99 == 0 for r in returns), (f, returns)
+    assert json.loads((run / "config.json").read_text())["eval_max_steps"] == 7
     rc, out, err = run_cli(["eval", str(run), "--episodes", "2"], tmp_path)  # the run's cap
     assert rc == 0 and "CliffWalking-v1 greedy over 2 episodes" in out, err
 
