@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -196,6 +197,14 @@ def test_resume_with_a_broken_or_edited_config(tmp_path, tiny_run):
     (tmp_path / "lr" / "config.json").write_text(json.dumps({**d, "lr": -1}))
     assert_bad(["train", "--resume", "lr"], tmp_path, "lr must be in (0, 1]")
     assert_bad(["train", "--resume", "nowhere"], tmp_path, "no such run folder")
+    for name, change in (("env", {"env_id": "Acrobot-v1"}), ("noclip", {"algo": "ppo-noclip"})):
+        shutil.copytree(tiny_run, tmp_path / name)  # a finished run, marked stopped, edited
+        (tmp_path / name / "config.json").write_text(json.dumps({**d, **change}))
+        status = json.loads((tmp_path / name / "status.json").read_text())
+        (tmp_path / name / "status.json").write_text(json.dumps({**status, "status": "stopped"}))
+        line = assert_bad(["train", "--resume", name], tmp_path,
+                          "config.json differs from the checkpoint's config")
+        assert list(change)[0] in line and statuses(tmp_path / name) == ["stopped"]
     assert_bad(["train", "--resume", str(tiny_run), "--seed", "3"], tmp_path,
                "--resume takes the run's own config")
 
