@@ -224,7 +224,9 @@ def lab(ctx: Context) -> Result:
     r.explain("At lr 3e-3 trustrl's full-batch k3 KL crosses 0.01 after a few epochs. The "
               "text's ~12 points to smaller per-epoch moves in its lab (a learning rate or "
               "schedule it does not state, or the KL averaged differently); we keep the text's "
-              "rule (full batch, after each epoch) and report the difference.")
+              "rule (full batch, after each epoch) and report the difference. Our seeds run "
+              "from about 3.5 to 9 epochs, so the text's 12 sits at the edge of our run-to-run "
+              "spread: on some sets of seeds this check is within spread, on others not.")
     check("target_kl 0.01, unclipped: median epochs run of 40", "about 2",
           _each(tk_nc, _epochs), 1, 3, "'about': ±1", fmt=".1f")
     check("target_kl 0.01, unclipped: lowest entropy", "stays above 0.3",
@@ -234,7 +236,8 @@ def lab(ctx: Context) -> Result:
               "collapsing (its entropy stays near 0.3-0.5 instead of 0), which is the point of "
               "the claim; the bound itself is that run's, not a law.")
     check("target_kl 0.01, unclipped: return by 40k", "about 400", _each(tk_nc, _last5), 300,
-          500, "'about': ±100; mean of the last 5 batches", fmt=".0f")
+          float("inf"), "'about': ±100, and 500 is CartPole's ceiling, so at least 300; mean "
+          "of the last 5 batches", fmt=".0f")
     _lab_figure(ctx, runs)
     r.figures.append("lab_cartpole.png")
     r.notes = (
@@ -375,10 +378,23 @@ def blog_pendulum(ctx: Context) -> Result:
     one_run = "the blog's one run"
     r.over_seeds("graph 1: start (mean of first 3 iterations)", -1137, start, seeds, -1137,
                  -1137, one_run, fmt=".0f")
+    r.explain("Our runs start lower than the blog's one run (median about -1250 over seeds): "
+              "the first three batches are those of the initial policy, so they depend on its "
+              "random initialisation and on the start angles drawn; the blog's -1137 is one "
+              "such draw, at the edge of our run-to-run spread.")
+    lower = ("The blog's one run ends higher than each of our seeds (in the full report's "
+             "five seeds: end -995 to -792, greedy -1006 to -719); our median is 200-300 "
+             "below it, two to five of our run-to-run sd, so the text lies at or beyond the "
+             "edge of our spread (within it on some sets of seeds, not on others). We follow every setting the post "
+             "states; it does not state its seed, and we do not know whether its run was a "
+             "lucky one or a detail it leaves out differs. The shape of graph 1 holds on every "
+             "seed: a rise of a few hundred, greedy above the stochastic return.")
     r.over_seeds("graph 1: end (mean of last 3 iterations)", -704, end, seeds, -704, -704,
                  one_run, fmt=".0f")
+    r.explain(lower)
     r.over_seeds("graph 1: greedy evaluation", -619, greedy, seeds, -619, -619, one_run,
                  fmt=".0f")
+    r.explain(lower)
     r.over_seeds("graph 1: greedy above the training return (greedy minus end, per seed)",
                  "greedy > end", [g - e for g, e in zip(greedy, end, strict=True)], seeds, 0,
                  float("inf"), "the sign of the gap", fmt=".0f")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pickle
 import time
 from pathlib import Path
 
@@ -22,11 +23,17 @@ TRAINING = ("000.lab", "000.diagnostics-table", "000.ex9.8", "002.pendulum")
 
 
 def sweep(offsets: list[int], out: Path, ids: tuple[str, ...] = TRAINING, echo=print,
-          after=None) -> tuple[dict[int, dict[str, Result]], dict[int, float]]:
+          after=None, cache: Path | None = None
+          ) -> tuple[dict[int, dict[str, Result]], dict[int, float]]:
     """The claims ids at quick scale for each offset, runs shared; results and seconds.
-    after(results, seconds) is called after each offset (to write what is done so far)."""
+    after(results, seconds) is called after each offset (to write what is done so far).
+    cache: a pickle of the runs, read if it exists and written after each offset, so that the
+    checks can be judged again without training again."""
     registry = load_all()
     shared: dict[str, dict] = {"_cartpole_runs": {}, "_blog_runs": {}}
+    if cache is not None and cache.is_file():
+        with cache.open("rb") as f:
+            shared = pickle.load(f)  # our own file, written below
     results: dict[int, dict[str, Result]] = {}
     seconds: dict[int, float] = {}
     for off in offsets:
@@ -37,6 +44,9 @@ def sweep(offsets: list[int], out: Path, ids: tuple[str, ...] = TRAINING, echo=p
         seconds[off] = time.perf_counter() - t0
         echo(f"offset {off}: {seconds[off]:.0f} s, "
              + ", ".join(f"{cid} {r.verdict}" for cid, r in results[off].items()))
+        if cache is not None:
+            with cache.open("wb") as f:
+                pickle.dump(shared, f)
         if after is not None:
             after(results, seconds)
     return results, seconds
@@ -96,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offsets", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--out", default="ROBUSTNESS.md", help="markdown file to write")
     ap.add_argument("--only", nargs="+", default=list(TRAINING), help="claim ids")
+    ap.add_argument("--cache", help="pickle of the runs: read if present, written after each "
+                    "offset (only ever read a file this command wrote)")
     args = ap.parse_args(argv)
     import torch
 
@@ -103,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     sweep(args.offsets, out.parent / (out.stem + "_runs"), tuple(args.only),
           echo=lambda s: print(s, flush=True),
-          after=lambda results, seconds: out.write_text(markdown(results, seconds)))
+          after=lambda results, seconds: out.write_text(markdown(results, seconds)),
+          cache=Path(args.cache) if args.cache else None)
     print(f"wrote {out}")
     return 0
 
