@@ -241,3 +241,34 @@ def test_blog_update_equals_separate_actor_and_critic_steps():
     for m, ref in ((actor, a2), (value, v2)):
         for p, q in zip(m.parameters(), ref.parameters(), strict=True):
             assert torch.equal(p, q)
+
+
+def test_robustness_sweep_shares_runs_and_tabulates_margins(tmp_path):
+    from trustrl.experiments import robustness
+
+    trained = []
+
+    @claim("test.robust", "nowhere", "a training-like claim")
+    def _robust(ctx):
+        runs = ctx.__dict__.setdefault("_cartpole_runs", {})
+        for s in ctx.seeds(full=5, quick=3):
+            if s not in runs:
+                trained.append(s)
+                runs[s] = float(s)
+        r = Result()
+        seeds = ctx.seeds(full=5, quick=3)
+        r.over_seeds("median seed", "0-1", [runs[s] for s in seeds], seeds, 0.0, 1.0, "why")
+        return r
+
+    try:
+        cache = tmp_path / "runs.pkl"
+        results, seconds = robustness.sweep([0, 2], tmp_path, ("test.robust",), echo=lambda s: 0,
+                                            cache=cache)
+        assert trained == [0, 1, 2, 3, 4]  # seed 2 trained once, for offset 0
+        md = robustness.markdown(results, seconds)
+        # offset 0: seeds 0..2, median 1, sd 1, accepted [-2, 3]; offset 2: median 3, [-2, 3]
+        assert "| test.robust | median seed | 1: +2 (+2.0 sd) | 3: +0 (+0.0 sd) | within |" in md
+        robustness.sweep([1], tmp_path, ("test.robust",), echo=lambda s: 0, cache=cache)
+        assert trained == [0, 1, 2, 3, 4]  # every run came from the cache file
+    finally:
+        REGISTRY.pop("test.robust")
