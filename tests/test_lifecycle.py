@@ -135,3 +135,13 @@ def test_learning_rate_schedule_values(tmp_path, vector):
     res = trustrl.train(tiny(tmp_path / "b", vector=vector, lr=0.003, anneal_lr=False))
     lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
     assert lrs == pytest.approx([0.003] * 3, rel=1e-6)
+
+
+def test_cli_run_that_fails_is_one_line_naming_the_kept_folder(tmp_path, cli_env):
+    r = subprocess.run([sys.executable, "-m", "trustrl", "train", "--env",
+                        "helper_envs:EvalRaisesCartPole-v0", "--runs-dir", str(tmp_path),
+                        "--quiet"], env=cli_env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    (run,) = tmp_path.iterdir()
+    assert "this env cannot be evaluated" in r.stderr and f"--resume {run}" in r.stderr
+    assert _status(run)["status"] == "failed"

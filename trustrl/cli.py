@@ -337,6 +337,17 @@ def main(argv: list[str] | None = None) -> int:
         print("trustrl: error: out of memory (an input or setting too large for this machine)",
               file=sys.stderr)
         return 2
+    except Exception as e:
+        run = getattr(e, "run_dir", None)
+        if run is None:
+            raise
+        # an error during a run (an env that raises, say): the folder keeps its rows and
+        # last checkpoint with status "failed"
+        msg = (str(e).splitlines() or [""])[0] or type(e).__name__
+        print(f"trustrl: error: the run failed ({type(e).__name__}: {msg[:200]}); {run} is "
+              f"kept with status 'failed': fix the cause, then `trustrl train --resume {run}`",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

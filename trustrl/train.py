@@ -220,6 +220,10 @@ class Trainer:
             else:
                 status = "failed"
                 msg = (str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__
+                try:  # the CLI prints one line naming the folder instead of a traceback
+                    e.run_dir = self.root.path  # type: ignore[attr-defined]
+                except AttributeError:
+                    pass
             for r in [self.root, *self.members] if self.population else [self.root]:
                 r.set_status(status, lr.iteration, msg)
             raise
