@@ -511,3 +511,22 @@ def test_every_config_key_with_hostile_values_set_and_in_a_file():
     print(f"\nbad-input fuzz: {TALLY['tried']} cases tried: {TALLY['ran']} valid runs "
           f"finished, {TALLY['refused']} refused with one line and exit 2, 0 tracebacks")
     assert TALLY["refused"] > TALLY["tried"] // 2 and TALLY["ran"] > 0
+
+
+def test_rlhf_seed_and_runs_dir_are_checked(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    assert_bad(["rlhf", "sft", "--seed", "-1", "--runs-dir", str(tmp_path / "r")], tmp_path,
+               "seed")
+    assert_bad(["rlhf", "sft", "--seed", str(2**40), "--runs-dir", str(tmp_path / "r")],
+               tmp_path, "seed")
+    assert_bad(["rlhf", "sft", "--runs-dir", str(tmp_path / "afile")], tmp_path, "is a file")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_sweep_folder_whose_sweep_json_is_a_list(tmp_path):
+    from trustrl.errors import TrustrlError
+    from trustrl.sweep.folder import SweepFolder
+
+    (tmp_path / "sweep.json").write_text("[1, 2]")
+    with pytest.raises(TrustrlError):
+        SweepFolder.open(tmp_path)

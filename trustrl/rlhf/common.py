@@ -54,5 +54,11 @@ def replace_fields(cfg: Any, values: dict[str, Any]) -> Any:
             continue
         if k not in names:
             raise ConfigError(f"unknown option {k!r}")
+        if k == "seed" and not (isinstance(v, int) and 0 <= v <= 2**31 - 1):
+            raise ConfigError(f"seed must be an integer in [0, 2^31 - 1], got {v!r}")
+        if k == "runs_dir":
+            from trustrl.config import check_writable_dir
+
+            check_writable_dir(v, "--runs-dir")
         setattr(cfg, k, v)
     return cfg

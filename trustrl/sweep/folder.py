@@ -86,13 +86,12 @@ class SweepFolder:
 
     @classmethod
     def open(cls, path: str | Path) -> SweepFolder:
+        from trustrl.sweep.spec import check_sweep_file
+
         p = Path(path)
-        try:
-            meta = json.loads((p / "sweep.json").read_text())
-        except FileNotFoundError:
-            raise SpecError(f"{p} is not a sweep folder (no sweep.json)") from None
-        except (OSError, json.JSONDecodeError) as e:
-            raise SpecError(f"cannot read {p / 'sweep.json'}: {e}") from None
+        if not (p / "sweep.json").is_file():
+            raise SpecError(f"{p} is not a sweep folder (no sweep.json)")
+        meta = check_sweep_file(p / "sweep.json")  # shape checked: one-line SpecError
         if meta.get("format") != SWEEP_FORMAT:
             raise SpecError(f"{p / 'sweep.json'}: format not understood by this trustrl")
         return cls(p, meta)
