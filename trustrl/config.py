@@ -119,7 +119,7 @@ ranges, tolerances), from starting a run."""
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "vector": ("auto", "sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
-    "activation": ("tanh", "relu"),
+    "activation": ("tanh", "relu"), "grad_backend": ("auto", "closed-form", "autograd"),
 }
 
 
@@ -190,6 +190,10 @@ class RunConfig:
     jit: str = "none"
     """With vector 'torch': 'none' (eager), 'compile' (torch.compile the step and loss; about a
     minute to compile on CPU) or 'cuda-graph' (replay each iteration as one CUDA graph)."""
+    grad_backend: str = "auto"
+    """Minibatch gradients on the batched collector: 'closed-form' (the chain rule written out
+    for the MLPs: fastest on a CPU), 'autograd', or 'auto' (closed form where the loss has
+    one; ppo-penalty's KL term has not). The Gymnasium collector always uses autograd."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -304,6 +308,17 @@ class RunConfig:
             raise ConfigError("jit applies to vector 'torch' only")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
+        if self.grad_backend == "closed-form" and self.vector in ("sync", "async"):
+            raise ConfigError("grad_backend 'closed-form' is for the batched collector (vector "
+                              "'torch'); the Gymnasium collector uses autograd")
+        if self.grad_backend == "closed-form" and self.algo == "ppo-penalty":
+            raise ConfigError("grad_backend 'closed-form' is not offered for ppo-penalty (its "
+                              "KL term has no closed form here); use 'auto' or 'autograd'")
+        if self.grad_backend == "autograd" and self.vector == "torch" and self.algo in (
+                "trpo", "npg"):
+            raise ConfigError(f"{self.algo} on the batched collector has closed-form gradients "
+                              "and Fisher products only; use grad_backend 'auto' (or vector "
+                              "'sync' for autograd)")
         if self.vector == "torch":
             from trustrl.envs.torch_classic import SUPPORTED
 

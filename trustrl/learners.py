@@ -195,7 +195,9 @@ class BatchedLearner:
 
         self.cfg, self.seeds = cfg, list(seeds)
         torch.set_num_threads(cfg.torch_threads)
-        jit = dict(compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
+        jit: dict[str, Any] = dict(compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
+        if cfg.grad_backend == "autograd" and cfg.algo not in ("trpo", "npg"):
+            jit["autograd"] = True  # else the closed form where the loss has one
         self.engine: PopulationPPO
         if cfg.algo == "ppo-penalty":
             from trustrl.fast.ppo_penalty import PopulationPPOPenalty
