@@ -96,19 +96,17 @@ def test_config_key_default_parse_and_validation() -> None:
 
 
 def test_trainer_builds_the_configured_init(tmp_path) -> None:
-    from trustrl.runs import RunDir
-    from trustrl.train import Trainer, config_to_dict
+    from trustrl.learners import GymLearner
 
     def first_bias(ortho: bool) -> torch.Tensor:
         cfg = make_config("ppo", "Pendulum-v1", flags={"runs_dir": str(tmp_path / str(ortho))},
                           sets={"ortho_init": str(ortho), "total_steps": "2048",
-                                "tensorboard": "false"})
-        run = RunDir.create(cfg.runs_dir, cfg.env_id, cfg.algo, cfg.seed, config_to_dict(cfg))
-        trainer = Trainer(cfg, run, progress=False)
+                                "tensorboard": "false", "vector": "sync"})
+        learner = GymLearner(cfg)
         try:
-            return trainer.agent.policy.actor_trunk[0].bias.detach().clone()
+            return learner.agent().policy.actor_trunk[0].bias.detach().clone()
         finally:
-            trainer.envs.close()
+            learner.close()
 
     assert torch.count_nonzero(first_bias(True)) == 0
     assert torch.count_nonzero(first_bias(False)) == 64  # default hidden width 64, none zero

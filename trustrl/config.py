@@ -838,6 +838,9 @@ def check_checkpoint_config(saved: Any, cfg: Any, where: str) -> None:
         raise ConfigError(f"{where}: the checkpoint holds no config to compare with config.json")
     mine = {k: v for k, v in config_to_dict(cfg).items() if k != "runs_dir"}
     theirs = {k: v for k, v in saved.items() if k not in ("runs_dir", "seeds")}
+    for f in fields(cfg):  # a key added after the checkpoint was written: its default then
+        if f.name not in theirs and f.name != "runs_dir" and f.default is not dataclasses.MISSING:
+            theirs[f.name] = f.default
     if isinstance(theirs.get("hidden_sizes"), tuple):
         theirs["hidden_sizes"] = list(theirs["hidden_sizes"])
     diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))

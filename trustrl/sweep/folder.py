@@ -89,9 +89,7 @@ class SweepFolder:
         from trustrl.sweep.spec import check_sweep_file
 
         p = Path(path)
-        if not (p / "sweep.json").is_file():
-            raise SpecError(f"{p} is not a sweep folder (no sweep.json)")
-        meta = check_sweep_file(p / "sweep.json")  # shape checked: one-line SpecError
+        meta = check_sweep_file(p)  # sweep.json there and of the right shape, else SpecError
         if meta.get("format") != SWEEP_FORMAT:
             raise SpecError(f"{p / 'sweep.json'}: format not understood by this trustrl")
         return cls(p, meta)
