@@ -81,11 +81,13 @@ def markdown(results: dict[int, dict[str, Result]], seconds: dict[int, float]) -
                 m = rb.margin
                 msd = "" if math.isnan(rb.margin_sd) else f" ({rb.margin_sd:+.1f} sd)"
                 cells.append(f"{c.ours}: {m:+.3g}{msd}")
-                margins.append((m, msd))
-            low = min(margins, key=lambda x: abs(x[0])) if margins else None
+                # nearest to flipping: by the margin in sd where there is a spread
+                near = abs(rb.margin_sd) if not math.isnan(rb.margin_sd) else abs(m) * 1e6
+                margins.append((near, m, msd))
+            low = min(margins) if margins else None
             lines.append(f"| {cid} | {ch.name.replace('|', '/')} | " + " | ".join(cells)
                          + f" | {' / '.join(sorted(verdicts))} | "
-                         + (f"{low[0]:+.3g}{low[1]}" if low else "") + " |")
+                         + (f"{low[1]:+.3g}{low[2]}" if low else "") + " |")
     head = [
         f"Offsets {offsets} at quick scale; seconds per offset (runs of earlier offsets "
         "reused, so only the first is a whole quick run): "
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="ROBUSTNESS.md", help="markdown file to write")
     ap.add_argument("--only", nargs="+", default=list(TRAINING), help="claim ids")
     ap.add_argument("--cache", help="pickle of the runs: read if present, written after each "
-                    "offset (only ever read a file this command wrote)")
+                    "offset (only ever read a file this command wrote; runs are keyed by their "
+                    "runs folder, so keep the same --out)")
     args = ap.parse_args(argv)
     import torch
 
