@@ -12,7 +12,7 @@ move with the machine and its load.
     python benchmarks/numpy_envs.py --against OTHER_CHECKOUT [--blocks 40]
 
 times instead the NumPy transition of this checkout against the one of another checkout (e.g.
-``git worktree add /tmp/old <commit>``; its ``trustrl/envs/numpy_classic.py`` is loaded from the
+``git worktree add OLD_CHECKOUT <commit>``; its ``trustrl/envs/numpy_classic.py`` is loaded from the
 file, so it must not import other trustrl modules that changed), in the same process and
 interleaved block by block, in thread CPU time, so that a loaded machine slows both alike. Each
 block is 200 calls; the minimum and the median over the blocks are printed, and new/old of each.

@@ -10,7 +10,7 @@ machine and its load.
     python benchmarks/torch_envs.py --against OTHER_CHECKOUT [--blocks 20] [--device cpu]
 
 times instead ``step`` of this checkout's torch envs against another checkout's (e.g. ``git
-worktree add /tmp/old <commit>``; its ``trustrl/envs/torch_classic.py`` is loaded from the file,
+worktree add OLD_CHECKOUT <commit>``; its ``trustrl/envs/torch_classic.py`` is loaded from the file,
 so it must not import other trustrl modules that changed), interleaved block by block in the
 same process: thread CPU time on a CPU (so a loaded machine slows both alike), wall time with a
 synchronisation on CUDA. The minimum and the median per step over the blocks are printed.
