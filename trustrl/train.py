@@ -113,6 +113,11 @@ class Trainer:
     def population(self) -> bool:
         return len(self.members) > 1
 
+    @property
+    def _status_dirs(self) -> list[RunDir]:
+        """The folders whose status.json follows the run: the root, and each member's."""
+        return [self.root, *self.members] if self.population else [self.root]
+
     # --- checkpoint --------------------------------------------------------------------------
     def checkpoint(self) -> None:
         lr = self.learner
@@ -224,7 +229,7 @@ class Trainer:
                     e.run_dir = self.root.path  # type: ignore[attr-defined]
                 except AttributeError:
                     pass
-            for r in [self.root, *self.members] if self.population else [self.root]:
+            for r in self._status_dirs:
                 r.set_status(status, lr.iteration, msg)
             raise
         finally:
@@ -232,7 +237,7 @@ class Trainer:
             self.root.close()
             lr.close()
         if stopped:
-            for r in [self.root, *self.members] if self.population else [self.root]:
+            for r in self._status_dirs:
                 r.set_status("stopped", lr.iteration, "stopped by the callback")
             return TrainResult(self.root.path, lr.agent(0), {}, self.metrics,
                                [m.path for m in self.members])

@@ -26,6 +26,7 @@ turns it into metrics.csv rows with the ordinary trainer's columns.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -321,6 +322,12 @@ class PopulationPPO:
                         ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
         """Per-member PPO loss on one minibatch [P, mb]: (loss, policy loss, value loss,
         clip fraction), each [P]."""
+        return self._ppo_terms(flat, o, a, lpo, adv, ret, v_old)[:4]
+
+    def _ppo_terms(self, flat: Tensor, o: Tensor, a: Tensor, lpo: Tensor, adv: Tensor,
+                   ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
+        """`_minibatch_loss`'s four values and the actor's output [P, mb, n_out] they came
+        from (a loss that adds a term of pi reuses it)."""
         cfg, net, eps = self.cfg, self.net, self.cfg.clip_eps
         params = net.views(flat)
         out = net.actor(o, params)
@@ -340,7 +347,7 @@ class PopulationPPO:
             vl = 0.5 * (v - ret).pow(2).mean(1)
         loss = pl + cfg.vf_coef * vl - cfg.ent_coef * ent.mean(1)
         clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
-        return loss, pl, vl, clipped
+        return loss, pl, vl, clipped, out
 
     def _minibatch_grad(self, params: dict[str, Tensor], o: Tensor, a: Tensor, lpo: Tensor,
                         adv: Tensor, ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
@@ -810,6 +817,14 @@ class PopulationPPO:
             self.resets.counter.copy_(s["resets_counter"])
         self.opt.load_state_dict(s["adam"])
         self.iteration = int(s["iteration"])
+
+
+def ppo_view(cfg: Any, **overrides: Any) -> PPOConfig:
+    """The PPOConfig that makes PopulationPPO perform another algorithm's update: the fields
+    the two configs share, then `overrides` (e.g. pg: K = 1, one minibatch)."""
+    shared = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)
+              if hasattr(cfg, f.name)}
+    return PPOConfig(**{**shared, **overrides})
 
 
 def metrics_rows(metrics: Tensor, columns: tuple[str, ...] = ROW_COLUMNS,

@@ -15,7 +15,6 @@ to run on the batched collector: docs/architecture.md, "Adding an algorithm".
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -23,14 +22,13 @@ from torch import Tensor
 
 from trustrl.config import PGConfig, PPOConfig
 from trustrl.fast.engine import PopulationPPO
+from trustrl.fast.engine import ppo_view as _ppo_view
 
 
 def ppo_view(cfg: PGConfig) -> PPOConfig:
     """The PPO config that performs pg's update: K = 1, one minibatch, no early stopping."""
-    shared = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)
-              if hasattr(cfg, f.name)}
-    return PPOConfig(**{**shared, "update_epochs": 1, "minibatch_size": cfg.batch_size,
-                        "target_kl": None, "clip_value_loss": False})
+    return _ppo_view(cfg, update_epochs=1, minibatch_size=cfg.batch_size, target_kl=None,
+                     clip_value_loss=False)
 
 
 class PopulationPG(PopulationPPO):

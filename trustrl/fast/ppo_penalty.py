@@ -12,7 +12,6 @@ ppo_penalty.py checks it against algos.ppo_penalty.PPOPenalty on the same batch.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -20,12 +19,12 @@ from torch import Tensor
 
 from trustrl.config import PPOConfig, PPOPenaltyConfig
 from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO
+from trustrl.fast.engine import ppo_view as _ppo_view
 
 
 def ppo_view(cfg: PPOPenaltyConfig) -> PPOConfig:
-    shared = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)
-              if hasattr(cfg, f.name)}
-    return PPOConfig(**{**shared, "target_kl": None, "clip_value_loss": False})
+    """The PPO config of ppo-penalty's K epochs: no KL early stopping, no value clipping."""
+    return _ppo_view(cfg, target_kl=None, clip_value_loss=False)
 
 
 class PopulationPPOPenalty(PopulationPPO):
@@ -43,8 +42,7 @@ class PopulationPPOPenalty(PopulationPPO):
     def _minibatch_loss(self, flat: Tensor, o: Tensor, a: Tensor, lpo: Tensor, adv: Tensor,
                         ret: Tensor, v_old: Tensor, old_o: Tensor = None,  # type: ignore[assignment]
                         flat_old: Tensor = None) -> tuple[Tensor, ...]:  # type: ignore[assignment]
-        loss, pl, vl, _ = super()._minibatch_loss(flat, o, a, lpo, adv, ret, v_old)
-        out = self.net.actor(o, self.net.views(flat))
+        loss, pl, vl, _, out = self._ppo_terms(flat, o, a, lpo, adv, ret, v_old)
         kl = self.net.kl_from(old_o, out, flat_old, flat).mean(1)
         penalty = self.beta.float() * kl
         return loss + penalty, pl + penalty, vl, kl.detach()
