@@ -28,8 +28,7 @@ import time
 import torch
 
 from trustrl.config import make_config
-from trustrl.fast.engine import PopulationPPO
-from trustrl.fast.trpo import PopulationTRPO
+from trustrl.learners import BatchedLearner
 
 SETTINGS = {
     "single": dict(P=1, N=4, minibatches=4, iterations=300),
@@ -53,31 +52,29 @@ def run(setting: str, mode: str, device: str, iterations: int | None = None,
     common = {"num_envs": N, "num_steps": T, "gamma": 0.99, "gae_lambda": 0.95,
               "vector": "torch", "device": device, "total_steps": N * T * (iters + warm)}
     t0 = time.perf_counter()
-    eng: PopulationPPO
     if algo == "trpo":  # the core TRPO defaults; the critic on the same minibatch count
         sets = {**common, "vf_minibatch_size": N * T // s["minibatches"]}
-        cfg = make_config("trpo", "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
-        eng = PopulationTRPO(cfg, list(range(P)), compile="compile" in mode,
-                             graph="graph" in mode)
+        algo_name = "trpo"
     else:
         sets = {**common, "update_epochs": 4, "minibatch_size": N * T // s["minibatches"],
                 "lr": 2.5e-4, "anneal_lr": True, "ent_coef": 0.01, "vf_coef": 0.5,
                 "max_grad_norm": 0.5, "clip_eps": 0.2}
-        cfg = make_config("ppo", "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
-        eng = PopulationPPO(cfg, list(range(P)), compile="compile" in mode,
-                            graph="graph" in mode)
+        algo_name = "ppo"
+    sets["jit"] = "compile" if "compile" in mode else "cuda-graph" if "graph" in mode else "none"
+    cfg = make_config(algo_name, "CartPole-v1", None, {k: str(v) for k, v in sets.items()}, {})
+    eng = BatchedLearner(cfg, list(range(P)))
     build = time.perf_counter() - t0
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for _ in range(warm):
-        eng.iterate()
+        eng.step()
     _sync(device)
     warmup = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(iters):
-        metrics = eng.iterate()[0]
+        metrics = eng.step()[0]
     _sync(device)
     dt = time.perf_counter() - t0
     ret = metrics[:, eng.columns.index("ep_return_mean")]

@@ -12,19 +12,21 @@ import torch
 from torch.nn.utils import parameters_to_vector
 
 import trustrl
+from trustrl import rng
 from trustrl.advantages import gae
 from trustrl.agent import Agent
-from trustrl.algos.common import old_distribution
-from trustrl.algos.pg import PG
-from trustrl.algos.ppo import ppo_update
-from trustrl.algos.ppo_penalty import PPOPenalty
-from trustrl.algos.trpo import TRPO
+from trustrl.algos import make_algorithm
+from trustrl.backends import pick
 from trustrl.config import CONFIGS, make_config
 from trustrl.envs.make import check_env, make_vec_env
 from trustrl.policies import ActorCritic
+from trustrl.popnet import PopActorCritic
 from trustrl.rollout import Collector
 from trustrl.runs import TIMING_COLUMNS
+from trustrl.trust.fisher import detached
 from trustrl.trust.line_search import backtracking_line_search
+
+from reference_algos import ppo_update
 
 
 def cartpole_batch(seed=0, steps=128, envs=4):
@@ -40,11 +42,23 @@ def cartpole_batch(seed=0, steps=128, envs=4):
     return policy, r.flatten(adv, ret)
 
 
+def run_update(algo_name, cfg, policy, batch, backend="auto"):
+    """One update of the population algorithm (P = 1) on a collected batch; the policy module
+    is updated in place. Returns (metrics as floats, the algorithm)."""
+    net = PopActorCritic.from_policies([policy], "cpu")
+    algo = make_algorithm(cfg, net, pick(net, backend), rng.shuffle_keys([0]))
+    b = {k: getattr(batch, k)[None] for k in ("obs", "actions", "logp_old", "values_old",
+                                               "advantages", "returns")}
+    m = algo.update(b, 0, algo.learning_rate(0.0))
+    net.write_policy(0, policy)
+    return {k: float(v[0]) for k, v in m.items()}, algo
+
+
 @pytest.mark.parametrize("max_kl", [0.001, 0.01, 0.05])
 def test_trpo_accepted_steps_respect_the_kl_budget(max_kl):
     policy, batch = cartpole_batch()
     cfg = make_config("trpo", "CartPole-v1", sets={"max_kl": max_kl})
-    m = TRPO(policy, cfg).update(batch, 0.0)
+    m, _ = run_update("trpo", cfg, policy, batch)
     assert m["ls_accepted"] == 1.0
     assert m["kl_exact"] <= max_kl and m["surrogate_improvement"] > 0
     assert m["xFx"] > 0 and m["cg_iters_run"] >= 1
@@ -54,7 +68,8 @@ def test_trpo_line_search_shrinks_a_forced_large_step_and_rejects_a_bad_one():
     policy, batch = cartpole_batch()
     cfg = make_config("trpo", "CartPole-v1")
     actor = list(policy.actor_parameters())
-    old = old_distribution(policy, batch)
+    with torch.no_grad():
+        old = detached(policy.dist(batch.obs))
     adv = (batch.advantages - batch.advantages.mean()) / batch.advantages.std()
 
     @torch.no_grad()
@@ -66,7 +81,7 @@ def test_trpo_line_search_shrinks_a_forced_large_step_and_rejects_a_bad_one():
     # the natural step from a real TRPO update, blown up 100 times
     probe = copy.deepcopy(policy)
     theta0 = parameters_to_vector(actor).detach().clone()
-    TRPO(probe, cfg).update(batch, 0.0)
+    run_update("trpo", cfg, probe, batch)
     step = parameters_to_vector(list(probe.actor_parameters())).detach() - theta0
     L_old = evaluate()[0]
     big = backtracking_line_search(actor, 100 * step, evaluate, L_old, cfg.max_kl)
@@ -80,23 +95,31 @@ def test_trpo_line_search_shrinks_a_forced_large_step_and_rejects_a_bad_one():
     assert torch.equal(parameters_to_vector(actor), theta0)
 
 
-def test_trpo_leaves_critic_to_regression_and_actor_to_the_natural_step():
+@pytest.mark.parametrize("backend", ["closed-form", "autograd"])
+def test_trpo_leaves_critic_to_regression_and_actor_to_the_natural_step(backend):
+    """The critic moves only by its regression (its Adam sees zero actor gradients, so the
+    actor's Adam moments stay 0), the actor only by the natural step."""
     policy, batch = cartpole_batch()
-    cfg = make_config("trpo", "CartPole-v1")
+    cfg = make_config("trpo", "CartPole-v1", sets={"max_kl": 1e-9})  # a step ~ 0
     critic0 = parameters_to_vector(list(policy.critic_parameters())).detach().clone()
-    algo = TRPO(policy, cfg)
-    m = algo.update(batch, 0.0)
+    actor0 = parameters_to_vector(list(policy.actor_parameters())).detach().clone()
+    m, algo = run_update("trpo", cfg, policy, batch, backend)
     critic1 = parameters_to_vector(list(policy.critic_parameters())).detach()
+    actor1 = parameters_to_vector(list(policy.actor_parameters())).detach()
     assert not torch.equal(critic0, critic1) and m["value_loss"] > 0
-    opt_params = {id(p) for g in algo.vf_optimizer.param_groups for p in g["params"]}
-    assert opt_params == {id(p) for p in policy.critic_parameters()}
+    assert (actor1 - actor0).abs().max() < 1e-3
+    mask = algo.net.actor_mask
+    assert torch.equal(algo.opt.m[:, mask], torch.zeros_like(algo.opt.m[:, mask]))
+    assert bool((algo.opt.m[:, ~mask] != 0).any())
 
 
 def test_pg_equals_ppo_with_one_epoch_and_one_minibatch():
+    """pg's update equals the reference PPO update with K = 1 and one minibatch (every ratio
+    is 1 at theta_old, so the clip never acts)."""
     policy, batch = cartpole_batch()
     twin = copy.deepcopy(policy)
     pg_cfg = make_config("pg", "CartPole-v1")
-    m = PG(policy, pg_cfg).update(batch, 0.0)
+    m, _ = run_update("pg", pg_cfg, policy, batch)
     opt = torch.optim.Adam(twin.parameters(), lr=pg_cfg.lr, eps=pg_cfg.adam_eps)
     ppo_update(twin, opt, batch, update_epochs=1, minibatch_size=len(batch), clip_eps=0.2,
                vf_coef=pg_cfg.vf_coef, ent_coef=pg_cfg.ent_coef,
@@ -109,26 +132,22 @@ def test_pg_equals_ppo_with_one_epoch_and_one_minibatch():
 def test_ppo_penalty_adapts_beta_from_the_measured_kl():
     policy, batch = cartpole_batch()
     cfg = make_config("ppo-penalty", "CartPole-v1", sets={"kl_target": 1e-6, "beta_init": 1.0})
-    algo = PPOPenalty(policy, cfg)
-    m = algo.update(batch, 0.0)
-    assert m["beta"] == 1.0 and m["kl_exact"] > 1.5e-6 and algo.kl_control.beta == 2.0
+    m, algo = run_update("ppo-penalty", cfg, copy.deepcopy(policy), batch)
+    assert m["beta"] == 1.0 and m["kl_exact"] > 1.5e-6 and float(algo.beta[0]) == 2.0
     cfg = make_config("ppo-penalty", "CartPole-v1", sets={"kl_target": 10.0, "beta_init": 1.0})
-    algo = PPOPenalty(copy.deepcopy(policy), cfg)
-    algo.update(batch, 0.0)
-    assert algo.kl_control.beta == 0.5
+    _, algo = run_update("ppo-penalty", cfg, copy.deepcopy(policy), batch)
+    assert float(algo.beta[0]) == 0.5
 
 
 def test_ppo_noclip_moves_further_than_ppo_on_the_same_batch():
     policy, batch = cartpole_batch()
     kls = {}
-    for clip in (True, False):
-        pol = copy.deepcopy(policy)
-        opt = torch.optim.Adam(pol.parameters(), lr=3e-3, eps=1e-5)
-        torch.manual_seed(1)
-        kls[clip] = ppo_update(pol, opt, batch, update_epochs=40, minibatch_size=64,
-                               clip_eps=0.2, vf_coef=0.5, ent_coef=0.0, max_grad_norm=0.5,
-                               clip=clip)["approx_kl"]
-    assert kls[False] > 3 * kls[True], kls
+    for algo in ("ppo", "ppo-noclip"):
+        cfg = make_config(algo, "CartPole-v1", sets={
+            "update_epochs": 40, "minibatch_size": 64, "lr": 3e-3, "target_kl": "none",
+            "anneal_lr": False})
+        kls[algo] = run_update(algo, cfg, copy.deepcopy(policy), batch)[0]["approx_kl"]
+    assert kls["ppo-noclip"] > 3 * kls["ppo"], kls
 
 
 def rows(path: Path):

@@ -1,4 +1,5 @@
-"""pg on the batched collector (trustrl/fast/pg.py) against the core's algos.pg.PG."""
+"""pg on the batched collector (trustrl/algos/pg.py on trustrl.batched) against the reference single-run PG
+(tests/reference_algos.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import pytest
 import torch
 
 import trustrl
-from trustrl.algos.pg import PG
+from reference_algos import PG
 from trustrl.config import make_config
-from trustrl.fast.engine import init_policies
-from trustrl.fast.pg import PopulationPG, ppo_view
+from trustrl.learners import init_policies
 from trustrl.rollout import Batch
+
+from batched_shim import Pop
 
 
 def cfg_for(env: str, **sets):
@@ -25,8 +27,8 @@ def cfg_for(env: str, **sets):
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
 def test_batched_pg_update_equals_core_pg(env):
     cfg = cfg_for(env)
-    eng = PopulationPG(cfg, [5])
-    core = init_policies(eng.spec, ppo_view(cfg), [5])[0]
+    eng = Pop(cfg, [5])
+    core = init_policies(eng.spec, cfg, [5])[0]
     torch.manual_seed(0)
     B = cfg.batch_size
     obs = torch.randn(1, B, eng.D)
@@ -35,21 +37,20 @@ def test_batched_pg_update_equals_core_pg(env):
         logp = eng.net.log_prob(eng.net.actor(obs), acts)
         values = eng.net.critic(obs)
     adv, ret = torch.randn(1, B), torch.randn(1, B) * 3
-    eng.lr.fill_(cfg.lr)
-    m = eng._update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
-                     "advantages": adv, "returns": ret})
+    m = eng.algo.update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
+                         "advantages": adv, "returns": ret}, 0, cfg.lr)
     pg = PG(core, cfg)
     mc = pg.update(Batch(obs[0], acts[0], logp[0], values[0], adv[0], ret[0]), progress=0.0)
     for a, c in zip(eng.policy(0).parameters(), core.parameters(), strict=True):
         assert torch.allclose(a, c, atol=2e-5), (a - c).abs().max()
     for k in ("policy_loss", "value_loss", "grad_norm", "approx_kl", "kl_exact", "entropy"):
         assert math.isclose(float(m[k][0]), mc[k], rel_tol=1e-3, abs_tol=1e-6), k
-    assert float(m["epochs_run"][0]) == 1
+    assert float(eng.algo.opt.t[0]) == 1  # one Adam step
 
 
 def test_batched_pg_population_member_equals_its_seed_alone():
     cfg = cfg_for("CartPole-v1", normalize_obs=True)
-    pop, alone = PopulationPG(cfg, [3, 4]), PopulationPG(cfg, [4])
+    pop, alone = Pop(cfg, [3, 4]), Pop(cfg, [4])
     for _ in range(3):
         m, mi = pop.iterate()[0], alone.iterate()[0]
         assert torch.allclose(torch.nan_to_num(m[1]), torch.nan_to_num(mi[0]), rtol=1e-4,

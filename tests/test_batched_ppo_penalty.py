@@ -1,5 +1,5 @@
-"""ppo-penalty on the batched collector (trustrl/fast/ppo_penalty.py) against the core's
-algos.ppo_penalty.PPOPenalty."""
+"""ppo-penalty on the batched collector (trustrl/algos/ppo_penalty.py on trustrl.batched) against the
+reference single-run PPOPenalty (tests/reference_algos.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import pytest
 import torch
 
 import trustrl
-from trustrl.algos.ppo_penalty import PPOPenalty
+from reference_algos import PPOPenalty
 from trustrl.config import make_config
-from trustrl.fast.engine import init_policies
-from trustrl.fast.ppo_penalty import PopulationPPOPenalty, ppo_view
+from trustrl.learners import init_policies
 from trustrl.rollout import Batch
+
+from batched_shim import Pop
 
 
 def cfg_for(env: str, **sets):
@@ -30,8 +31,8 @@ def test_batched_ppo_penalty_update_equals_core(env, kl_target):
     """One minibatch per epoch (no shuffling effect): the same parameters, losses, KL and
     the same beta adaptation as the core on the same batch."""
     cfg = cfg_for(env, kl_target=kl_target)
-    eng = PopulationPPOPenalty(cfg, [5])
-    core = init_policies(eng.spec, ppo_view(cfg), [5])[0]
+    eng = Pop(cfg, [5])
+    core = init_policies(eng.spec, cfg, [5])[0]
     torch.manual_seed(0)
     B = cfg.batch_size
     obs = torch.randn(1, B, eng.D)
@@ -40,29 +41,28 @@ def test_batched_ppo_penalty_update_equals_core(env, kl_target):
         logp = eng.net.log_prob(eng.net.actor(obs), acts)
         values = eng.net.critic(obs)
     adv, ret = torch.randn(1, B), torch.randn(1, B) * 3
-    eng.lr.fill_(cfg.lr)
-    m = eng._update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
-                     "advantages": adv, "returns": ret})
+    m = eng.algo.update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
+                         "advantages": adv, "returns": ret}, 0, cfg.lr)
     algo = PPOPenalty(core, cfg)
     mc = algo.update(Batch(obs[0], acts[0], logp[0], values[0], adv[0], ret[0]), progress=0.0)
     for a, c in zip(eng.policy(0).parameters(), core.parameters(), strict=True):
         assert torch.allclose(a, c, atol=2e-5), (a - c).abs().max()
     for k in ("policy_loss", "value_loss", "kl_penalty", "grad_norm", "kl_exact", "beta"):
         assert math.isclose(float(m[k][0]), mc[k], rel_tol=1e-3, abs_tol=1e-6), k
-    assert math.isclose(float(eng.beta[0]), algo.kl_control.beta)
+    assert math.isclose(float(eng.algo.beta[0]), algo.kl_control.beta)
     assert algo.kl_control.beta == (1.5 if kl_target == 1.0 else 6.0)  # the case is exercised
     assert mc["kl_penalty"] > 0
 
 
 def test_beta_adapts_per_member_and_members_equal_their_seed_alone():
     cfg = cfg_for("CartPole-v1", minibatch_size=32, beta_init=1.0, kl_target=0.003)
-    pop, alone = PopulationPPOPenalty(cfg, [3, 4]), PopulationPPOPenalty(cfg, [4])
+    pop, alone = Pop(cfg, [3, 4]), Pop(cfg, [4])
     betas = set()
     for _ in range(4):
         m, mi = pop.iterate()[0], alone.iterate()[0]
         assert torch.allclose(torch.nan_to_num(m[1]), torch.nan_to_num(mi[0]), rtol=1e-4,
                               atol=1e-6)
-        betas.update(float(b) for b in pop.beta)
+        betas.update(float(b) for b in pop.algo.beta)
     assert len(betas) > 1  # beta moved
     assert torch.allclose(pop.net.flat[1], alone.net.flat[0], atol=1e-6)
 

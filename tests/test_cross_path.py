@@ -15,12 +15,16 @@ import pytest
 import torch
 
 from trustrl.agent import Agent
-from trustrl.algos.ppo import ppo_update
+from trustrl import rng
+from trustrl.algos import make_algorithm
+from trustrl.backends import pick
 from trustrl.config import make_config
-from trustrl.fast.engine import PopulationPPO
 from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
-from trustrl.rollout import Batch, Collector
+from trustrl.popnet import PopActorCritic
+from trustrl.rollout import Collector
+
+from batched_shim import Pop
 
 
 def _cfg(env_id: str, **sets: object):
@@ -65,17 +69,17 @@ amplifies the last-bit differences to ~2e-4 in 200 steps (measured); the others 
 @pytest.mark.parametrize(("env_id", "sets", "rollouts"), CASES, ids=[c[0] for c in CASES])
 def test_collectors_agree_on_the_same_stream(env_id, sets, rollouts, numpy_rollout):
     cfg = _cfg(env_id, **sets)
-    eng = PopulationPPO(cfg, [7], numpy_rollout=numpy_rollout)
+    eng = Pop(cfg, [7], numpy_rollout=numpy_rollout)
     N, T = cfg.num_envs, cfg.num_steps
     start = eng.env_state.clone().numpy()
     resets: list[np.ndarray] = []
-    sample = eng.resets.sample
-    eng.resets.sample = lambda steps: (lambda r: (resets.append(r.numpy().copy()), r)[1])(
+    sample = eng.collector.resets.sample
+    eng.collector.resets.sample = lambda steps: (lambda r: (resets.append(r.numpy().copy()), r)[1])(
         sample(steps))
     recs = []
     for _ in range(rollouts):
-        recs.append(eng.collect())
-        eng.it += 1  # fresh noise for the next rollout, as iterate() would
+        recs.append(eng.collector.collect())
+        eng.collector.it += 1  # fresh noise for the next rollout, as iterate() would
     rec = {k: torch.cat([r[k][:, 0] for r in recs]) for k in recs[0]}  # member 0: [T', N]
     all_resets = np.concatenate(resets)  # [T', N, state]
 
@@ -143,8 +147,8 @@ def test_batched_collector_clips_box_actions_before_the_env(numpy_rollout):
     far outside [-1, 1], the reward of every step (no goal reached) is -0.1 clip(a)^2; the
     stored action and its log-prob stay those of the unclipped sample."""
     cfg = _cfg("MountainCarContinuous-v0", log_std_init=1.5)
-    eng = PopulationPPO(cfg, [0, 1], numpy_rollout=numpy_rollout)
-    r = eng.collect()
+    eng = Pop(cfg, [0, 1], numpy_rollout=numpy_rollout)
+    r = eng.collector.collect()
     a = r["actions"][..., 0].double()
     assert float(a.abs().max()) > 2.0
     expected = -0.1 * a.clamp(-1.0, 1.0) ** 2
@@ -160,7 +164,7 @@ def test_batched_evaluation_clips_like_the_gymnasium_evaluation(numpy_rollout):
     """A greedy policy whose mean is 3.0 (outside [-1, 1]) pushes with force 1: 999 steps of
     reward -0.1 each (constant full throttle never reaches the goal), not -0.9 each."""
     cfg = _cfg("MountainCarContinuous-v0")
-    eng = PopulationPPO(cfg, [0], numpy_rollout=numpy_rollout)
+    eng = Pop(cfg, [0], numpy_rollout=numpy_rollout)
     with torch.no_grad():
         v = eng.net.views(eng.net.flat)
         v["actor.w_out"].zero_()
@@ -221,24 +225,29 @@ def test_truncation_bootstraps_from_the_final_observation():
 
 # --- early stopping and the learning-rate schedule -----------------------------------------------
 def test_early_stopped_means_epochs_were_skipped():
-    """A KL past the target after the last epoch stops nothing: early_stopped = epochs_run < K
-    (as on the batched path)."""
+    """A KL past the target after the last epoch stops nothing: early_stopped = epochs_run < K,
+    for the one PPO update of every collector."""
     torch.manual_seed(0)
     from trustrl.policies import ActionSpec
 
     policy = ActorCritic(3, ActionSpec("discrete", n=2), (16,), "tanh")
     n = 256
-    obs = torch.randn(n, 3)
+    obs = torch.randn(1, n, 3)
     with torch.no_grad():
-        d = policy.dist(obs)
+        d = policy.dist(obs[0])
         a = d.sample()
-        batch = Batch(obs, a, d.log_prob(a), policy.value(obs), torch.randn(n), torch.randn(n))
-    opt = torch.optim.Adam(policy.parameters(), lr=0.05)
-    kw = dict(minibatch_size=64, clip_eps=0.2, vf_coef=0.5, ent_coef=0.0, max_grad_norm=0.5)
-    m = ppo_update(policy, opt, batch, update_epochs=1, target_kl=1e-9, **kw)
-    assert m["approx_kl"] > 1e-9 and m["epochs_run"] == 1 and m["early_stopped"] == 0
-    m = ppo_update(policy, opt, batch, update_epochs=4, target_kl=1e-9, **kw)
-    assert m["epochs_run"] == 1 and m["early_stopped"] == 1
+        batch = {"obs": obs, "actions": a[None], "logp_old": d.log_prob(a)[None],
+                 "values_old": policy.value(obs[0])[None], "advantages": torch.randn(1, n),
+                 "returns": torch.randn(1, n)}
+    net = PopActorCritic.from_policies([policy], "cpu")
+    for K, epochs, stopped in ((1, 1, 0), (4, 1, 1)):
+        cfg = make_config("ppo", "CartPole-v1", None, {
+            "update_epochs": str(K), "minibatch_size": "64", "target_kl": "1e-9",
+            "num_steps": "64"}, {})
+        algo = make_algorithm(cfg, net, pick(net), rng.shuffle_keys([0]))
+        m = algo.update(batch, 0, 0.05)
+        assert float(m["approx_kl"][0]) > 1e-9
+        assert int(m["epochs_run"][0]) == epochs and int(m["early_stopped"][0]) == stopped
 
 
 def test_per_member_early_stopping_members_stop_apart_and_equal_their_seed_alone():
@@ -247,8 +256,8 @@ def test_per_member_early_stopping_members_stop_apart_and_equal_their_seed_alone
     cfg = _cfg("CartPole-v1", num_envs=4, num_steps=32, update_epochs=8, minibatch_size=32,
                lr=0.003, target_kl=0.004)
     seeds = [3, 4, 5, 6]
-    pop = PopulationPPO(cfg, seeds)
-    alone = [PopulationPPO(cfg, [s]) for s in seeds]
+    pop = Pop(cfg, seeds)
+    alone = [Pop(cfg, [s]) for s in seeds]
     col = pop.columns.index("epochs_run")
     differed = False
     for _ in range(3):

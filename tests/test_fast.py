@@ -1,5 +1,6 @@
-"""The fast path (trustrl.fast): counter-based RNG, population networks and Adam, the PPO
-engine against the ordinary PPO update, population = separate runs, run folders, resume, CLI."""
+"""The batched path: counter-based RNG, population networks and Adam, the population
+algorithms against independent single-run references (tests/reference_algos.py), population =
+separate runs, NumPy = torch rollouts, run folders, resume, CLI."""
 
 from __future__ import annotations
 
@@ -13,18 +14,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from trustrl.algos.ppo import ppo_update
 from trustrl.config import make_config
 from trustrl.distributions import Categorical, DiagGaussian
 from trustrl.envs.torch_classic import SUPPORTED
 from trustrl.errors import ConfigError
-from trustrl.fast import rng
-from trustrl.fast.adam import PopAdam
-from trustrl.fast.engine import ROW_COLUMNS, PopulationPPO, init_policies
-from trustrl.fast.popnet import PopActorCritic
+from trustrl import rng
+from trustrl.optim import PopAdam
+from trustrl.learners import init_policies
+from trustrl.popnet import PopActorCritic
 from trustrl.policies import ActionSpec, ActorCritic
 from trustrl.rollout import Batch
 from trustrl.train import Trainer, parse_seeds, resume, train
+
+from batched_shim import Pop
+from reference_algos import TRPO as RefTRPO
+from reference_algos import old_distribution, ppo_update
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -144,7 +148,7 @@ def test_engine_update_equals_core_ppo_update(discrete):
     env = "CartPole-v1" if discrete else "Pendulum-v1"
     cfg = small_cfg(env, minibatch_size=128, update_epochs=3, ent_coef=0.01,
                     clip_value_loss=True, lr=3e-3)
-    eng = PopulationPPO(cfg, [5])
+    eng = Pop(cfg, [5])
     core = init_policies(eng.spec, cfg, [5])[0]
     torch.manual_seed(0)
     B = 128
@@ -157,8 +161,7 @@ def test_engine_update_equals_core_ppo_update(discrete):
     adv, ret = torch.randn(1, B), torch.randn(1, B) * 3
     b = {"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
          "advantages": adv, "returns": ret}
-    eng.lr.fill_(cfg.lr)
-    m = eng._update(b)
+    m = eng.algo.update(b, 0, cfg.lr)
     opt = torch.optim.Adam(core.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
     mc = ppo_update(core, opt, Batch(obs[0], acts[0], logp[0], values[0], adv[0], ret[0]),
                     update_epochs=3, minibatch_size=B, clip_eps=0.2, vf_coef=0.5,
@@ -170,17 +173,22 @@ def test_engine_update_equals_core_ppo_update(discrete):
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("algo", ["ppo", "ppo-noclip", "ppo-penalty", "pg"])
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
-def test_closed_form_gradient_equals_autograd(env_id, clip, activation):
-    """`_minibatch_grad` (the loss's derivatives written out, pushed through the MLPs by hand)
-    equals autograd's gradient of `_minibatch_loss`, with every loss term on: clipped or plain
-    surrogate, value clipping, entropy bonus, advantage normalisation; ratios spread on both
-    sides of the clip band so every branch of min/max/clamp is taken."""
+def test_closed_form_gradient_equals_autograd(env_id, algo, activation):
+    """The closed-form backend (each loss term's derivative in the heads, pushed through the
+    MLPs by hand) equals autograd's gradient of the same loss function, for every algorithm
+    of the K-epoch loop, with every loss term on: clipped or plain surrogate, KL penalty,
+    value clipping, entropy bonus, advantage normalisation; ratios spread on both sides of the
+    clip band so every branch of min/max/clamp is taken. A value clip changes only PPO."""
+    from trustrl.algos import make_algorithm
+    from trustrl.algos.common import take
+    from trustrl.backends import Autograd, ClosedForm
+
     for vclip in (True, False):
         cfg = small_cfg(env_id, clip_value_loss=vclip, activation=activation, ent_coef=0.01,
                         hidden_sizes="16,8", log_std_init=-0.3)
-        eng = PopulationPPO(cfg, [1, 2, 3], clip=clip)
+        eng = Pop(cfg, [1, 2, 3], algo=algo)
         net, P, M = eng.net, 3, 48
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():
@@ -189,28 +197,35 @@ def test_closed_form_gradient_equals_autograd(env_id, clip, activation):
         acts = (torch.randint(0, net.n_out, (P, M), generator=g) if net.discrete
                 else torch.randn(P, M, net.n_out, generator=g))
         with torch.no_grad():
+            old_out = net.actor(obs) + 0.2 * torch.randn(P, M, net.n_out, generator=g)
             lpo = net.log_prob(net.actor(obs), acts) + 0.3 * torch.randn(P, M, generator=g)
             v_old = net.critic(obs) + 0.3 * torch.randn(P, M, generator=g)
-        adv, ret = torch.randn(P, M, generator=g), torch.randn(P, M, generator=g)
+        flat_old = net.flat.detach() + 0.1 * torch.randn(net.flat.shape, generator=g)
+        mb = {"obs": obs, "actions": acts, "logp_old": lpo, "values_old": v_old,
+              "advantages": torch.randn(P, M, generator=g),
+              "returns": torch.randn(P, M, generator=g), "old_out": old_out,
+              "flat_old": flat_old}
         ratio = torch.exp(net.log_prob(net.actor(obs), acts) - lpo)
         assert ((ratio > 1.2).any() and (ratio < 0.8).any()
                 and ((ratio - 1).abs() < 0.2).any())  # all three regions
-        loss, pl, vl, cf = eng._minibatch_loss(net.flat, obs, acts, lpo, adv, ret, v_old)
-        (ref,) = torch.autograd.grad(loss.sum(), net.flat)
-        with torch.no_grad():
-            got, pl2, vl2, cf2 = eng._minibatch_grad(net.views(net.flat.detach()), obs, acts,
-                                                     lpo, adv, ret, v_old)
+        alg = make_algorithm(eng.cfg, net, Autograd(), rng.shuffle_keys([1, 2, 3]))
+        if algo == "ppo-penalty":  # members with different betas
+            alg.beta.copy_(torch.tensor([0.5, 1.0, 3.0], dtype=torch.float64))
+        params = net.views(net.flat.detach())
+        ref, t_ref = Autograd().value_and_grad(net, params, take(mb, torch.arange(M)[None]
+                                                                 .expand(P, -1)), alg.loss)
+        got, t_got = ClosedForm().value_and_grad(net, params, mb, alg.loss)
         assert (got - ref).abs().max() <= 1e-5 * ref.abs().max(), (got - ref).abs().max()
-        assert torch.allclose(pl, pl2, rtol=1e-5, atol=1e-6)
-        assert torch.allclose(vl, vl2, rtol=1e-5, atol=1e-6)
-        assert torch.allclose(cf, cf2, atol=1.5 / M)
+        assert torch.allclose(t_ref.loss, t_got.loss, rtol=1e-5, atol=1e-6)
+        for k, v in t_ref.stats.items():
+            assert torch.allclose(v, t_got.stats[k], rtol=1e-5, atol=1.5 / M), k
 
 
 def test_engine_autograd_and_closed_form_updates_agree():
     """A whole iteration with autograd's gradients and one with the closed form agree."""
     cfg = small_cfg("Pendulum-v1", ent_coef=0.01, clip_value_loss=True, normalize_obs=True)
-    a = PopulationPPO(cfg, [1, 2], autograd=True)
-    b = PopulationPPO(cfg, [1, 2])
+    a = Pop(cfg, [1, 2], autograd=True)
+    b = Pop(cfg, [1, 2])
     for _ in range(2):
         ma, mb = a.iterate()[0], b.iterate()[0]
         assert torch.allclose(torch.nan_to_num(ma), torch.nan_to_num(mb), rtol=1e-4, atol=1e-5)
@@ -219,7 +234,7 @@ def test_engine_autograd_and_closed_form_updates_agree():
 
 def test_gae_numpy_equals_core_gae_bit_for_bit():
     from trustrl.advantages import gae
-    from trustrl.fast.engine import gae_numpy
+    from trustrl.batched import gae_numpy
 
     g = torch.Generator().manual_seed(3)
     T, P, N = 50, 3, 4
@@ -240,8 +255,8 @@ def test_numpy_rollout_matches_torch_rollout(env_id, sets):
     iterations: the same episode ends, metrics equal to float rounding over three iterations
     (the two use different matmul kernels, so the last bits differ)."""
     cfg = small_cfg(env_id, num_envs=3, num_steps=64, minibatch_size=64, **sets)
-    ref = PopulationPPO(cfg, [1, 2], numpy_rollout=False)
-    fast = PopulationPPO(cfg, [1, 2])
+    ref = Pop(cfg, [1, 2], numpy_rollout=False)
+    fast = Pop(cfg, [1, 2])
     assert fast._np_env is not None and ref._np_env is None
     for it in range(3):
         (ma, da, ra, _), (mb, db, rb, _) = ref.iterate(), fast.iterate()
@@ -260,10 +275,10 @@ def test_numpy_evaluation_matches_torch(env_id):
     discrete env a logit tie within float rounding can flip one greedy action and so change an
     episode, which is allowed for at most 2 of 20 episodes."""
     cfg = small_cfg(env_id, normalize_obs=env_id != "CartPole-v1")
-    fast = PopulationPPO(cfg, [1, 2])
+    fast = Pop(cfg, [1, 2])
     for _ in range(2):
         fast.iterate()
-    ref = PopulationPPO(cfg, [1, 2], numpy_rollout=False)
+    ref = Pop(cfg, [1, 2], numpy_rollout=False)
     ref.load_state_dict(fast.state_dict())
     a, b = ref.evaluate(10), fast.evaluate(10)
     if env_id == "CartPole-v1":
@@ -277,8 +292,8 @@ def test_population_equals_separate_runs(env_id):
     """Each member of a population is the run of its seed alone, to float rounding."""
     sets = {"normalize_obs": True} if env_id == "CartPole-v1" else {"normalize_reward": True}
     cfg = small_cfg(env_id, target_kl=0.02, **sets)
-    pop = PopulationPPO(cfg, [3, 4, 5])
-    alone = [PopulationPPO(cfg, [s]) for s in (3, 4, 5)]
+    pop = Pop(cfg, [3, 4, 5])
+    alone = [Pop(cfg, [s]) for s in (3, 4, 5)]
     for _ in range(3):
         m = pop.iterate()[0]
         for i, e in enumerate(alone):
@@ -298,13 +313,11 @@ def test_trpo_engine_update_equals_core_trpo(algo, env_id):
     lockstep CG, per-member line search) equals trustrl.algos.trpo's on the same batch: the
     same CG iterations, xFx, step, line-search outcome and parameters (the critic fitted on
     one minibatch per epoch, so that the shuffling order cannot matter)."""
-    from trustrl.algos.trpo import TRPO
-    from trustrl.fast.trpo import PopulationTRPO
 
     cfg = make_config(algo, env_id, None, {"vector": "torch", "num_envs": "4",
                                            "num_steps": "32", "vf_minibatch_size": "128",
                                            "vf_epochs": "3", "total_steps": "4096"}, {})
-    eng = PopulationTRPO(cfg, [5], line_search=algo == "trpo")
+    eng = Pop(cfg, [5])
     core = init_policies(eng.spec, cfg, [5])[0]
     g = torch.Generator().manual_seed(0)
     B = 128
@@ -315,9 +328,9 @@ def test_trpo_engine_update_equals_core_trpo(algo, env_id):
         logp = eng.net.log_prob(eng.net.actor(obs), acts)
         values = eng.net.critic(obs)
     adv, ret = torch.randn(1, B, generator=g), 3 * torch.randn(1, B, generator=g)
-    m = eng._update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
-                     "advantages": adv, "returns": ret})
-    mc = TRPO(core, cfg, line_search=algo == "trpo").update(
+    m = eng.algo.update({"obs": obs, "actions": acts, "logp_old": logp, "values_old": values,
+                     "advantages": adv, "returns": ret}, 0, cfg.vf_lr)
+    mc = RefTRPO(core, cfg, line_search=algo == "trpo").update(
         Batch(obs[0], acts[0], logp[0], values[0], adv[0], ret[0]), 0.0)
     assert int(m["cg_iters_run"][0]) == mc["cg_iters_run"] > 1
     for k in ("xFx", "step_size", "expected_improvement", "step_fraction",
@@ -332,13 +345,12 @@ def test_trpo_engine_update_equals_core_trpo(algo, env_id):
 def test_trpo_population_equals_separate_runs():
     """A TRPO member of a population is the run of its seed alone (CG and line search are
     per member: a member that converges or backtracks does not hold back the others)."""
-    from trustrl.fast.trpo import PopulationTRPO
 
     cfg = make_config("trpo", "Pendulum-v1", None, {
         "vector": "torch", "num_envs": "4", "num_steps": "32", "total_steps": "4096",
         "normalize_obs": "true"}, {})
-    pop = PopulationTRPO(cfg, [3, 4, 5])
-    alone = [PopulationTRPO(cfg, [s]) for s in (3, 4, 5)]
+    pop = Pop(cfg, [3, 4, 5])
+    alone = [Pop(cfg, [s]) for s in (3, 4, 5)]
     steps, cg = set(), set()
     for _ in range(3):
         m = pop.iterate()[0]
@@ -359,14 +371,12 @@ def test_trpo_population_equals_separate_runs():
 def test_fisher_vector_products_equal_double_backprop(env_id, activation):
     """The closed-form F v (J^T M J v through the actor) equals the core's double backprop of
     the mean KL, member by member, with zeros in the critic's columns."""
-    from trustrl.algos.common import old_distribution
-    from trustrl.fast.trpo import PopulationTRPO
     from trustrl.trust.fisher import fisher_vector_product, mean_kl
 
     cfg = make_config("trpo", env_id, None, {
         "vector": "torch", "num_envs": "4", "num_steps": "32", "activation": activation,
         "hidden_sizes": "16,8", "total_steps": "4096"}, {})
-    eng = PopulationTRPO(cfg, [1, 2, 3])
+    eng = Pop(cfg, [1, 2, 3])
     net = eng.net
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -380,7 +390,9 @@ def test_fisher_vector_products_equal_double_backprop(env_id, activation):
     critic_segs = [s for s in net.segments if s.name.startswith("critic.")]
     for s in critic_segs:
         v[:, s.offset:s.offset + s.size] = 0.0
-    got = eng._fvp_fn(acts, params, old_out)(v)
+    from trustrl.backends import ClosedForm
+
+    got = ClosedForm().fisher_product(net, obs, old_out, net.flat.detach(), cfg.damping)(v)
 
     def core_order(row: torch.Tensor) -> torch.Tensor:  # our [in, out] weights -> [out, in]
         parts = []
@@ -407,13 +419,11 @@ def test_fisher_vector_products_equal_double_backprop(env_id, activation):
 def test_npg_without_a_step_writes_zeros_like_the_core():
     """A member with nothing to do (all advantages equal: zero gradient) takes no step, and its
     line-search columns read 0 as algos.trpo writes them, for TRPO and NPG alike."""
-    from trustrl.algos.trpo import TRPO
-    from trustrl.fast.trpo import PopulationTRPO
 
     for algo in ("trpo", "npg"):
         cfg = make_config(algo, "CartPole-v1", None, {"vector": "torch", "num_envs": "4",
                                                       "num_steps": "32"}, {})
-        eng = PopulationTRPO(cfg, [5], line_search=algo == "trpo")
+        eng = Pop(cfg, [5])
         core = init_policies(eng.spec, cfg, [5])[0]
         obs = torch.randn(1, 128, eng.D, generator=torch.Generator().manual_seed(0))
         acts = torch.zeros(1, 128, dtype=torch.int64)
@@ -421,10 +431,10 @@ def test_npg_without_a_step_writes_zeros_like_the_core():
             logp = eng.net.log_prob(eng.net.actor(obs), acts)
         adv = torch.full((1, 128), 0.5)
         before = eng.net.flat.detach().clone()
-        m = eng._update({"obs": obs, "actions": acts, "logp_old": logp,
+        m = eng.algo.update({"obs": obs, "actions": acts, "logp_old": logp,
                          "values_old": torch.zeros(1, 128), "advantages": adv,
-                         "returns": torch.zeros(1, 128)})
-        mc = TRPO(core, cfg, line_search=algo == "trpo").update(
+                         "returns": torch.zeros(1, 128)}, 0, cfg.vf_lr)
+        mc = RefTRPO(core, cfg, line_search=algo == "trpo").update(
             Batch(obs[0], acts[0], logp[0], torch.zeros(128), adv[0], torch.zeros(128)), 0.0)
         for k in ("ls_steps", "ls_accepted", "step_fraction", "step_size"):
             assert float(m[k][0]) == mc[k] == 0, (algo, k)
@@ -435,9 +445,9 @@ def test_npg_without_a_step_writes_zeros_like_the_core():
 
 
 def test_engine_metrics_are_sane():
-    eng = PopulationPPO(small_cfg(update_epochs=4, minibatch_size=32), [0, 1])
+    eng = Pop(small_cfg(update_epochs=4, minibatch_size=32), [0, 1])
     m = eng.iterate()[0]
-    row = dict(zip(ROW_COLUMNS, m[0].tolist(), strict=True))
+    row = dict(zip(eng.columns, m[0].tolist(), strict=True))
     assert row["epochs_run"] == 4 and row["early_stopped"] == 0
     assert 0 <= row["clip_fraction"] <= 1 and row["approx_kl"] >= 0
     assert row["ratio_min"] <= row["ratio_q05"] <= row["ratio_q50"] <= row["ratio_q95"]
@@ -448,11 +458,11 @@ def test_engine_metrics_are_sane():
 
 def test_kl_early_stopping_is_per_member():
     cfg = small_cfg(update_epochs=10, minibatch_size=16, lr=0.01, target_kl=0.002)
-    eng = PopulationPPO(cfg, [0, 1, 2, 3])
+    eng = Pop(cfg, [0, 1, 2, 3])
     m = eng.iterate()[0]
-    epochs = m[:, ROW_COLUMNS.index("epochs_run")]
+    epochs = m[:, eng.columns.index("epochs_run")]
     assert float(epochs.max()) < 10 and float(epochs.min()) >= 1
-    stopped = m[:, ROW_COLUMNS.index("early_stopped")]
+    stopped = m[:, eng.columns.index("early_stopped")]
     assert torch.equal(stopped, (epochs < 10).double())
 
 
@@ -573,7 +583,7 @@ def test_cli_seeds_population_and_errors(tmp_path, cli_env):
     assert r.returncode == 0 and "greedy over 2 episodes" in r.stdout, r.stderr
     (member / "agent.pt").unlink()  # as while running: only the fast path's checkpoint
     r = trustrl("eval", str(root / "checkpoints" / "latest.pt"))
-    assert r.returncode == 2 and "checkpoint of the fast path" in r.stderr, r.stderr
+    assert r.returncode == 2 and "checkpoint of the batched collector" in r.stderr, r.stderr
     for args, msg in [(("--seeds", "3-1"), "--seeds takes"),
                       (("--seeds", "0-1", "--seed", "3"), "not both"),
                       (("--seeds", "0-1", "--vector", "sync"), "batched collector"),
@@ -588,8 +598,8 @@ def test_cli_seeds_population_and_errors(tmp_path, cli_env):
 @pytest.mark.slow
 def test_compiled_path_matches_eager_on_cpu():
     cfg = small_cfg(num_steps=16, minibatch_size=32)
-    eager = PopulationPPO(cfg, [0, 1])
-    comp = PopulationPPO(cfg, [0, 1], compile=True)
+    eager = Pop(cfg, [0, 1])
+    comp = Pop(cfg, [0, 1], compile=True)
     for _ in range(2):
         a, b = eager.iterate()[0], comp.iterate()[0]
         assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-5, atol=1e-5)
@@ -598,8 +608,8 @@ def test_compiled_path_matches_eager_on_cpu():
 @CUDA
 def test_cuda_graph_matches_eager_on_gpu():
     cfg = small_cfg(device="cuda")
-    eager = PopulationPPO(cfg, [0, 1, 2])
-    graph = PopulationPPO(cfg, [0, 1, 2], graph=True)
+    eager = Pop(cfg, [0, 1, 2])
+    graph = Pop(cfg, [0, 1, 2], graph=True)
     for _ in range(5):  # two warm-ups, the capture, then replays
         a, b = eager.iterate()[0], graph.iterate()[0]
         assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-5, atol=1e-5)
@@ -609,13 +619,12 @@ def test_cuda_graph_matches_eager_on_gpu():
 def test_trpo_cuda_graph_matches_eager_on_gpu():
     """TRPO's lockstep CG and line search run all their iterations under a graph (no early
     exit on the host) and give the eager numbers."""
-    from trustrl.fast.trpo import PopulationTRPO
 
     cfg = make_config("trpo", "CartPole-v1", None, {
         "vector": "torch", "device": "cuda", "num_envs": "4", "num_steps": "32",
         "total_steps": "4096", "vf_minibatch_size": "32"}, {})
-    eager = PopulationTRPO(cfg, [0, 1, 2])
-    graph = PopulationTRPO(cfg, [0, 1, 2], graph=True)
+    eager = Pop(cfg, [0, 1, 2])
+    graph = Pop(cfg, [0, 1, 2], graph=True)
     for _ in range(5):
         a, b = eager.iterate()[0], graph.iterate()[0]
         assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-4, atol=1e-5)
@@ -624,8 +633,8 @@ def test_trpo_cuda_graph_matches_eager_on_gpu():
 @CUDA
 def test_population_equals_separate_runs_on_gpu():
     cfg = small_cfg(device="cuda")
-    pop = PopulationPPO(cfg, [3, 4])
-    alone = PopulationPPO(cfg, [4])
+    pop = Pop(cfg, [3, 4])
+    alone = Pop(cfg, [4])
     for _ in range(3):
         m, mi = pop.iterate()[0], alone.iterate()[0]
         assert torch.allclose(torch.nan_to_num(m[1]), torch.nan_to_num(mi[0]), rtol=1e-4,
@@ -634,8 +643,8 @@ def test_population_equals_separate_runs_on_gpu():
 
 @CUDA
 def test_cpu_and_gpu_runs_agree_at_first():
-    a = PopulationPPO(small_cfg(), [7]).iterate()[0]
-    b = PopulationPPO(small_cfg(device="cuda"), [7]).iterate()[0].cpu()
+    a = Pop(small_cfg(), [7]).iterate()[0]
+    b = Pop(small_cfg(device="cuda"), [7]).iterate()[0].cpu()
     assert torch.allclose(torch.nan_to_num(a), torch.nan_to_num(b), rtol=1e-3, atol=1e-4)
 
 

@@ -15,10 +15,10 @@ ROOT = Path(trustrl.__file__).parent
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "seeding", "safeio", "locks", "progress"),
     1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "policies",
-        "envs", "fast.rng", "fast.adam", "fast.popnet"),
+        "envs", "rng", "optim", "popnet", "backends"),
     2: ("config",),
-    3: ("agent", "runs", "rollout", "evaluate", "plotting"),
-    4: ("algos", "fast.engine", "fast.trpo", "fast"),
+    3: ("agent", "runs", "rollout", "batched", "evaluate", "plotting"),
+    4: ("algos",),
     5: ("learners",),
     6: ("train",),
     7: ("cli", "__main__", "", "experiments", "lab", "demo", "sweep", "rlhf"),

@@ -127,8 +127,9 @@ class Agent:
         from trustrl.safeio import load_safe
 
         state = load_safe(p, "agent file")  # weights_only: nothing in the file can run
-        if isinstance(state, dict) and str(state.get("engine", "")).startswith("population-"):
-            raise RunError(f"{p} is a checkpoint of the fast path (--vector torch): its agent.pt "
+        if isinstance(state, dict) and state.get("learner") == "batched":
+            raise RunError(f"{p} is a checkpoint of the batched collector (--vector torch): its "
+                           "agent.pt "
                            "is written when the run finishes; resume it with trustrl train "
                            "--resume RUN")
         if isinstance(state, dict) and "agent" in state:  # a training checkpoint

@@ -185,15 +185,15 @@ class RunConfig:
     vector: str = "auto"
     """Collector: 'auto' (the default: 'torch' where it runs, else 'sync'), 'sync' (Gymnasium
     vector env in one process, exact resume), 'async' (a process per env) or 'torch' (batched
-    envs, the whole iteration on `device`: the five classic-control envs; PPO, PPO without
-    the clip, TRPO, NPG). A run's config.json records the collector it used."""
+    envs, the whole iteration on `device`: the five classic-control envs; every algorithm). A
+    run's config.json records the collector it used."""
     jit: str = "none"
     """With vector 'torch': 'none' (eager), 'compile' (torch.compile the step and loss; about a
     minute to compile on CPU) or 'cuda-graph' (replay each iteration as one CUDA graph)."""
     grad_backend: str = "auto"
-    """Minibatch gradients on the batched collector: 'closed-form' (the chain rule written out
-    for the MLPs: fastest on a CPU), 'autograd', or 'auto' (closed form where the loss has
-    one; ppo-penalty's KL term has not). The Gymnasium collector always uses autograd."""
+    """Gradient backend of every algorithm, on either collector: 'closed-form' (each loss
+    term's derivative, the chain rule written out for the tanh/ReLU MLPs: fastest on a CPU),
+    'autograd' (any network), or 'auto' (the closed form where it applies)."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -308,17 +308,9 @@ class RunConfig:
             raise ConfigError("jit applies to vector 'torch' only")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
-        if self.grad_backend == "closed-form" and self.vector in ("sync", "async"):
-            raise ConfigError("grad_backend 'closed-form' is for the batched collector (vector "
-                              "'torch'); the Gymnasium collector uses autograd")
-        if self.grad_backend == "closed-form" and self.algo == "ppo-penalty":
-            raise ConfigError("grad_backend 'closed-form' is not offered for ppo-penalty (its "
-                              "KL term has no closed form here); use 'auto' or 'autograd'")
-        if self.grad_backend == "autograd" and self.vector == "torch" and self.algo in (
-                "trpo", "npg"):
-            raise ConfigError(f"{self.algo} on the batched collector has closed-form gradients "
-                              "and Fisher products only; use grad_backend 'auto' (or vector "
-                              "'sync' for autograd)")
+        if self.grad_backend == "closed-form" and self.shared_trunk:
+            raise ConfigError("grad_backend 'closed-form' needs separate actor and critic MLPs "
+                              "(shared_trunk false); use 'auto' or 'autograd'")
         if self.vector == "torch":
             from trustrl.envs.torch_classic import SUPPORTED
 

@@ -1,39 +1,52 @@
-"""Learners: a collector and an algorithm for P members (seeds), behind one small interface
-that the one trainer (trustrl.train) drives. The trainer owns everything else: run folders,
-status, signals, checkpoints, resume, evaluation schedule, progress and logging.
+"""Learners: a collector and an algorithm for P members (seeds) composed into one iteration,
+behind one small interface that the one trainer (trustrl.train) drives. The trainer owns
+everything else: run folders, status, signals, checkpoints, resume, evaluation schedule,
+progress and logging.
 
-    GymLearner      the Gymnasium vector env (any env, sync or async) with the algorithms of
-                    trustrl.algos; one member (P = 1).
-    BatchedLearner  the batched classic-control envs (NumPy on a CPU, torch on any device)
-                    with the population engines of trustrl.fast; P members stepping together.
+    collect (a collector) -> GAE (trustrl.advantages) -> update (an algorithm of trustrl.algos)
+    -> the shared metrics (episodes, critic fit before the update)
 
-Both give, per iteration, one metrics row per member (the same columns for the same
-algorithm, whatever the collector) and each member's finished episodes.
+    GymLearner      the Gymnasium vector env (any env, sync or async; trustrl.rollout), P = 1.
+    BatchedLearner  the batched classic-control envs (trustrl.batched: NumPy on a CPU, torch
+                    on any device), P members stepping together; its whole iteration can be
+                    captured as one CUDA graph.
+
+The algorithm, its population network (trustrl.popnet) and its gradient backend
+(trustrl.backends) are the same objects on both, so for each algorithm the metrics.csv columns
+are the same whatever the collector.
 """
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch import Tensor
 
+from trustrl import backends, rng
 from trustrl import diagnostics as diag
 from trustrl.advantages import gae
 from trustrl.agent import Agent
-from trustrl.algos import algorithm_class, make_algorithm
+from trustrl.algos import Algorithm, make_algorithm
+from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env
 from trustrl.errors import RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
+from trustrl.popnet import ModuleNet, PopActorCritic, PopNet
 from trustrl.rollout import Collector
 from trustrl.seeding import rng_state, seed_everything, set_rng_state
 
 BATCHED_EVALUATOR = ("greedy, batched classic-control env (NumPy on a CPU, torch on CUDA), "
                      "start states fixed by the seed")
+SHARED_COLUMNS = ("lr", "ep_return_mean", "ep_length_mean", "episodes", "value_loss_fresh",
+                  "explained_variance")
+"""The learner's own metrics, before the algorithm's."""
 
 
 class Learner(Protocol):
@@ -75,8 +88,51 @@ def make_learner(cfg: RunConfig, seeds: list[int]) -> Learner:
     return GymLearner(cfg)
 
 
+def init_policies(spec: EnvSpec, cfg: Any, seeds: list[int]) -> list[ActorCritic]:
+    """Each member's initial network exactly as a run of its seed alone builds it."""
+    out = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small QRs: threads only add overhead (20 ms vs 2 ms a network)
+    try:
+        for s in seeds:
+            seed_everything(s)
+            out.append(ActorCritic(spec.obs_dim, spec.action, cfg.hidden_sizes, cfg.activation,
+                                   cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init))
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | torch.device
+                   ) -> PopNet:
+    """The MLP population network where it applies (closed-form backend available), else the
+    module itself through torch.func (autograd only)."""
+    if not policies[0].shared_trunk:
+        return PopActorCritic.from_policies(policies, device)
+    return ModuleNet.from_policies(policies, spec.action, device)
+
+
+def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
+    backend = backends.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
+    return make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
+
+
+def _check_core(ck: dict[str, Any]) -> None:
+    if "net" not in ck:
+        raise RunError("checkpoint written before trustrl's one algorithm core; start a new "
+                       "run (its agent.pt files still load)")
+
+
+def _rows(m: dict[str, Tensor], columns: tuple[str, ...], int_columns: tuple[str, ...]
+          ) -> list[dict[str, Any]]:
+    """Metrics [P] per column -> one row per member (one host transfer)."""
+    with torch.no_grad():
+        stacked = torch.stack([m[c].double() for c in columns], dim=1)
+    return metrics_rows(stacked, columns, int_columns)
+
+
 class GymLearner:
-    """One seed on a Gymnasium vector env: rollout -> GAE -> the algorithm's update."""
+    """One seed on a Gymnasium vector env: rollout -> GAE -> the algorithm's update (P = 1)."""
 
     kind = "gym"
     evaluator = None
@@ -91,10 +147,13 @@ class GymLearner:
             self.spec.obs_dim, self.spec.action, cfg.hidden_sizes, cfg.activation,
             cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init,
         ).to(cfg.device)
+        self.net = population_net([policy], self.spec, cfg.device)
+        self.algo = _algorithm(cfg, self.net, self.seeds)
+        self.extra_columns = tuple(self.algo.extra_columns)
+        self.columns = SHARED_COLUMNS + self.algo.columns
+        self.int_columns = ("episodes",) + self.algo.int_columns
         norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) if cfg.normalize_obs else None
         self._agent = Agent(policy, self.spec, norm, cfg.device)
-        self.algo = make_algorithm(cfg, policy)
-        self.extra_columns = tuple(self.algo.extra_columns)
         self.envs = make_vec_env(cfg.env_id, cfg.num_envs, cfg.vector)
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
                   if cfg.normalize_reward else None)
@@ -114,29 +173,35 @@ class GymLearner:
         cfg, policy = self.cfg, self._agent.policy
         it = self._iteration + 1
         # 1. rollout with pi_old; logp_old and V_old frozen inside
-        policy.eval()
         rollout, episodes = self.collector.collect()
         # 2. advantages by GAE, targets R = A + V_old
         adv, ret = gae(rollout.rewards, rollout.values, rollout.next_values,
                        rollout.terminated, rollout.truncated, cfg.gamma, cfg.gae_lambda)
-        batch = rollout.flatten(adv, ret)
-        # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...)
-        policy.train()
-        m = self.algo.update(batch, progress=(it - 1) / cfg.num_iterations)
-        policy.eval()
-        row: dict[str, Any] = {
-            "explained_variance": diag.explained_variance(batch.values_old, batch.returns),
+        b = rollout.flatten(adv, ret)
+        batch = {k: getattr(b, k)[None] for k in ("obs", "actions", "logp_old", "values_old",
+                                                   "advantages", "returns")}
+        # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
+        lr = self.algo.learning_rate((it - 1) / cfg.num_iterations)
+        m = self.algo.update(batch, self._iteration, lr)
+        self.net.write_policy(0, policy)  # the rollout's and the agent's network
+        nan = torch.tensor([math.nan])
+        m.update({
+            "lr": torch.tensor([lr]),
+            "explained_variance": torch.tensor(
+                [diag.explained_variance(b.values_old, b.returns)]),
             # the critic on data it has not been trained on yet (rises when it overfits)
-            "value_loss_fresh": float(0.5 * ((batch.values_old - batch.returns) ** 2).mean()),
-            "episodes": len(episodes),
-            "ep_return_mean": float(np.mean([e.ret for e in episodes])) if episodes else None,
-            "ep_length_mean": float(np.mean([e.length for e in episodes])) if episodes else None,
-            **m,
-        }
+            "value_loss_fresh": (0.5 * ((b.values_old - b.returns) ** 2).mean()).reshape(1),
+            "episodes": torch.tensor([len(episodes)]),
+            "ep_return_mean": torch.tensor([float(np.mean([e.ret for e in episodes]))])
+            if episodes else nan,
+            "ep_length_mean": torch.tensor([float(np.mean([e.length for e in episodes]))])
+            if episodes else nan,
+        })
+        rows = _rows({k: v.cpu() for k, v in m.items()}, self.columns, self.int_columns)
         eps = [{"global_step": e.global_step, "iteration": it, "env_index": e.env_index,
                 "return": e.ret, "length": e.length} for e in episodes]
         self._iteration = it
-        return [row], [eps]
+        return rows, [eps]
 
     def evaluate(self, episodes: int) -> np.ndarray:
         cfg = self.cfg
@@ -152,6 +217,7 @@ class GymLearner:
         return {
             "iteration": self._iteration,
             "global_step": st.global_step,
+            "net": self.net.flat.detach().cpu().clone(),
             "agent": self._agent.state(),
             "algorithm": self.algo.state_dict(),
             "reward_scaler": None if scaler is None else scaler.state_dict(),
@@ -163,7 +229,10 @@ class GymLearner:
         }
 
     def load_state_dict(self, ck: dict[str, Any]) -> None:
-        self._agent.policy.load_state_dict(ck["agent"]["policy"])
+        _check_core(ck)
+        with torch.no_grad():
+            self.net.flat.copy_(ck["net"])
+        self.net.write_policy(0, self._agent.policy)
         if self._agent.obs_normalizer is not None:
             self._agent.obs_normalizer.load_state_dict(ck["agent"]["obs_normalizer"])
         self.algo.load_state_dict(ck["algorithm"])
@@ -185,67 +254,123 @@ class GymLearner:
 
 
 class BatchedLearner:
-    """P seeds on the batched classic-control envs, the whole iteration on one device."""
+    """P seeds on the batched classic-control envs, the whole iteration on one device.
+
+    With jit 'cuda-graph' the iteration (rollout, GAE, update, metrics) is captured as one CUDA
+    graph after two eager warm-up iterations, and replayed: the same kernels as the eager path,
+    so the same numbers. With 'compile' the rollout step and the gradient are torch.compiled.
+    """
 
     kind = "batched"
     evaluator = BATCHED_EVALUATOR
 
-    def __init__(self, cfg: RunConfig, seeds: list[int]):
-        from trustrl.fast.engine import PopulationPPO
-
+    def __init__(self, cfg: RunConfig, seeds: list[int], numpy_rollout: bool | None = None):
         self.cfg, self.seeds = cfg, list(seeds)
         torch.set_num_threads(cfg.torch_threads)
-        jit: dict[str, Any] = dict(compile=cfg.jit == "compile", graph=cfg.jit == "cuda-graph")
-        if cfg.grad_backend == "autograd" and cfg.algo not in ("trpo", "npg"):
-            jit["autograd"] = True  # else the closed form where the loss has one
-        self.engine: PopulationPPO
-        if cfg.algo == "ppo-penalty":
-            from trustrl.fast.ppo_penalty import PopulationPPOPenalty
-
-            self.engine = PopulationPPOPenalty(cfg, self.seeds, **jit)  # type: ignore[arg-type]
-        elif cfg.algo == "pg":
-            from trustrl.fast.pg import PopulationPG
-
-            self.engine = PopulationPG(cfg, self.seeds, **jit)  # type: ignore[arg-type]
-        elif cfg.algo in ("trpo", "npg"):
-            from trustrl.fast.trpo import PopulationTRPO
-
-            self.engine = PopulationTRPO(cfg, self.seeds,  # type: ignore[arg-type]
-                                         line_search=cfg.algo == "trpo", **jit)
-        else:
-            self.engine = PopulationPPO(cfg, self.seeds,  # type: ignore[arg-type]
-                                        clip=cfg.algo == "ppo", **jit)
-        self.spec = self.engine.spec
-        self.extra_columns = tuple(algorithm_class(cfg.algo).extra_columns)
-
-    @property
-    def label(self) -> str:
-        """PPO's and TRPO's engine states have the same layout but not the same meaning
-        (TRPO's Adam is the critic's alone)."""
-        return {"trpo": "population-trpo", "npg": "population-trpo", "pg": "population-pg",
-                "ppo-penalty": "population-ppo-penalty"}.get(self.cfg.algo, "population-ppo")
+        dev = torch.device(cfg.device)
+        self.graph = cfg.jit == "cuda-graph"
+        if self.graph and dev.type != "cuda":
+            raise ValueError("CUDA graphs need a CUDA device")
+        self.spec = check_env(cfg.env_id)
+        net = PopActorCritic.from_policies(init_policies(self.spec, cfg, self.seeds), dev)
+        self.net = net
+        self.algo = _algorithm(cfg, net, self.seeds)
+        self.algo.eager = not self.graph  # type: ignore[attr-defined]
+        self.collector = BatchedCollector(cfg, net, self.seeds, compile=cfg.jit == "compile",
+                                          numpy_rollout=numpy_rollout)
+        self.extra_columns = tuple(self.algo.extra_columns)
+        self.columns = SHARED_COLUMNS + self.algo.columns
+        self.int_columns = ("episodes",) + self.algo.int_columns
+        self.lr = torch.tensor(self.algo.learning_rate(0.0), dtype=torch.float32, device=dev)
+        self._iteration = 0
+        self._graph: Any = None
+        self._graph_out: tuple[Tensor, ...] | None = None
+        self._warmup = 0
 
     @property
     def iteration(self) -> int:
-        return self.engine.iteration
+        return self._iteration
 
     @property
     def global_step(self) -> int:
-        return self.engine.global_step
+        """Env steps taken by each member."""
+        return self._iteration * self.cfg.num_steps * self.cfg.num_envs
+
+    def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        cfg, col = self.cfg, self.collector
+        P, N, T = col.P, col.N, col.T
+        r = col.collect()
+        term_b, trunc_b, fin_ret, fin_len = (r["terminated"], r["truncated"], r["fin_ret"],
+                                             r["fin_len"])
+        with torch.no_grad():
+            gae_fn = gae_numpy if col.numpy_rollout else gae
+            adv, ret = gae_fn(r["rewards"], r["values"], r["next_values"], term_b, trunc_b,
+                              cfg.gamma, cfg.gae_lambda)
+
+        def bflat(x: Tensor) -> Tensor:  # [T, P, N, ...] -> [P, T*N, ...]
+            return x.transpose(0, 1).reshape(P, T * N, *x.shape[3:])
+
+        batch = {"obs": bflat(r["obs"]), "actions": bflat(r["actions"]),
+                 "logp_old": bflat(r["logp"]), "values_old": bflat(r["values"]),
+                 "advantages": bflat(adv), "returns": bflat(ret)}
+        m = self.algo.update(batch, col.it, self.lr)
+        with torch.no_grad():
+            done = term_b | trunc_b
+            n_ep = done.sum((0, 2))
+            ret_sum = torch.where(done, fin_ret, torch.zeros_like(fin_ret)).sum((0, 2))
+            len_sum = torch.where(done, fin_len, torch.zeros_like(fin_len)).sum((0, 2))
+            nan = torch.full_like(ret_sum, math.nan)
+            m["ep_return_mean"] = torch.where(n_ep > 0, ret_sum / n_ep.clamp(min=1), nan)
+            m["ep_length_mean"] = torch.where(n_ep > 0, len_sum.double() / n_ep.clamp(min=1),
+                                              nan)
+            m["episodes"] = n_ep
+            m["lr"] = self.lr.expand(P)
+            vo, rt = batch["values_old"].double(), batch["returns"].double()
+            var_y = rt.var(1, unbiased=False)
+            ev = 1.0 - (rt - vo).var(1, unbiased=False) / var_y
+            m["explained_variance"] = torch.where(var_y > 0, ev, nan)
+            m["value_loss_fresh"] = 0.5 * (vo - rt).pow(2).mean(1)
+            metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
+            col.it += 1
+        return metrics, done, fin_ret, fin_len
+
+    def _graph_iteration(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        if self._graph is None and self._warmup < 2:
+            # warm-up on a side stream, as CUDA graph capture requires
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out = self._iteration_body()
+            torch.cuda.current_stream().wait_stream(s)
+            self._warmup += 1
+            return out
+        if self._graph is None:
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph):
+                self._graph_out = self._iteration_body()
+            # capture records the kernels without running them: replay once for real
+        self._graph.replay()
+        assert self._graph_out is not None
+        return self._graph_out  # type: ignore[return-value]
+
+    def step(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One iteration for every member, on the device: (metrics [P, columns], and the
+        episodes that ended: done mask, returns and lengths [T, P, N])."""
+        self.lr.fill_(self.algo.learning_rate(self._iteration / self.cfg.num_iterations))
+        out = self._graph_iteration() if self.graph else self._iteration_body()
+        self._iteration += 1
+        return out
 
     def iterate(self) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-        from trustrl.fast.engine import metrics_rows
-
-        cfg, eng = self.cfg, self.engine
-        metrics, done, fin_ret, fin_len = eng.iterate()
-        it = eng.iteration
-        rows = metrics_rows(metrics, eng.columns, eng.int_columns)  # one host transfer
+        cfg = self.cfg
+        metrics, done, fin_ret, fin_len = self.step()
+        it = self._iteration
+        rows = metrics_rows(metrics, self.columns, self.int_columns)  # one host transfer
         d = done.cpu().numpy()
         ret, length = fin_ret.cpu().numpy(), fin_len.cpu().numpy()
-        step0 = eng.global_step - cfg.num_steps * cfg.num_envs
+        step0 = self.global_step - cfg.num_steps * cfg.num_envs
         episodes = []
-        for p, row in enumerate(rows):
-            row["clip_eps"] = cfg.clip_eps
+        for p in range(len(rows)):
             t_idx, n_idx = np.nonzero(d[:, p])
             episodes.append([
                 {"global_step": step0 + (int(t) + 1) * cfg.num_envs, "iteration": it,
@@ -255,30 +380,37 @@ class BatchedLearner:
         return rows, episodes
 
     def evaluate(self, episodes: int) -> np.ndarray:
-        return self.engine.evaluate(episodes).cpu().numpy()
+        return self.collector.evaluate(episodes).cpu().numpy()
+
+    def policy(self, member: int) -> ActorCritic:
+        return self.net.to_policy(member)
 
     def agent(self, member: int) -> Agent:
-        eng = self.engine
+        col = self.collector
         norm = None
         if self.cfg.normalize_obs:
-            norm = ObsNormalizer((eng.D,), self.cfg.obs_clip)
-            norm.rms.mean = eng.obs_mean[member].cpu().numpy().copy()
-            norm.rms.var = eng.obs_var[member].cpu().numpy().copy()
-            norm.rms.count = float(eng.obs_count)
+            norm = ObsNormalizer((col.D,), self.cfg.obs_clip)
+            norm.rms.mean = col.obs_mean[member].cpu().numpy().copy()
+            norm.rms.var = col.obs_var[member].cpu().numpy().copy()
+            norm.rms.count = float(col.obs_count)
             norm.frozen = True
-        return Agent(eng.policy(member), eng.spec, norm, "cpu")
+        return Agent(self.policy(member), self.spec, norm, "cpu")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"engine": self.label, "algo": self.cfg.algo, "state": self.engine.state_dict()}
+        return {"algo": self.cfg.algo, "iteration": self._iteration,
+                "net": self.net.flat.detach().cpu().clone(),
+                "algorithm": self.algo.state_dict(), "collector": self.collector.state_dict()}
 
     def load_state_dict(self, ck: dict[str, Any]) -> None:
-        if ck.get("engine") != self.label:
-            raise RunError(f"checkpoint not written by the batched {self.cfg.algo} engine of "
-                           "this trustrl version")
+        _check_core(ck)
         if ck.get("algo", self.cfg.algo) != self.cfg.algo:
             raise RunError(f"checkpoint written by {ck['algo']}, the run's config says "
                            f"{self.cfg.algo}")
-        self.engine.load_state_dict(ck["state"])
+        with torch.no_grad():
+            self.net.flat.copy_(ck["net"])
+        self.algo.load_state_dict(ck["algorithm"])
+        self.collector.load_state_dict(ck["collector"])
+        self._iteration = int(ck["iteration"])
 
     def close(self) -> None:
         pass

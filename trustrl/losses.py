@@ -2,6 +2,12 @@
 
 Sign convention: `*_objective` functions return per-sample quantities to MAXIMISE (as in the
 chapter); `*_loss` functions return scalars to MINIMISE (what the optimizer sees).
+
+Beside each per-sample term sits its derivative, `*_grad`, with respect to the quantity the
+network controls (the ratio, the value): the closed-form gradient backend (trustrl.backends)
+chains these through the networks, the autograd backend differentiates the term itself, and
+tests/test_losses.py holds the two together, kinks included. Every term and derivative is
+elementwise, so it serves one run [B] and a population [P, B] alike.
 """
 
 from __future__ import annotations
@@ -27,6 +33,22 @@ def clipped_surrogate_objective(ratio: Tensor, advantages: Tensor, clip_eps: flo
     return torch.min(unclipped, clipped)
 
 
+def surrogate_objective_grad(ratio: Tensor, advantages: Tensor) -> Tensor:
+    """d(rho * A)/d rho = A, per sample."""
+    return advantages.expand_as(ratio)
+
+
+def clipped_surrogate_objective_grad(ratio: Tensor, advantages: Tensor, clip_eps: float
+                                     ) -> Tensor:
+    """d L_clip / d rho per sample: A where the unclipped term is the one taken or the ratio is
+    inside the band (where clamp passes the gradient, and a tie of min gives half to each of
+    two equal slopes), 0 where the clip is active. The chapter's four cases in one mask."""
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    live = ((ratio >= 1.0 - clip_eps) & (ratio <= 1.0 + clip_eps)) | (unclipped < clipped)
+    return torch.where(live, advantages, torch.zeros_like(advantages))
+
+
 def clipped_surrogate_loss(ratio: Tensor, advantages: Tensor, clip_eps: float) -> Tensor:
     """-mean(L_clip): the actor loss of PPO-clip (a scalar to minimise)."""
     return -clipped_surrogate_objective(ratio, advantages, clip_eps).mean()
@@ -37,23 +59,50 @@ def surrogate_loss(ratio: Tensor, advantages: Tensor) -> Tensor:
     return -surrogate_objective(ratio, advantages).mean()
 
 
+def value_error(
+    values: Tensor,
+    returns: Tensor,
+    values_old: Tensor | None = None,
+    clip_eps: float | None = None,
+) -> Tensor:
+    """Per-sample 0.5 * (V - R)^2, or its clipped version when values_old and clip_eps are
+    given: V_clip = V_old + clip(V - V_old, -eps, eps) and 0.5 * max((V - R)^2, (V_clip - R)^2),
+    the pessimistic (larger) of the two, as for the policy. Elementwise."""
+    err = (values - returns) ** 2
+    if values_old is None or clip_eps is None:
+        return 0.5 * err
+    v_clip = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+    return 0.5 * torch.max(err, (v_clip - returns) ** 2)
+
+
+def value_error_grad(
+    values: Tensor,
+    returns: Tensor,
+    values_old: Tensor | None = None,
+    clip_eps: float | None = None,
+) -> Tensor:
+    """d value_error / d V per sample, with autograd's conventions: max gives half to each side
+    of a tie, clamp passes the gradient at its bounds and none outside them."""
+    e1 = values - returns
+    if values_old is None or clip_eps is None:
+        return e1
+    d = values - values_old
+    e2 = values_old + torch.clamp(d, -clip_eps, clip_eps) - returns
+    s1, s2 = e1 * e1, e2 * e2
+    tie = (s1 == s2).to(values.dtype) * 0.5
+    inside = (d >= -clip_eps) & (d <= clip_eps)
+    return (e1 * ((s1 > s2).to(values.dtype) + tie)
+            + e2 * torch.where(inside, (s2 > s1).to(values.dtype) + tie, 0.0))
+
+
 def value_loss(
     values: Tensor,
     returns: Tensor,
     values_old: Tensor | None = None,
     clip_eps: float | None = None,
 ) -> Tensor:
-    """0.5 * mean((V - R)^2), or its clipped version when values_old and clip_eps are given.
-
-    Clipped: V_clip = V_old + clip(V - V_old, -eps, eps) and the loss is
-    0.5 * mean(max((V - R)^2, (V_clip - R)^2)): the pessimistic (larger) of the two, as for the
-    policy. Shapes: [B] each -> scalar.
-    """
-    err = (values - returns) ** 2
-    if values_old is None or clip_eps is None:
-        return 0.5 * err.mean()
-    v_clip = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
-    return 0.5 * torch.max(err, (v_clip - returns) ** 2).mean()
+    """mean(value_error): 0.5 * mean((V - R)^2), or the clipped version. [B] each -> scalar."""
+    return value_error(values, returns, values_old, clip_eps).mean()
 
 
 def entropy_bonus(entropy: Tensor) -> Tensor:

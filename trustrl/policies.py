@@ -124,6 +124,14 @@ class ActorCritic(nn.Module):
             return Categorical(out)
         return DiagGaussian(out, self.log_std)
 
+    def forward(self, obs: Tensor, part: str = "actor") -> Tensor:
+        """The actor's output (logits or Gaussian means) for part "actor", V(s) for "critic":
+        what a population network calls through torch.func.functional_call."""
+        if part == "critic":
+            return self.value(obs)
+        out = _plain_forward(self.actor_trunk, obs)
+        return F.linear(out, self.policy_head.weight, self.policy_head.bias)
+
     def value(self, obs: Tensor) -> Tensor:
         """V(s): [B, obs_dim] -> [B]."""
         h = _plain_forward(self.critic_trunk, obs)

@@ -2,7 +2,7 @@
 
 The Gymnasium collector draws from the global torch RNG (action sampling, minibatch shuffles),
 so a checkpoint saves and restores these states; the batched collector uses counter-based
-random numbers (trustrl.fast.rng) and needs only `seed_everything` to build its networks.
+random numbers (trustrl.rng) and needs only `seed_everything` to build its networks.
 """
 
 from __future__ import annotations

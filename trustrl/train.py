@@ -45,7 +45,7 @@ from trustrl.seeding import seed_everything
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
            "solved", "train"]
 
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3  # 3: the one algorithm core (population networks, PopAdam)
 MAX_MEMBER_PLOTS = 8  # learning_curve.png per member folder up to this many seeds
 MAX_OVERLAY = 16  # one overlaid curve of every seed in a population folder up to this many
 

@@ -1,42 +1,37 @@
-"""One readable file per algorithm; `make_algorithm` picks one by the config's algo name."""
+"""One readable file per algorithm, each over a population of P members (an ordinary run is
+P = 1); `make_algorithm` picks one by the config's algo name. Adding one: docs/architecture.md,
+"Adding an algorithm"."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from torch import Tensor
+
 from trustrl.algos.common import Algorithm
-from trustrl.policies import ActorCritic
+from trustrl.backends import Backend
+from trustrl.popnet import PopNet
 
 
-def make_algorithm(cfg: Any, policy: ActorCritic) -> Algorithm:
+def algorithm_class(algo: str) -> type[Algorithm]:
+    """The class of an algorithm name (its `extra_columns` are the metrics.csv columns it adds,
+    on every collector)."""
     from trustrl.algos.npg import NPG
     from trustrl.algos.pg import PG
     from trustrl.algos.ppo import PPO
     from trustrl.algos.ppo_penalty import PPOPenalty
     from trustrl.algos.trpo import TRPO
 
-    builders = {
-        "ppo": lambda: PPO(policy, cfg),
-        "ppo-noclip": lambda: PPO(policy, cfg, clip=False),
-        "ppo-penalty": lambda: PPOPenalty(policy, cfg),
-        "trpo": lambda: TRPO(policy, cfg),
-        "npg": lambda: NPG(policy, cfg),
-        "pg": lambda: PG(policy, cfg),
-    }
-    return builders[cfg.algo]()
-
-
-def algorithm_class(algo: str) -> type:
-    """The class of an algorithm name (its `extra_columns` are the metrics.csv columns it adds,
-    on every collector)."""
-    from trustrl.algos.pg import PG
-    from trustrl.algos.ppo import PPO
-    from trustrl.algos.ppo_penalty import PPOPenalty
-    from trustrl.algos.trpo import TRPO
-
-    # NPG is TRPO without the line search (algos/npg.py builds a TRPO)
     return {"ppo": PPO, "ppo-noclip": PPO, "ppo-penalty": PPOPenalty, "trpo": TRPO,
-            "npg": TRPO, "pg": PG}[algo]
+            "npg": NPG, "pg": PG}[algo]
+
+
+def make_algorithm(cfg: Any, net: PopNet, backend: Backend, keys: Tensor) -> Algorithm:
+    """The config's algorithm over the population network `net`, with shuffle keys [P]."""
+    cls = algorithm_class(cfg.algo)
+    if cfg.algo in ("ppo", "ppo-noclip"):
+        return cls(net, cfg, backend, keys, clip=cfg.algo == "ppo")  # type: ignore[call-arg]
+    return cls(net, cfg, backend, keys)  # type: ignore[call-arg]
 
 
 __all__ = ["Algorithm", "algorithm_class", "make_algorithm"]

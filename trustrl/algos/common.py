@@ -1,109 +1,182 @@
-"""What every algorithm shares: the Algorithm contract, pi_old, diagnostics, critic regression."""
+"""What every algorithm shares, over a population of P members (an ordinary run is P = 1).
+
+A batch is a dict of tensors [P, B, ...]: obs, actions, logp_old and values_old (frozen at
+collection: pi_old and V_old), advantages (GAE) and returns (R = A + V_old). Parameters are the
+rows of the network's flat tensor [P, D]; the optimizer (trustrl.optim.PopAdam) steps each row
+on its own and can leave a member out (a mask). Metrics are tensors [P], one value per member.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import math
+from collections.abc import Iterator
+from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from trustrl import diagnostics as diag
-from trustrl.distributions import Categorical, DiagGaussian
-from trustrl.losses import value_loss
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Batch
-from trustrl.trust.fisher import detached
+from trustrl import rng
+from trustrl.backends import Backend, Heads, LossTerms
+from trustrl.losses import value_error, value_error_grad
+from trustrl.optim import PopAdam
+from trustrl.popnet import PopNet
 
-
-class Algorithm(Protocol):
-    """One policy-optimisation method. The training loop calls `update` once per batch, with
-    `progress` = the fraction of training done before this update (for schedules)."""
-
-    extra_columns: tuple[str, ...]  # its own metrics.csv columns, beyond the shared ones
-
-    def update(self, batch: Batch, progress: float) -> dict[str, float]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+DIAGNOSTIC_COLUMNS = (
+    "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction", "clip_eps",
+    "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
+)
+"""The full-batch diagnostics every algorithm reports after its update."""
 
 
 def normalize_advantages(adv: Tensor, eps: float = 1e-8) -> Tensor:
-    """(A - mean) / (std + eps); a single sample is left as it is."""
-    if adv.numel() < 2:
+    """(A - mean) / (std + eps) over the last dimension (each member's batch or minibatch);
+    a single sample is left as it is."""
+    if adv.shape[-1] < 2:
         return adv
-    return (adv - adv.mean()) / (adv.std() + eps)
+    return (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + eps)
+
+
+def quantiles(x: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
+    """Per-row quantiles of x [P, B] with linear interpolation (torch.quantile's default),
+    written with sort and gather: torch.quantile checks its arguments on the host."""
+    s = x.sort(dim=-1).values
+    n = x.shape[-1]
+    out = []
+    for q in qs:
+        pos = q * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        out.append(s[..., lo] + (s[..., hi] - s[..., lo]) * (pos - lo))
+    return out
 
 
 @torch.no_grad()
-def old_distribution(policy: ActorCritic, batch: Batch) -> Categorical | DiagGaussian:
-    """pi_old at every state of the batch, for exact KLs. Call before the first step of the
-    update: the policy is then still the one that collected the batch."""
-    return detached(policy.dist(batch.obs))
-
-
-@torch.no_grad()
-def full_batch_diagnostics(
-    policy: ActorCritic, batch: Batch, old: Categorical | DiagGaussian, clip_eps: float
-) -> dict[str, float]:
-    """How far the updated policy moved from pi_old on the whole batch.
+def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old: Tensor,
+                clip_eps: float) -> dict[str, Tensor]:
+    """How far the updated policy moved from pi_old on the whole batch, per member [P].
 
     approx_kl (k3) and approx_kl_k1 from the stored logp_old; kl_exact, the analytic mean
     KL(pi_old || pi); clip fraction with the band clip_eps (reported even by methods that do
     not clip); ratio quantiles; entropy of the updated policy.
     """
-    d = policy.dist(batch.obs)
-    log_ratio = d.log_prob(batch.actions) - batch.logp_old
+    out = net.actor(batch["obs"])  # type: ignore[attr-defined]
+    logp, ent = net.log_prob_entropy(out, batch["actions"])
+    log_ratio = logp - batch["logp_old"]
     ratio = log_ratio.exp()
-    return {
-        "approx_kl": diag.approx_kl(log_ratio, "k3"),
-        "approx_kl_k1": diag.approx_kl(log_ratio, "k1"),
-        "kl_exact": float(old.kl(d).mean()),  # type: ignore[arg-type]
-        "clip_fraction": diag.clip_fraction(ratio, clip_eps),
-        "clip_eps": clip_eps,
-        "entropy": float(d.entropy().mean()),
-        **diag.ratio_stats(ratio),
+    P = ratio.shape[0]
+    d = {
+        "entropy": ent.mean(1),
+        "approx_kl": (torch.expm1(log_ratio) - log_ratio).mean(1),
+        "approx_kl_k1": (-log_ratio).mean(1),
+        "kl_exact": net.kl_from(old_out, out, flat_old).mean(1),
+        "clip_fraction": ((ratio > 1 + clip_eps) | (ratio < 1 - clip_eps)).float().mean(1),
+        "clip_eps": torch.full((P,), clip_eps, device=ratio.device),
+        "ratio_min": ratio.min(1).values,
+        "ratio_max": ratio.max(1).values,
     }
+    for q, row in zip(QUANTILES, quantiles(ratio.double(), QUANTILES), strict=True):
+        d[f"ratio_q{int(round(q * 100)):02d}"] = row
+    return d
 
 
-def grad_step(optimizer: torch.optim.Optimizer, loss: Tensor, params: list[nn.Parameter],
-              max_grad_norm: float) -> float:
-    """zero_grad, backward, global grad-norm clip (when > 0), step; returns the pre-clip norm."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if max_grad_norm > 0:
-        norm = nn.utils.clip_grad_norm_(params, max_grad_norm)
-    else:
-        norm = torch.linalg.vector_norm(
-            torch.stack([p.grad.norm() for p in params if p.grad is not None]))
-    optimizer.step()
-    return float(norm)
+def clip_grad_norm(g: Tensor, max_norm: float) -> tuple[Tensor, Tensor]:
+    """Each member's gradient row scaled to norm <= max_norm (when > 0), as
+    torch.nn.utils.clip_grad_norm_ does for one model; returns (gradient, pre-clip norms)."""
+    norm = torch.linalg.vector_norm(g, dim=1)
+    if max_norm > 0:
+        g = g * (max_norm / (norm + 1e-6)).clamp(max=1.0)[:, None]
+    return g, norm
 
 
-def fit_critic(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch,
-               epochs: int, minibatch_size: int) -> float:
+def shuffled_minibatches(keys: Tensor, counter: Tensor | int, n: int, size: int
+                         ) -> Iterator[Tensor]:
+    """Index tensors [P, <=size] covering each member's n samples once, in an order that is a
+    function of the member's key and the counter alone (trustrl.rng), so a member shuffles
+    exactly as it would alone, on any collector."""
+    perm = torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
+    for start in range(0, n, size):
+        yield perm[:, start:start + size]
+
+
+PER_SAMPLE = ("obs", "actions", "logp_old", "values_old", "advantages", "returns", "old_out")
+"""The batch entries with one row per sample [P, B, ...]; anything else passes through."""
+
+
+def take(batch: dict[str, Tensor], idx: Tensor) -> dict[str, Tensor]:
+    """The samples idx [P, M] of every per-sample entry of the batch."""
+    out = {}
+    for k, x in batch.items():
+        if k in PER_SAMPLE:
+            i = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+            out[k] = x.gather(1, i)
+        else:
+            out[k] = x
+    return out
+
+
+def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
+    """1/2 mean (V - R)^2 per member: the critic regression of TRPO and NPG."""
+    M = mb["returns"].shape[1]
+    vl = value_error(h.value, mb["returns"]).mean(1)
+    t = LossTerms(vl, {"value_loss": vl})
+    if want:
+        t.d_value = value_error_grad(h.value, mb["returns"]) / M
+    return t
+
+
+def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Tensor],
+               keys: Tensor, counter: Tensor | int, epochs: int, minibatch_size: int,
+               lr: Tensor | float) -> Tensor:
     """Regress V on the targets R = A + V_old: `epochs` passes of shuffled minibatches of
-    0.5*(V - R)^2, touching critic parameters only. Returns the last epoch's mean loss."""
-    n = len(batch)
-    losses: list[float] = []
-    for _ in range(epochs):
-        losses.clear()
-        perm = torch.randperm(n, device=batch.obs.device)
-        for start in range(0, n, minibatch_size):
-            idx = perm[start:start + minibatch_size]
-            loss = value_loss(policy.value(batch.obs[idx]), batch.returns[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-    return sum(losses) / len(losses)
-
-
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+    1/2 (V - R)^2 with the critic's optimizer (the actor's columns get zero gradient).
+    Returns each member's mean loss over the last epoch [P]."""
+    P, B = batch["returns"].shape
+    params = net.views(net.flat.detach())  # type: ignore[attr-defined]
+    last = torch.zeros(P, device=net.flat.device)
+    for epoch in range(epochs):
+        acc = torch.zeros(P, device=net.flat.device)
+        n_mb = 0
+        for idx in shuffled_minibatches(keys, counter * epochs + epoch, B, minibatch_size):
+            g, t = backend.value_and_grad(net, params, take(batch, idx), critic_loss,
+                                          policy=False)
+            with torch.no_grad():
+                opt.step(g, lr)
+                acc += t.loss
+            n_mb += 1
+        last = acc / n_mb
+    return last
 
 
 def annealed(lr: float, anneal: bool, progress: float) -> float:
     """Linear decay to 0: lr * (1 - progress), progress = fraction of training already done."""
     return lr * (1.0 - progress) if anneal else lr
+
+
+class Algorithm:
+    """One policy-optimisation method over a population. The learner calls `update` once per
+    batch; `learning_rate(progress)` is the optimizer's rate with `progress` of training done.
+
+    columns: its metrics, in order (the shared diagnostics included); int_columns: those
+    written as integers. State (optimizer moments, adaptive coefficients) is in state_dict.
+    """
+
+    columns: tuple[str, ...] = ()
+    int_columns: tuple[str, ...] = ()
+    extra_columns: tuple[str, ...] = ()  # its own metrics.csv columns, beyond the shared ones
+
+    def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor):
+        self.net, self.cfg, self.backend, self.keys = net, cfg, backend, keys
+        self.opt = PopAdam(net.flat, cfg.adam_eps)
+
+    def learning_rate(self, progress: float) -> float:
+        return annealed(self.cfg.lr, self.cfg.anneal_lr, progress)
+
+    def update(self, batch: dict[str, Tensor], counter: Tensor | int,
+               lr: Tensor | float) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"adam": self.opt.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.opt.load_state_dict(state["adam"])

@@ -7,10 +7,15 @@ where the model is poor (logged as kl_exact, to compare with TRPO's).
 
 from __future__ import annotations
 
+from typing import Any
+
+from torch import Tensor
+
 from trustrl.algos.trpo import TRPO
-from trustrl.config import NPGConfig
-from trustrl.policies import ActorCritic
+from trustrl.backends import Backend
+from trustrl.popnet import PopNet
 
 
-def NPG(policy: ActorCritic, cfg: NPGConfig) -> TRPO:  # noqa: N802 - reads like a class
-    return TRPO(policy, cfg, line_search=False)
+class NPG(TRPO):
+    def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor):
+        super().__init__(net, cfg, backend, keys, line_search=False)

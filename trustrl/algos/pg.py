@@ -4,7 +4,8 @@
 
 with A normalised over the batch. This is PPO with K = 1 and a single minibatch: at theta_old
 every ratio is 1, inside the band, so the clipped objective's gradient is exactly this one
-(grad rho = rho * grad log pi). tests/test_algos.py checks the equality.
+(grad rho = rho * grad log pi), on either backend. The reported policy loss is pg's own,
+-mean(log pi_old * A), taken before the step (where log pi = log pi_old).
 """
 
 from __future__ import annotations
@@ -12,45 +13,31 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
 
-from trustrl.algos.common import (
-    annealed,
-    full_batch_diagnostics,
-    grad_step,
-    normalize_advantages,
-    old_distribution,
-    set_lr,
-)
-from trustrl.config import PGConfig
-from trustrl.losses import entropy_bonus, value_loss
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Batch
+from trustrl.algos.common import normalize_advantages
+from trustrl.algos.ppo import PPO
+from trustrl.backends import Backend
+from trustrl.popnet import PopNet
 
 
-class PG:
+class PG(PPO):
     extra_columns = ("policy_loss", "grad_norm")
+    int_columns = ()
 
-    def __init__(self, policy: ActorCritic, cfg: PGConfig):
-        self.policy, self.cfg = policy, cfg
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+    def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor):
+        super().__init__(net, cfg, backend, keys, clip=True)
+        self.epochs, self.minibatch_size = 1, cfg.batch_size
+        self.target_kl, self.clip_value_loss = None, False
 
-    def update(self, batch: Batch, progress: float) -> dict[str, float]:
-        cfg = self.cfg
-        lr = annealed(cfg.lr, cfg.anneal_lr, progress)
-        set_lr(self.optimizer, lr)
-        old = old_distribution(self.policy, batch)
-        logp, entropy, values = self.policy.evaluate_actions(batch.obs, batch.actions)
-        adv = normalize_advantages(batch.advantages) if cfg.norm_adv else batch.advantages
-        pl = -(logp * adv).mean()
-        vl = value_loss(values, batch.returns)
-        loss = pl + cfg.vf_coef * vl - cfg.ent_coef * entropy_bonus(entropy)
-        params = list(self.policy.parameters())
-        gn = grad_step(self.optimizer, loss, params, cfg.max_grad_norm)
-        return {"lr": lr, "policy_loss": pl.item(), "value_loss": vl.item(), "grad_norm": gn,
-                **full_batch_diagnostics(self.policy, batch, old, cfg.clip_eps)}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+    def update(self, batch: dict[str, Tensor], counter: Tensor | int,
+               lr: Tensor | float) -> dict[str, Tensor]:
+        out = super().update(batch, counter, lr)
+        with torch.no_grad():
+            adv = batch["advantages"]
+            if self.cfg.norm_adv:
+                adv = normalize_advantages(adv)
+            out["policy_loss"] = -(batch["logp_old"] * adv).mean(1)
+        for k in ("epochs_run", "early_stopped", "clip_fraction_mb"):
+            del out[k]
+        return out

@@ -1,4 +1,4 @@
-"""PPO-clip, step for step as in the chapter's "PPO-clip, actor-critic style" box.
+"""PPO-clip, step for step as in the chapter's "PPO-clip, actor-critic style" box:
 
     3. for epoch = 1..K:
          shuffle the T samples; for each minibatch M:
@@ -6,11 +6,15 @@
            rho = exp(log pi_theta(a|s) - logp_old)
            loss = -L_clip + c1 L_V - c2 H
            one Adam step on loss, after clipping the global gradient norm
-         if approx_kl(full batch) > target_kl: break       (early stopping)
+         if approx_kl(full batch) > target_kl: stop        (early stopping)
 
-Steps 1 and 2 (rollout with frozen logp_old and V_old, GAE) are shared by every algorithm and
-live in rollout.py and advantages.py; the loop around them in train.py. `clip=False` gives the
-chapter's ablation, the plain surrogate optimised for K epochs (`ppo-noclip`).
+for P members at once (an ordinary run is P = 1): the batch is [P, B], each member shuffles,
+steps and stops on its own (a member whose KL passed the target is masked out of the remaining
+epochs, its parameters and Adam state untouched). Steps 1 and 2 (rollout with frozen logp_old
+and V_old, GAE) are the collectors' and advantages.py's; the loop around them is the learner's.
+`clip=False` gives the chapter's ablation, the plain surrogate optimised for K epochs
+(`ppo-noclip`). The gradient comes from a backend (trustrl.backends): autograd, or the closed
+form built from the derivatives beside each loss term in trustrl.losses.
 """
 
 from __future__ import annotations
@@ -18,116 +22,131 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
 
-from trustrl import diagnostics as diag
 from trustrl.algos.common import (
-    annealed,
-    full_batch_diagnostics,
-    grad_step,
+    DIAGNOSTIC_COLUMNS,
+    Algorithm,
+    clip_grad_norm,
+    diagnostics,
     normalize_advantages,
-    old_distribution,
-    set_lr,
+    shuffled_minibatches,
+    take,
 )
-from trustrl.config import PPOConfig
-from trustrl.losses import clipped_surrogate_loss, entropy_bonus, surrogate_loss, value_loss
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Batch
+from trustrl.backends import Backend, Heads, LossTerms
+from trustrl.losses import (
+    clipped_surrogate_objective,
+    clipped_surrogate_objective_grad,
+    surrogate_objective,
+    surrogate_objective_grad,
+    value_error,
+    value_error_grad,
+)
+from trustrl.popnet import PopNet
 
 
-def ppo_update(
-    policy: ActorCritic,
-    optimizer: torch.optim.Optimizer,
-    batch: Batch,
-    *,
-    update_epochs: int,
-    minibatch_size: int,
-    clip_eps: float,
-    vf_coef: float,
-    ent_coef: float,
-    max_grad_norm: float,
-    target_kl: float | None = None,
-    norm_adv: bool = True,
-    clip_value_loss: bool = False,
-    clip: bool = True,
-) -> dict[str, float]:
-    """K epochs of shuffled minibatch steps on the PPO loss; returns the update's metrics.
-
-    Uses the global torch RNG for the shuffles (saved in checkpoints, so resume is exact).
-    Metrics: mean minibatch losses of the last epoch run, epochs_run, early_stopped, the mean
-    pre-clip gradient norm, and full-batch diagnostics of the final policy against pi_old.
-    """
-    n = len(batch)
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    old = old_distribution(policy, batch)
-    epochs_run = 0
-    stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "grad_norm": [],
-                                     "clip_fraction_mb": []}
-    final: dict[str, float] | None = None
-    for _epoch in range(update_epochs):
-        for v in stats.values():
-            v.clear()
-        perm = torch.randperm(n, device=batch.obs.device)
-        for start in range(0, n, minibatch_size):
-            idx = perm[start:start + minibatch_size]
-            logp, entropy, values = policy.evaluate_actions(batch.obs[idx], batch.actions[idx])
-            adv = batch.advantages[idx]
-            if norm_adv:
-                adv = normalize_advantages(adv)
-            # logp_old is the stored one: never recompute it during the epochs.
-            ratio = torch.exp(logp - batch.logp_old[idx])
-            if clip:
-                pl = clipped_surrogate_loss(ratio, adv, clip_eps)
-            else:  # the ablation: nothing stops the ratio from running away
-                pl = surrogate_loss(ratio, adv)
-            vl = value_loss(values, batch.returns[idx],
-                            batch.values_old[idx] if clip_value_loss else None,
-                            clip_eps if clip_value_loss else None)
-            loss = pl + vf_coef * vl - ent_coef * entropy_bonus(entropy)
-            stats["grad_norm"].append(grad_step(optimizer, loss, params, max_grad_norm))
-            stats["policy_loss"].append(pl.item())
-            stats["value_loss"].append(vl.item())
-            stats["clip_fraction_mb"].append(diag.clip_fraction(ratio.detach(), clip_eps))
-        epochs_run += 1
-        if target_kl is not None:
-            final = full_batch_diagnostics(policy, batch, old, clip_eps)
-            if final["approx_kl"] > target_kl:
-                break
-    if final is None:
-        final = full_batch_diagnostics(policy, batch, old, clip_eps)
-    out = {k: sum(v) / len(v) for k, v in stats.items()}
-    out.update(final)
-    out["epochs_run"] = epochs_run  # counters stay ints: metrics.csv shows 10, not 10.0
-    # early stopping means epochs were skipped: a KL past the target after the last epoch
-    # stops nothing (the batched engine counts the same way)
-    out["early_stopped"] = int(epochs_run < update_epochs)
-    return out
-
-
-class PPO:
-    """PPO-clip (or, with clip=False, the unclipped K-epoch ablation) with one Adam optimizer
-    over all parameters and a linearly annealed learning rate."""
+class PPO(Algorithm):
+    """PPO-clip (or, with clip=False, the unclipped K-epoch ablation) with one Adam over all
+    parameters and a linearly annealed learning rate."""
 
     extra_columns = ("policy_loss", "epochs_run", "early_stopped", "clip_fraction_mb",
                      "grad_norm")
+    mb_stat = "clip_fraction_mb"  # the loss's own minibatch statistic
+    int_columns = ("epochs_run", "early_stopped")
 
-    def __init__(self, policy: ActorCritic, cfg: PPOConfig, clip: bool = True):
-        self.policy, self.cfg, self.clip = policy, cfg, clip
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+    def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor,
+                 clip: bool = True):
+        super().__init__(net, cfg, backend, keys)
+        self.clip = clip
+        # pg and ppo-penalty, built on this loop, set their own (their configs lack some)
+        self.epochs = getattr(cfg, "update_epochs", 1)
+        self.minibatch_size = getattr(cfg, "minibatch_size", cfg.batch_size)
+        self.target_kl = getattr(cfg, "target_kl", None)
+        self.clip_value_loss = getattr(cfg, "clip_value_loss", False)
+        self.needs_old = False  # whether the loss reads pi_old's output (a KL term)
+        self.eager = True  # False under CUDA-graph capture: no host synchronisation
+        self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
 
-    def update(self, batch: Batch, progress: float) -> dict[str, float]:
-        cfg = self.cfg
-        lr = annealed(cfg.lr, cfg.anneal_lr, progress)
-        set_lr(self.optimizer, lr)
-        m = ppo_update(
-            self.policy, self.optimizer, batch, update_epochs=cfg.update_epochs,
-            minibatch_size=cfg.minibatch_size, clip_eps=cfg.clip_eps, vf_coef=cfg.vf_coef,
-            ent_coef=cfg.ent_coef, max_grad_norm=cfg.max_grad_norm, target_kl=cfg.target_kl,
-            norm_adv=cfg.norm_adv, clip_value_loss=cfg.clip_value_loss, clip=self.clip,
-        )
-        return {"lr": lr, **m}
+    # --- the minibatch loss, written once for both backends ----------------------------------
+    def loss(self, h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
+        """-L_clip + c1 L_V - c2 H per member; with `want`, its derivatives in the heads."""
+        cfg, eps = self.cfg, self.cfg.clip_eps
+        M = mb["advantages"].shape[1]
+        adv = normalize_advantages(mb["advantages"]) if cfg.norm_adv else mb["advantages"]
+        # logp_old is the stored one: never recompute it during the epochs
+        ratio = torch.exp(h.logp - mb["logp_old"])
+        if self.clip:
+            obj = clipped_surrogate_objective(ratio, adv, eps)
+        else:  # the ablation: nothing stops the ratio from running away
+            obj = surrogate_objective(ratio, adv)
+        pl = -obj.mean(1)
+        v_old, v_eps = (mb["values_old"], eps) if self.clip_value_loss else (None, None)
+        vl = value_error(h.value, mb["returns"], v_old, v_eps).mean(1)
+        loss = pl + cfg.vf_coef * vl - cfg.ent_coef * h.entropy.mean(1)
+        clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
+        t = LossTerms(loss, {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped})
+        if want:  # d rho / d logp = rho
+            d_obj = (clipped_surrogate_objective_grad(ratio, adv, eps) if self.clip
+                     else surrogate_objective_grad(ratio, adv))
+            t.d_logp = ratio * d_obj * (-1.0 / M)
+            t.d_value = value_error_grad(h.value, mb["returns"], v_old, v_eps) * (
+                cfg.vf_coef / M)
+            if cfg.ent_coef != 0.0:
+                t.d_entropy = torch.full_like(ratio, -cfg.ent_coef / M)
+        return t
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+    # --- the K-epoch update ------------------------------------------------------------------
+    def update(self, batch: dict[str, Tensor], counter: Tensor | int,
+               lr: Tensor | float) -> dict[str, Tensor]:
+        """K epochs of shuffled minibatch steps, each member masked out once its full-batch
+        approx KL passed target_kl. Metrics [P]: the last epoch each member ran (mean
+        minibatch losses, its statistic, the pre-clip gradient norm), epochs_run,
+        early_stopped (= epochs_run < K) and full-batch diagnostics against pi_old."""
+        net, cfg = self.net, self.cfg
+        P, B = batch["logp_old"].shape
+        K, dev = self.epochs, net.flat.device
+        with torch.no_grad():
+            old_out = net.actor(batch["obs"])  # type: ignore[attr-defined]
+            flat_old = net.flat.detach().clone()
+        if self.needs_old:
+            batch = {**batch, "old_out": old_out, "flat_old": flat_old}
+        active = torch.ones(P, dtype=torch.bool, device=dev)
+        use_mask = self.target_kl is not None
+        epochs_run = torch.zeros(P, device=dev)
+        names = ("policy_loss", "value_loss", "grad_norm", self.mb_stat)
+        zeros = torch.zeros(P, device=dev)
+        last = {k: zeros.clone() for k in names}
+        diag: dict[str, Tensor] | None = None
+        # views of the parameters, made once: Adam updates `flat` in place, so they stay current
+        params = net.views(net.flat.detach())  # type: ignore[attr-defined]
+        for epoch in range(K):
+            acc = {k: zeros.clone() for k in names}
+            n_mb = 0
+            for idx in shuffled_minibatches(self.keys, counter * K + epoch, B,
+                                            self.minibatch_size):
+                g, t = self.backend.value_and_grad(net, params, take(batch, idx), self.loss)
+                with torch.no_grad():
+                    g, norm = clip_grad_norm(g, cfg.max_grad_norm)
+                    self.opt.step(g, lr, active if use_mask else None)
+                    for k in names:
+                        acc[k] += norm if k == "grad_norm" else t.stats[k]
+                n_mb += 1
+            with torch.no_grad():
+                for k in names:
+                    last[k] = torch.where(active, acc[k] / n_mb, last[k])
+                epochs_run += active.float()
+                if use_mask:
+                    diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps)
+                    active = active & (diag["approx_kl"] <= self.target_kl)
+                    if self.eager and not bool(active.any()):
+                        break  # every member stopped: the remaining epochs change nothing
+        with torch.no_grad():
+            if diag is None:  # with the mask, the last diagnostics are of every member's
+                diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps)  # final policy
+            out = dict(last)
+            out.update(diag)
+            out["epochs_run"] = epochs_run
+            # early stopping means epochs were skipped: a KL past the target after the last
+            # epoch stops nothing
+            out["early_stopped"] = (epochs_run < K).float()
+        return out

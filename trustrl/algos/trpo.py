@@ -9,8 +9,13 @@
            if mean KL(pi_old || pi_theta) <= delta and L(theta) > L(theta_old): accept, stop
     6. Fit the critic V by regression on the returns (a separate optimizer).
 
-F and g are taken over the actor's parameters only (policy.actor_parameters(), listed
-explicitly, never matched by name). `line_search=False` is the natural policy gradient (npg.py).
+for P members at once (an ordinary run is P = 1): vectors are rows [P, D] of the full parameter
+layout with zeros in the critic's columns (g and F v have none there), CG solves the P systems
+in step (trust/cg.py, a member frozen once its residual is small), and the line search
+(trust/line_search.py) tries each fraction for the members still searching, accepting per
+member. g and the Fisher-vector
+products come from the gradient backend (trustrl.backends): double backprop, or J^T M J written
+out. `line_search=False` is the natural policy gradient (npg.py).
 """
 
 from __future__ import annotations
@@ -19,88 +24,95 @@ import math
 from typing import Any
 
 import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch import Tensor
 
 from trustrl.algos.common import (
+    DIAGNOSTIC_COLUMNS,
+    Algorithm,
+    diagnostics,
     fit_critic,
-    full_batch_diagnostics,
     normalize_advantages,
-    old_distribution,
 )
-from trustrl.config import TRPOConfig
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Batch
+from trustrl.backends import Backend
+from trustrl.popnet import PopNet
 from trustrl.trust.cg import conjugate_gradient
-from trustrl.trust.fisher import fisher_vector_product, flat_grad, mean_kl
-from trustrl.trust.line_search import backtracking_line_search
+from trustrl.trust.line_search import population_line_search
 
 
-class TRPO:
+class TRPO(Algorithm):
     extra_columns = ("surrogate_improvement", "expected_improvement", "xFx", "step_size",
                      "cg_iters_run", "cg_residual", "ls_steps", "ls_accepted", "step_fraction",
                      "grad_norm")
+    int_columns = ("cg_iters_run", "ls_steps", "ls_accepted")
 
-    def __init__(self, policy: ActorCritic, cfg: TRPOConfig, line_search: bool = True):
-        self.policy, self.cfg, self.line_search = policy, cfg, line_search
-        self.vf_optimizer = torch.optim.Adam(policy.critic_parameters(), lr=cfg.vf_lr,
-                                             eps=cfg.adam_eps)
+    def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor,
+                 line_search: bool = True):
+        super().__init__(net, cfg, backend, keys)  # the critic's Adam (actor grads are 0)
+        self.line_search = line_search
+        self.eager = True  # False under CUDA-graph capture: no host synchronisation
+        self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
 
-    def update(self, batch: Batch, progress: float) -> dict[str, float]:
-        cfg, policy = self.cfg, self.policy
-        actor = list(policy.actor_parameters())
-        old = old_distribution(policy, batch)
-        adv = normalize_advantages(batch.advantages) if cfg.norm_adv else batch.advantages
+    def learning_rate(self, progress: float) -> float:
+        return self.cfg.vf_lr  # the critic's Adam, constant
 
-        def surrogate() -> torch.Tensor:  # L(theta) = mean(rho * A), logp_old frozen
-            logp = policy.dist(batch.obs).log_prob(batch.actions)
-            return (torch.exp(logp - batch.logp_old) * adv).mean()
+    def _surrogate_kl(self, batch: dict[str, Tensor], adv: Tensor, old_out: Tensor,
+                      flat_old: Tensor, cand: Tensor) -> tuple[Tensor, Tensor]:
+        """L(theta) = mean(rho A) and mean KL(pi_old || pi_theta) per member, at cand [P, D]."""
+        net = self.net
+        params = net.views(cand)  # type: ignore[attr-defined]
+        out = net.actor(batch["obs"], params)  # type: ignore[attr-defined]
+        logp = net.log_prob(out, batch["actions"], params)
+        L = (torch.exp(logp - batch["logp_old"]) * adv).mean(1)
+        return L, net.kl_from(old_out, out, flat_old, params).mean(1)
 
-        @torch.no_grad()
-        def evaluate() -> tuple[float, float]:  # (L(theta), mean KL(pi_old || pi_theta))
-            d = policy.dist(batch.obs)
-            L = (torch.exp(d.log_prob(batch.actions) - batch.logp_old) * adv).mean()
-            return float(L), float(old.kl(d).mean())  # type: ignore[arg-type]
-
-        # 2. the policy gradient at theta_old
-        L_graph = surrogate()
-        g = flat_grad(L_graph, actor)
-        L_old = float(L_graph.detach())
-        # 3. x ~= F^-1 g by conjugate gradient on Fisher-vector products (double backprop)
-        fvp = fisher_vector_product(mean_kl(old, policy.dist(batch.obs)), actor, cfg.damping)
-        cg = conjugate_gradient(fvp, g, cfg.cg_iters, cfg.cg_residual_tol)
+    @torch.no_grad()
+    def update(self, batch: dict[str, Tensor], counter: Tensor | int,
+               lr: Tensor | float) -> dict[str, Tensor]:
+        cfg, net, backend = self.cfg, self.net, self.backend
+        P = batch["logp_old"].shape[0]
+        dev = net.flat.device
+        flat_old = net.flat.detach().clone()
+        adv = normalize_advantages(batch["advantages"]) if cfg.norm_adv else batch["advantages"]
+        # 2. g = dL/dtheta at theta_old
+        g, L_old, old_out = backend.policy_gradient(net, batch["obs"], batch["actions"],
+                                                    batch["logp_old"], adv, flat_old)
+        # 3. x ~= F^-1 g by conjugate gradient on Fisher-vector products, per member
+        fvp = backend.fisher_product(net, batch["obs"], old_out, flat_old, cfg.damping)
+        cg = conjugate_gradient(fvp, g, cfg.cg_iters, cfg.cg_residual_tol,
+                                lockstep=not self.eager)
         x = cg.x
-        xFx = float(torch.dot(x, fvp(x)))
-        m: dict[str, float] = {"xFx": xFx, "cg_iters_run": cg.iterations,
-                               "cg_residual": cg.residual, "grad_norm": float(g.norm())}
-        # 4. scale the natural gradient to the KL budget: 1/2 step^T F step = delta
-        if xFx > 0 and math.isfinite(xFx):
-            step_size = math.sqrt(2.0 * cfg.max_kl / xFx)
-            full_step = step_size * x
-            m["step_size"] = step_size
-            m["expected_improvement"] = float(torch.dot(g, full_step))
-            # 5. backtracking line search (TRPO) or the step as it is (NPG)
-            if self.line_search:
-                res = backtracking_line_search(actor, full_step, evaluate, L_old,
-                                               cfg.max_kl, cfg.backtrack_ratio,
-                                               cfg.backtrack_iters)
-                m.update(ls_steps=res.steps_tried, ls_accepted=int(res.accepted),
-                         step_fraction=res.step_fraction,
-                         surrogate_improvement=res.improvement if res.accepted else 0.0)
-            else:
-                with torch.no_grad():
-                    vector_to_parameters(parameters_to_vector(actor) + full_step, actor)
-                L_new, _ = evaluate()
-                m.update(step_fraction=1.0, surrogate_improvement=L_new - L_old)
-        else:  # zero gradient (e.g. all advantages equal): nothing to do
-            m.update(step_size=0.0, expected_improvement=0.0, surrogate_improvement=0.0,
-                     step_fraction=0.0, ls_steps=0, ls_accepted=0)
-        # 6. critic regression with its own optimizer
-        vl = fit_critic(policy, self.vf_optimizer, batch, cfg.vf_epochs, cfg.vf_minibatch_size)
-        return {"lr": cfg.vf_lr, "value_loss": vl, **m,
-                **full_batch_diagnostics(policy, batch, old, cfg.clip_eps)}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"vf_optimizer": self.vf_optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.vf_optimizer.load_state_dict(state["vf_optimizer"])
+        xFx = (x * fvp(x)).sum(1)
+        # 4. the step that spends the KL budget: 1/2 s^T F s = delta
+        ok = (xFx > 0) & torch.isfinite(xFx)
+        step_size = torch.where(ok, torch.sqrt(2.0 * cfg.max_kl / xFx.clamp(min=1e-30)), 0.0)
+        full_step = torch.where(ok[:, None], step_size[:, None] * x, 0.0)
+        m: dict[str, Tensor] = {
+            "xFx": xFx, "cg_iters_run": cg.iterations.float(),  # type: ignore[union-attr]
+            "cg_residual": cg.residual, "grad_norm": torch.linalg.vector_norm(g, dim=1),
+            "step_size": step_size,
+            "expected_improvement": torch.where(ok, (g * full_step).sum(1), 0.0),
+        }
+        nan = torch.full((P,), math.nan, device=dev)
+        # 5. backtracking line search per member (TRPO), or the whole step (NPG)
+        if self.line_search:
+            ls = population_line_search(
+                flat_old, full_step,
+                lambda cand: self._surrogate_kl(batch, adv, old_out, flat_old, cand), L_old,
+                cfg.max_kl, cfg.backtrack_ratio, cfg.backtrack_iters, searching=ok,
+                lockstep=not self.eager)
+            net.flat.copy_(ls.theta)
+            m.update(ls_steps=ls.steps_tried, ls_accepted=ls.accepted.float(),
+                     step_fraction=ls.step_fraction,
+                     surrogate_improvement=torch.where(ls.accepted, ls.improvement, 0.0))
+        else:
+            net.flat.copy_(flat_old + full_step)
+            L_new, _ = self._surrogate_kl(batch, adv, old_out, flat_old, net.flat)
+            # no line search: blank, except where no step was taken (0)
+            m.update(ls_steps=torch.where(ok, nan, 0.0), ls_accepted=torch.where(ok, nan, 0.0),
+                     step_fraction=ok.float(),
+                     surrogate_improvement=torch.where(ok, L_new - L_old, 0.0))
+        # 6. the critic: vf_epochs of shuffled minibatches of 1/2 (V - R)^2, its own Adam
+        m["value_loss"] = fit_critic(net, self.opt, backend, batch, self.keys, counter,
+                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr)
+        m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps))
+        return m

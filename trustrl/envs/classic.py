@@ -6,7 +6,7 @@
 
 Each env is one class whose ``step`` (state, actions -> state, reward, terminated) and
 ``observe`` do the arithmetic through an array namespace ``self.o``: ``NUMPY`` (the CPU rollout
-of ``trustrl.fast``, with 1-64 envs, where a step costs what its operations cost to launch) or a
+of ``trustrl.batched``, with 1-64 envs, where a step costs what its operations cost to launch) or a
 ``TorchOps`` on a device (``trustrl.envs.torch_classic``: many envs on CPU or CUDA, compiled or
 captured in a CUDA graph). The time limit and the same-step autoreset (``transition``) are
 shared too. What differs between the libraries is confined to the ``ArrayOps`` below: the names

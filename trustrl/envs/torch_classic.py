@@ -155,7 +155,7 @@ class TorchVecEnv:
             )
         self.random_source: Callable[[tuple[int, ...], torch.dtype], Tensor] | None = None
         """Where reset states' uniforms come from instead of the generator, when set: called
-        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.fast.rng.ResetSampler
+        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.rng.ResetSampler
         gives each env row its own counter-based stream, so populations of seeds stay
         independent)."""
         self._state: Tensor | None = None

@@ -279,7 +279,10 @@ def format_scoreboard(report: LabReport, width: int = 100) -> str:
 
 # --- lab solution ---------------------------------------------------------------------------
 def _is_library_function(obj: Any) -> bool:
+    """A trustrl function outside trustrl.lab, or an algorithm's class (trustrl.algos)."""
     mod = getattr(obj, "__module__", "") or ""
+    if isinstance(obj, type):
+        return mod.startswith("trustrl.algos.")
     return (isinstance(obj, types.FunctionType) and mod.startswith("trustrl.")
             and not mod.startswith("trustrl.lab"))
 
@@ -293,10 +296,17 @@ def _code_names(code: types.CodeType) -> list[str]:
 
 
 def library_callees(fn: Callable[..., Any]) -> list[Callable[..., Any]]:
-    """The trustrl functions (outside trustrl.lab) that `fn` calls by name or as module.attr."""
+    """The trustrl functions and classes (outside trustrl.lab) that `fn` calls by name or as
+    module.attr; for a class, those its methods call."""
+    if isinstance(fn, type):
+        found: list[Callable[..., Any]] = []
+        for m in vars(fn).values():
+            if isinstance(m, types.FunctionType):
+                found += [c for c in library_callees(m) if c not in found and c is not fn]
+        return found
     fn = inspect.unwrap(fn)
     names = _code_names(fn.__code__)
-    found: list[Callable[..., Any]] = []
+    found = []
     for name in names:
         obj = fn.__globals__.get(name)
         candidates: list[Any] = [obj]

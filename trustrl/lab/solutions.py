@@ -9,14 +9,18 @@ they call. A lab folder can use them directly: ``from trustrl.lab.solutions impo
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from trustrl import diagnostics, losses
-from trustrl.algos import ppo as ppo_algo
+from trustrl import diagnostics, losses, rng
+from trustrl.algos.ppo import PPO
+from trustrl.backends import Autograd
+from trustrl.optim import ModuleOptimizer
 from trustrl.policies import ActorCritic
+from trustrl.popnet import ModuleNet
 from trustrl.rollout import Batch
 
 __all__ = ["approx_kl", "clip_fraction", "clipped_surrogate_loss", "ppo_update", "value_loss"]
@@ -71,15 +75,22 @@ def ppo_update(
 ) -> dict[str, float]:
     """K epochs of shuffled minibatches on the PPO loss, with approx-KL early stopping.
 
-    trustrl's ppo_update with per-minibatch advantage normalisation on and value clipping off
-    (the lab's defaults). Returns epochs_run, approx_kl, clip_fraction, entropy and more.
+    trustrl's PPO update (trustrl.algos.ppo) for one member, with per-minibatch advantage
+    normalisation on and value clipping off (the lab's defaults), stepping YOUR optimizer.
+    Returns epochs_run, approx_kl, clip_fraction, entropy and more.
     """
-    return ppo_algo.ppo_update(
-        agent, optimizer, batch,
+    net = ModuleNet.from_policies([agent], agent.action, batch.obs.device)
+    cfg = SimpleNamespace(
         update_epochs=epochs, minibatch_size=minibatch_size, clip_eps=clip_eps,
         vf_coef=vf_coef, ent_coef=ent_coef, max_grad_norm=max_grad_norm, target_kl=target_kl,
-        norm_adv=True, clip_value_loss=False, clip=clip,
-    )
+        norm_adv=True, clip_value_loss=False, adam_eps=1e-8, batch_size=len(batch))
+    # the shuffles follow torch's global generator, as torch.randperm would
+    keys = rng.shuffle_keys([int(torch.randint(0, 2**31 - 1, ()))], batch.obs.device)
+    algo = PPO(net, cfg, Autograd(), keys, clip=clip)
+    algo.opt = ModuleOptimizer(optimizer, agent, net.flat)  # type: ignore[assignment]
+    m = algo.update({k: getattr(batch, k)[None] for k in (
+        "obs", "actions", "logp_old", "values_old", "advantages", "returns")}, 0, 0.0)
+    return {k: float(v[0]) for k, v in m.items()}
 
 
 SOLUTIONS: dict[int, tuple[Callable[..., Any], ...]] = {

@@ -1,32 +1,27 @@
-"""PPO for a population of P seeds on batched torch envs: rollout, GAE and update on one device.
+"""The batched collector: P members' classic-control envs stepped together on one device.
 
-The algorithm is trustrl.algos.ppo's, step for step (the chapter's "PPO-clip, actor-critic
-style" box): frozen logp_old and V_old, GAE with terminated and truncated apart, K shuffled
-epochs of minibatches with per-minibatch advantage normalisation, clipped surrogate, 1/2 value
-loss (optionally clipped), entropy bonus, global grad-norm clip, Adam with a linearly annealed
-learning rate, full-batch approx-KL early stopping. What differs is how it is computed:
+A collector knows nothing of the algorithm: it steps every member's N envs with the members'
+current policies (pi_old) for T steps and returns the records [T, P, N, ...] with V_old and the
+bootstrap values; GAE and the update are the learner's and the algorithm's. How:
 
-- all P members at once: [P, B] tensors and batched matrix products (popnet.py);
-- nothing goes to the host during an iteration: actions are sampled with counter-based noise
-  drawn for the whole rollout in one call (rng.py), start states likewise, episode returns are
-  tracked in tensors, V(s) of the whole rollout (and V(final obs) of truncated steps) comes from
-  one critic call after it, since the critic does not change during the rollout;
-- the learning rate and every counter live in device tensors, and state is updated in place,
-  so one iteration can be captured as a single CUDA graph and replayed (`graph=True`), or its
-  step functions compiled with torch.compile (`compile=True`); the eager path runs the same
-  operations;
-- early stopping is a per-member mask (a member that stopped keeps its parameters and Adam
-  state; the others go on);
+- all P members at once: [P, N] tensors and batched matrix products (trustrl.popnet);
+- nothing goes to the host during a rollout: actions are sampled with counter-based noise
+  drawn for the whole rollout in one call (trustrl.rng), start states likewise, episode returns
+  are tracked in tensors, V(s) of the whole rollout (and V(final obs) of truncated steps) comes
+  from one critic call after it, since the critic does not change during the rollout;
+- every counter lives in a device tensor and state is updated in place, so a whole iteration
+  can be captured as one CUDA graph (trustrl.learners), or the step function compiled with
+  torch.compile; on a CPU the per-step work runs in NumPy (`numpy_rollout`), the same
+  arithmetic with a third of the per-operation overhead;
 - every number a member draws is a function of its seed and the step, so member p of a
   population follows the same trajectory as a run of that seed alone (to float rounding).
 
-Metrics are [P] tensors stacked into one [P, columns] tensor per iteration; `metrics_rows`
-turns it into metrics.csv rows with the ordinary trainer's columns.
+Box actions are clipped to the bounds before the env step (the stored action and its log-prob
+are the unclipped sample's), as on the Gymnasium collector (trustrl.rollout).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -35,48 +30,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trustrl.advantages import gae
-from trustrl.config import PPOConfig
-from trustrl.envs.make import EnvSpec, check_env
+from trustrl import rng
+from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
-from trustrl.fast import rng
-from trustrl.fast.adam import PopAdam
-from trustrl.fast.popnet import _LOG_2PI, PopActorCritic
-from trustrl.policies import ActorCritic
+from trustrl.popnet import _LOG_2PI, PopActorCritic
 
-# key purposes: each stream of random numbers has its own
-_ACTION, _ENV, _SHUFFLE, _EVAL = 1, 2, 3, 4
-
-ROW_COLUMNS = (
-    "lr", "ep_return_mean", "ep_length_mean", "episodes", "value_loss", "value_loss_fresh",
-    "explained_variance", "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction",
-    "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
-    "policy_loss", "epochs_run", "early_stopped", "clip_fraction_mb", "grad_norm",
-)
-"""Per-member metrics computed on the device, in the order of the [P, columns] tensor."""
-_INT_COLUMNS = ("episodes", "epochs_run", "early_stopped")
-_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 _STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_var", "obs_count",
-          "ret_var", "ret_mean", "ret_count", "disc_return", "it", "lr")
+          "ret_var", "ret_mean", "ret_count", "disc_return", "it")
 """Tensors that carry the run from one iteration to the next (updated in place)."""
-
-
-def init_policies(spec: EnvSpec, cfg: PPOConfig, seeds: list[int]) -> list[ActorCritic]:
-    """Each member's initial network exactly as the ordinary trainer builds it for its seed."""
-    from trustrl.seeding import seed_everything
-
-    out = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small QRs: threads only add overhead (20 ms vs 2 ms a network)
-    try:
-        for s in seeds:
-            seed_everything(s)
-            out.append(ActorCritic(spec.obs_dim, spec.action, cfg.hidden_sizes, cfg.activation,
-                                   False, cfg.log_std_init))
-    finally:
-        torch.set_num_threads(threads)
-    return out
 
 
 def gae_numpy(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,
@@ -122,7 +84,7 @@ def _numpy_actor(net: PopActorCritic) -> Callable[[np.ndarray], np.ndarray]:
 
 def _numpy_normalize(o: np.ndarray, mean: np.ndarray, var: np.ndarray, clip: float
                      ) -> np.ndarray:
-    """`PopulationPPO.normalize` in NumPy (the same operations): raw observations [P, n, d]
+    """`BatchedCollector.normalize` in NumPy (the same operations): raw observations [P, n, d]
     -> float32 network inputs. np.minimum/maximum rather than np.clip, whose Python wrapper
     costs more than the arithmetic at these sizes."""
     z = (o.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-8)
@@ -141,44 +103,21 @@ def _chan(mean: Tensor, var: Tensor, count: Tensor, x: Tensor) -> tuple[Tensor, 
     return new_mean, m2 / total, total
 
 
-def _quantiles(x: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
-    """Per-row quantiles of x [P, B] with linear interpolation (torch.quantile's default),
-    written with sort and gather: torch.quantile checks its arguments on the host."""
-    s = x.sort(dim=1).values
-    n = x.shape[1]
-    out = []
-    for q in qs:
-        pos = q * (n - 1)
-        lo, hi = math.floor(pos), math.ceil(pos)
-        out.append(s[:, lo] + (s[:, hi] - s[:, lo]) * (pos - lo))
-    return out
+class BatchedCollector:
+    """The envs, normalisers and episode trackers of P members, and the rollout with `net`.
 
-
-class PopulationPPO:
-    """P PPO learners with their envs, stepping together. `iterate()` runs one iteration.
-
-    compile: torch.compile the per-step rollout function and the minibatch loss (CPU or CUDA).
-    graph: on CUDA, capture a whole iteration as one CUDA graph after two eager warm-up
-    iterations, and replay it (the same kernels as the eager path, so the same numbers).
+    compile: torch.compile the per-step rollout function (CPU or CUDA).
     numpy_rollout: run the rollout's per-step work in NumPy (CPU only; default: on a CPU
-    unless compiling), the same arithmetic with a third of the per-operation overhead.
-    autograd: take the minibatch gradient from autograd instead of the closed form
-    (`_minibatch_grad`); the two agree to float rounding, the closed form is faster.
+    unless compiling).
     """
 
-    def __init__(self, cfg: PPOConfig, seeds: list[int], clip: bool = True,
-                 compile: bool = False, graph: bool = False, autograd: bool = False,
-                 numpy_rollout: bool | None = None):
-        self.cfg, self.seeds, self.clip = cfg, list(seeds), clip
+    def __init__(self, cfg: Any, net: PopActorCritic, seeds: list[int],
+                 compile: bool = False, numpy_rollout: bool | None = None):
+        self.cfg, self.seeds, self.net = cfg, list(seeds), net
         self.spec = check_env(cfg.env_id)
-        dev = self.device = torch.device(cfg.device)
-        if graph and dev.type != "cuda":
-            raise ValueError("CUDA graphs need a CUDA device")
+        dev = self.device = net.flat.device
         P, N, T = len(seeds), cfg.num_envs, cfg.num_steps
         self.P, self.N, self.T, self.D = P, N, T, self.spec.obs_dim
-        self.net = PopActorCritic.from_policies(init_policies(self.spec, cfg, seeds), dev)
-        # Box actions go to the env clipped to the bounds (the stored action and its log-prob
-        # are of the unclipped sample), as on the Gymnasium path
         act = self.spec.action
         self._act_bounds: tuple[Tensor, Tensor] | None = None
         self._act_bounds_np: tuple[np.ndarray, np.ndarray] | None = None
@@ -188,13 +127,11 @@ class PopulationPPO:
             self._act_bounds = (lo, hi)
             if dev.type == "cpu":
                 self._act_bounds_np = (lo.numpy(), hi.numpy())
-        self.opt = PopAdam(self.net.flat, cfg.adam_eps)
-        base = rng.derive(torch.tensor(self.seeds, dtype=torch.int64, device=dev))
+        base = rng.seed_keys(self.seeds, dev)
         n_idx = torch.arange(N, device=dev)
-        self.action_keys = rng.derive(base[:, None], _ACTION, n_idx[None, :])  # [P, N]
-        self.shuffle_keys = rng.derive(base, _SHUFFLE)  # [P]
-        self.eval_base = rng.derive(base, _EVAL)  # [P]
-        env_keys = rng.derive(base[:, None], _ENV, n_idx[None, :]).reshape(P * N)
+        self.action_keys = rng.derive(base[:, None], rng.ACTION, n_idx[None, :])  # [P, N]
+        self.eval_base = rng.derive(base, rng.EVAL)  # [P]
+        env_keys = rng.derive(base[:, None], rng.ENV, n_idx[None, :]).reshape(P * N)
         self.env: TorchVecEnv = make_torch_env(cfg.env_id, P * N, device=dev)
         self.resets = rng.ResetSampler(cfg.env_id, env_keys)
         f64 = dict(dtype=torch.float64, device=dev)
@@ -211,49 +148,23 @@ class PopulationPPO:
         self.disc_return = torch.zeros(P, N, **f64)
         self.ep_ret = torch.zeros(P, N, **f64)
         self.ep_len = torch.zeros(P, N, dtype=torch.int64, device=dev)
-        self.it = torch.zeros((), dtype=torch.int64, device=dev)  # iterations done
-        self.lr = torch.tensor(self.learning_rate(0.0), dtype=torch.float32, device=dev)
+        self.it = torch.zeros((), dtype=torch.int64, device=dev)  # rollouts collected
         if cfg.normalize_obs:
             self.obs_mean, self.obs_var, self.obs_count = _chan(
                 self.obs_mean, self.obs_var, self.obs_count, self.obs)
-        self.iteration = 0  # the host's copy of `it`
         self._step_fn: Callable[..., Any] = self._policy_env_step
-        self.autograd = autograd
         if numpy_rollout is None:  # the default: NumPy wherever it can run
             numpy_rollout = dev.type == "cpu" and not compile and cfg.env_id in NUMPY_SUPPORTED
         if numpy_rollout and (dev.type != "cpu" or cfg.env_id not in NUMPY_SUPPORTED):
             raise ValueError("the NumPy rollout needs a CPU device and a classic-control env")
         self._np_env = (make_numpy_dynamics(cfg.env_id, np.float32) if numpy_rollout
                         else None)
-        self._loss_fn: Callable[..., Any] = self._minibatch_loss
-        self._grad_fn: Callable[..., Any] = self._minibatch_grad
         if compile:
             self._step_fn = torch.compile(self._policy_env_step, dynamic=False)
-            self._loss_fn = torch.compile(self._minibatch_loss, dynamic=False)
-            self._grad_fn = torch.compile(self._minibatch_grad, dynamic=False)
-        self.graph = graph
-        self._graph: Any = None
-        self._graph_out: tuple[Tensor, ...] | None = None
-        self._warmup = 0
-
-    columns: tuple[str, ...] = ROW_COLUMNS
-    """The per-member metrics of an iteration, in the order of the [P, columns] tensor."""
-    int_columns: tuple[str, ...] = _INT_COLUMNS
-    mb_stat: str = "clip_fraction_mb"
-    """The name of the loss's own minibatch statistic (the fourth value it returns)."""
-    loss_needs_old: bool = False
-    """Whether the minibatch loss also takes pi_old's actor output at the minibatch's states
-    and pi_old's parameters (a KL penalty does; autograd backend only)."""
-
-    def learning_rate(self, progress: float) -> float:
-        """The optimizer's learning rate with `progress` of training done (annealed or not)."""
-        cfg = self.cfg
-        return cfg.lr * (1.0 - progress) if cfg.anneal_lr else cfg.lr
 
     @property
-    def global_step(self) -> int:
-        """Env steps taken by each member."""
-        return self.iteration * self.T * self.N
+    def numpy_rollout(self) -> bool:
+        return self._np_env is not None
 
     # --- pieces -----------------------------------------------------------------------------------
     def normalize(self, obs: Tensor, mean: Tensor, var: Tensor) -> Tensor:
@@ -317,96 +228,6 @@ class PopulationPPO:
         return (a, logp, rew, term, trunc, fin_ret, fin_len, final_x, x_next, next_obs,
                 env_state, elapsed, ep_ret, ep_len, obs_mean, obs_var, obs_count,
                 ret_mean, ret_var, ret_count, disc_return)
-
-    def _minibatch_loss(self, flat: Tensor, o: Tensor, a: Tensor, lpo: Tensor, adv: Tensor,
-                        ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
-        """Per-member PPO loss on one minibatch [P, mb]: (loss, policy loss, value loss,
-        clip fraction), each [P]."""
-        return self._ppo_terms(flat, o, a, lpo, adv, ret, v_old)[:4]
-
-    def _ppo_terms(self, flat: Tensor, o: Tensor, a: Tensor, lpo: Tensor, adv: Tensor,
-                   ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
-        """`_minibatch_loss`'s four values and the actor's output [P, mb, n_out] they came
-        from (a loss that adds a term of pi reuses it)."""
-        cfg, net, eps = self.cfg, self.net, self.cfg.clip_eps
-        params = net.views(flat)
-        out = net.actor(o, params)
-        logp, ent = net.log_prob_entropy(out, a, params)
-        v = net.critic(o, params)
-        if cfg.norm_adv and adv.shape[1] > 1:
-            adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
-        ratio = torch.exp(logp - lpo)
-        if self.clip:
-            pl = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean(1)
-        else:
-            pl = -(ratio * adv).mean(1)
-        if cfg.clip_value_loss:
-            v_clip = v_old + (v - v_old).clamp(-eps, eps)
-            vl = 0.5 * torch.max((v - ret).pow(2), (v_clip - ret).pow(2)).mean(1)
-        else:
-            vl = 0.5 * (v - ret).pow(2).mean(1)
-        loss = pl + cfg.vf_coef * vl - cfg.ent_coef * ent.mean(1)
-        clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
-        return loss, pl, vl, clipped, out
-
-    def _minibatch_grad(self, params: dict[str, Tensor], o: Tensor, a: Tensor, lpo: Tensor,
-                        adv: Tensor, ret: Tensor, v_old: Tensor) -> tuple[Tensor, ...]:
-        """`_minibatch_loss` and its gradient in closed form: (grad [P, D], policy loss, value
-        loss, clip fraction). The loss's derivatives w.r.t. the network outputs are written
-        out, with autograd's conventions at the kinks (torch.min/max give half the gradient to
-        each side of a tie; clamp passes it at the bounds), then pushed through the MLPs by
-        `PopActorCritic.mlp_backward`. Equal to autograd's gradient to float rounding
-        (tests/test_fast.py); on a CPU it costs a fraction of a recorded graph's replay."""
-        cfg, net, eps = self.cfg, self.net, self.cfg.clip_eps
-        M = o.shape[1]
-        out, acts_pi = net.mlp_forward("actor", o, params)
-        v1, acts_v = net.mlp_forward("critic", o, params)
-        v = v1.squeeze(-1)
-        if cfg.norm_adv and M > 1:
-            adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
-        parts = net.log_prob_parts(out, a, params)
-        ratio = torch.exp(parts["logp"] - lpo)
-        surr = ratio * adv
-        if self.clip:
-            clipped_surr = ratio.clamp(1 - eps, 1 + eps) * adv
-            pl = -torch.min(surr, clipped_surr).mean(1)
-            # d min(r A, clamp(r) A) / dr = A where the unclipped term is taken (or the ratio
-            # is inside the band, where the two are equal and clamp passes the gradient)
-            live = ((ratio >= 1 - eps) & (ratio <= 1 + eps)) | (surr < clipped_surr)
-            g_logp = torch.where(live, surr, 0.0) * (-1.0 / M)
-        else:
-            pl = -surr.mean(1)
-            g_logp = surr * (-1.0 / M)
-        if cfg.clip_value_loss:
-            d = v - v_old
-            v_clip = v_old + d.clamp(-eps, eps)
-            e1, e2 = v - ret, v_clip - ret
-            s1, s2 = e1.pow(2), e2.pow(2)
-            vl = 0.5 * torch.max(s1, s2).mean(1)
-            tie = (s1 == s2).to(v.dtype) * 0.5
-            inside = (d >= -eps) & (d <= eps)
-            g_v = (e1 * ((s1 > s2).to(v.dtype) + tie)
-                   + e2 * torch.where(inside, (s2 > s1).to(v.dtype) + tie, 0.0))
-            g_v = g_v * (cfg.vf_coef / M)
-        else:
-            e1 = v - ret
-            vl = 0.5 * e1.pow(2).mean(1)
-            g_v = e1 * (cfg.vf_coef / M)
-        g_out, g_ls = net.log_prob_backward(parts, a, g_logp)
-        extra: list[Tensor] = []
-        if net.discrete:
-            if cfg.ent_coef != 0.0:  # d(-c mean H)/d logits = (c / M) p (log p + H)
-                prob, logp_all = parts["prob"], parts["logp_all"]
-                ent = -(prob * logp_all).sum(-1)
-                g_out = g_out + (cfg.ent_coef / M) * prob * (logp_all + ent.unsqueeze(-1))
-        else:  # the Gaussian's entropy is sum(log_std) + const: d(-c mean H)/d log_std = -c
-            assert g_ls is not None
-            extra = [g_ls - cfg.ent_coef]
-        grads = (net.mlp_backward("actor", acts_pi, g_out, params)
-                 + net.mlp_backward("critic", acts_v, g_v.unsqueeze(-1), params) + extra)
-        grad = torch.cat(grads, dim=1)
-        clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
-        return grad, pl, vl, clipped
 
     # --- the rollout in NumPy (CPU) ---------------------------------------------------------------
     def _numpy_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
@@ -524,39 +345,6 @@ class PopulationPPO:
             obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x))
         return recs + (torch.from_numpy(np.ascontiguousarray(x)),)
 
-    # --- one iteration ----------------------------------------------------------------------------
-    def iterate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One PPO iteration for every member. Returns (metrics [P, columns], and the episodes
-        that ended: done mask, returns and lengths [T, P, N]), all on the device."""
-        cfg = self.cfg
-        progress = self.iteration / cfg.num_iterations
-        self.lr.fill_(self.learning_rate(progress))
-        if not self.graph:
-            out = self._iteration_body()
-        else:
-            out = self._graph_iteration()
-        self.iteration += 1
-        return out
-
-    def _graph_iteration(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        if self._graph is None and self._warmup < 2:
-            # warm-up on a side stream, as CUDA graph capture requires
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                out = self._iteration_body()
-            torch.cuda.current_stream().wait_stream(s)
-            self._warmup += 1
-            return out
-        if self._graph is None:
-            self._graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self._graph):
-                self._graph_out = self._iteration_body()
-            # capture records the kernels without running them: replay once for real
-        self._graph.replay()
-        assert self._graph_out is not None
-        return self._graph_out  # type: ignore[return-value]
-
     def collect(self) -> dict[str, Tensor]:
         """The batched collector: T steps of every member's N envs with pi_old. Returns the
         records [T, P, N, ...]: obs (network inputs), actions (unclipped samples), logp,
@@ -618,132 +406,6 @@ class PopulationPPO:
                 "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
                 "next_values": next_v}
 
-    def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        cfg = self.cfg
-        P, N, T = self.P, self.N, self.T
-        r = self.collect()
-        term_b, trunc_b, fin_ret, fin_len = (r["terminated"], r["truncated"], r["fin_ret"],
-                                             r["fin_len"])
-        with torch.no_grad():
-            gae_fn = gae_numpy if self._np_env is not None else gae
-            adv, ret = gae_fn(r["rewards"], r["values"], r["next_values"], term_b, trunc_b,
-                              cfg.gamma, cfg.gae_lambda)
-
-        def bflat(x: Tensor) -> Tensor:  # [T, P, N, ...] -> [P, T*N, ...]
-            return x.transpose(0, 1).reshape(P, T * N, *x.shape[3:])
-
-        batch = {"obs": bflat(r["obs"]), "actions": bflat(r["actions"]),
-                 "logp_old": bflat(r["logp"]), "values_old": bflat(r["values"]),
-                 "advantages": bflat(adv), "returns": bflat(ret)}
-        m = self._update(batch)
-        with torch.no_grad():
-            done = term_b | trunc_b
-            n_ep = done.sum((0, 2))
-            ret_sum = torch.where(done, fin_ret, torch.zeros_like(fin_ret)).sum((0, 2))
-            len_sum = torch.where(done, fin_len, torch.zeros_like(fin_len)).sum((0, 2))
-            nan = torch.full_like(ret_sum, math.nan)
-            m["ep_return_mean"] = torch.where(n_ep > 0, ret_sum / n_ep.clamp(min=1), nan)
-            m["ep_length_mean"] = torch.where(n_ep > 0, len_sum.double() / n_ep.clamp(min=1),
-                                              nan)
-            m["episodes"] = n_ep
-            m["lr"] = self.lr.expand(P)
-            vo, rt = batch["values_old"].double(), batch["returns"].double()
-            var_y = rt.var(1, unbiased=False)
-            ev = 1.0 - (rt - vo).var(1, unbiased=False) / var_y
-            m["explained_variance"] = torch.where(var_y > 0, ev, nan)
-            m["value_loss_fresh"] = 0.5 * (vo - rt).pow(2).mean(1)
-            metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
-            self.it += 1
-        return metrics, done, fin_ret, fin_len
-
-    def _update(self, b: dict[str, Tensor]) -> dict[str, Tensor]:
-        cfg, net = self.cfg, self.net
-        P, B = self.P, self.T * self.N
-        mb = cfg.minibatch_size
-        n_mb = math.ceil(B / mb)
-        K = cfg.update_epochs
-        dev = self.device
-        with torch.no_grad():
-            old_out = net.actor(b["obs"])
-            flat_old = net.flat.detach().clone()
-        active = torch.ones(P, dtype=torch.bool, device=dev)
-        use_mask = cfg.target_kl is not None
-        epochs_run = torch.zeros(P, device=dev)
-        zeros = torch.zeros(P, device=dev)
-        names = ("policy_loss", "value_loss", "grad_norm", self.mb_stat)
-        last = {k: zeros.clone() for k in names}
-        obs_dim = b["obs"].shape[-1]
-        diag: dict[str, Tensor] | None = None
-        # views of the parameters, made once: Adam updates `flat` in place, so they stay current
-        params = net.views(net.flat.detach())
-        for epoch in range(K):
-            perm = torch.argsort(rng.bits(self.shuffle_keys, self.it * K + epoch, B), dim=1,
-                                 stable=True)
-            acc = {k: zeros.clone() for k in names}
-            for i in range(n_mb):
-                idx = perm[:, i * mb:(i + 1) * mb]
-                o = b["obs"].gather(1, idx[..., None].expand(-1, -1, obs_dim))
-                if net.discrete:
-                    a = b["actions"].gather(1, idx)
-                else:
-                    a = b["actions"].gather(1, idx[..., None].expand(-1, -1, net.n_out))
-                mb_args = (o, a, b["logp_old"].gather(1, idx), b["advantages"].gather(1, idx),
-                           b["returns"].gather(1, idx), b["values_old"].gather(1, idx))
-                if self.autograd:
-                    extra: tuple[Tensor, ...] = ()
-                    if self.loss_needs_old:
-                        extra = (old_out.gather(1, idx[..., None].expand(
-                            -1, -1, old_out.shape[-1])), flat_old)
-                    loss, pl, vl, clipped = self._loss_fn(net.flat, *mb_args, *extra)
-                    (g,) = torch.autograd.grad(loss.sum(), net.flat)
-                else:
-                    with torch.no_grad():
-                        g, pl, vl, clipped = self._grad_fn(params, *mb_args)
-                with torch.no_grad():
-                    norm = torch.linalg.vector_norm(g, dim=1)
-                    if cfg.max_grad_norm > 0:
-                        g = g * (cfg.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)[:, None]
-                    self.opt.step(g, self.lr, active if use_mask else None)
-                    for k, v in zip(names, (pl, vl, norm, clipped), strict=True):
-                        acc[k] += v.detach()
-            with torch.no_grad():
-                for k in names:
-                    last[k] = torch.where(active, acc[k] / n_mb, last[k])
-                epochs_run += active.float()
-                if use_mask:
-                    diag = self._diagnostics(b, old_out, flat_old)
-                    active = active & (diag["approx_kl"] <= cfg.target_kl)
-        with torch.no_grad():
-            if diag is None:  # with the mask, the last epoch's diagnostics are of the final
-                diag = self._diagnostics(b, old_out, flat_old)  # parameters of every member
-            out = dict(last)
-            out.update(diag)
-            out["epochs_run"] = epochs_run
-            out["early_stopped"] = (epochs_run < K).float()
-        return out
-
-    @torch.no_grad()
-    def _diagnostics(self, b: dict[str, Tensor], old_out: Tensor, flat_old: Tensor
-                     ) -> dict[str, Tensor]:
-        """Full-batch diagnostics of the current policy against pi_old, per member [P]."""
-        net, eps = self.net, self.cfg.clip_eps
-        out = net.actor(b["obs"])
-        logp, ent = net.log_prob_entropy(out, b["actions"])
-        log_ratio = logp - b["logp_old"]
-        ratio = log_ratio.exp()
-        d = {
-            "approx_kl": (torch.expm1(log_ratio) - log_ratio).mean(1),
-            "approx_kl_k1": (-log_ratio).mean(1),
-            "kl_exact": net.kl_from(old_out, out, flat_old).mean(1),
-            "clip_fraction": ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1),
-            "entropy": ent.mean(1),
-            "ratio_min": ratio.min(1).values,
-            "ratio_max": ratio.max(1).values,
-        }
-        for p, row in zip(_QUANTILES, _quantiles(ratio.double(), _QUANTILES), strict=True):
-            d[f"ratio_q{int(round(p * 100)):02d}"] = row
-        return d
-
     # --- greedy evaluation on the torch envs ------------------------------------------------------
     @torch.no_grad()
     def evaluate(self, episodes: int) -> Tensor:
@@ -796,39 +458,23 @@ class PopulationPPO:
             if not running.any():
                 break
 
-    def policy(self, member: int) -> ActorCritic:
-        return self.net.to_policy(member)
-
     # --- state for checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k).detach().cpu().clone() for k in _STATE}
-        out.update(flat=self.net.flat.detach().cpu().clone(), adam=self.opt.state_dict(),
-                   resets_counter=self.resets.counter.cpu().clone(), iteration=self.iteration,
-                   seeds=list(self.seeds))
+        out.update(resets_counter=self.resets.counter.cpu().clone(), seeds=list(self.seeds))
         return out
 
     def load_state_dict(self, s: dict[str, Any]) -> None:
         if list(s["seeds"]) != self.seeds:
             raise ValueError("checkpoint seeds differ from the run's")
         with torch.no_grad():
-            self.net.flat.copy_(s["flat"])
             for k in _STATE:
                 getattr(self, k).copy_(s[k])
             self.resets.counter.copy_(s["resets_counter"])
-        self.opt.load_state_dict(s["adam"])
-        self.iteration = int(s["iteration"])
 
 
-def ppo_view(cfg: Any, **overrides: Any) -> PPOConfig:
-    """The PPOConfig that makes PopulationPPO perform another algorithm's update: the fields
-    the two configs share, then `overrides` (e.g. pg: K = 1, one minibatch)."""
-    shared = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(PPOConfig)
-              if hasattr(cfg, f.name)}
-    return PPOConfig(**{**shared, **overrides})
-
-
-def metrics_rows(metrics: Tensor, columns: tuple[str, ...] = ROW_COLUMNS,
-                 int_columns: tuple[str, ...] = _INT_COLUMNS) -> list[dict[str, Any]]:
+def metrics_rows(metrics: Tensor, columns: tuple[str, ...], int_columns: tuple[str, ...]
+                 ) -> list[dict[str, Any]]:
     """[P, columns] -> one dict per member (ints for the counters, None for NaN)."""
     rows = []
     for vals in metrics.cpu().tolist():

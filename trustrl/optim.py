@@ -57,3 +57,32 @@ class PopAdam:
         self.m.copy_(state["m"].to(dev))
         self.v.copy_(state["v"].to(dev))
         self.t.copy_(state["t"].to(dev))
+
+
+class ModuleOptimizer:
+    """A torch optimizer over one module's parameters, behind PopAdam's `step(grad, lr,
+    active)` for a population of one (P = 1): the gradient row goes into the parameters'
+    .grad, the optimizer steps (with its own learning rate), and the network's flat row is
+    refreshed from the module. For code that owns its optimizer (the PPO lab's ppo_update)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, module: torch.nn.Module, flat: Tensor):
+        self.optimizer, self.module, self.flat = optimizer, module, flat
+
+    @torch.no_grad()
+    def step(self, grad: Tensor, lr: float | Tensor | None = None,
+             active: Tensor | None = None) -> None:
+        if active is not None and not bool(active[0]):
+            return
+        off = 0
+        for p in self.module.parameters():
+            k = p.numel()
+            p.grad = grad[0, off:off + k].view_as(p).to(p.dtype).clone()
+            off += k
+        self.optimizer.step()
+        self.flat[0].copy_(torch.cat([p.detach().reshape(-1) for p in self.module.parameters()]))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)

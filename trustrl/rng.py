@@ -19,6 +19,9 @@ import math
 import torch
 from torch import Tensor
 
+ACTION, ENV, SHUFFLE, EVAL = 1, 2, 3, 4
+"""Key purposes: each stream of a member's random numbers has its own."""
+
 _M32 = 0xFFFFFFFF
 _GOLDEN = 0x9E3779B9
 
@@ -132,3 +135,13 @@ class ResetSampler:
         states = env.sample_states()  # type: ignore[attr-defined]
         self.counter += steps * self.calls
         return states.view(steps, self.rows, -1)
+
+
+def seed_keys(seeds: list[int], device: str | torch.device = "cpu") -> Tensor:
+    """One base key per seed [P]; `derive(base, purpose)` gives a stream's keys."""
+    return derive(torch.tensor(list(seeds), dtype=torch.int64, device=device))
+
+
+def shuffle_keys(seeds: list[int], device: str | torch.device = "cpu") -> Tensor:
+    """The keys [P] of the algorithms' minibatch shuffles (trustrl.algos.common)."""
+    return derive(seed_keys(seeds, device), SHUFFLE)
