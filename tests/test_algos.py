@@ -108,9 +108,8 @@ def test_trpo_leaves_critic_to_regression_and_actor_to_the_natural_step(backend)
     actor1 = parameters_to_vector(list(policy.actor_parameters())).detach()
     assert not torch.equal(critic0, critic1) and m["value_loss"] > 0
     assert (actor1 - actor0).abs().max() < 1e-3
-    mask = algo.net.actor_mask
-    assert torch.equal(algo.opt.m[:, mask], torch.zeros_like(algo.opt.m[:, mask]))
-    assert bool((algo.opt.m[:, ~mask] != 0).any())
+    mask = algo.net.actor_mask  # the critic's Adam holds the critic's columns alone
+    assert algo.opt.m.shape[1] == int((~mask).sum()) and bool((algo.opt.m != 0).any())
 
 
 def test_pg_equals_ppo_with_one_epoch_and_one_minibatch():

@@ -32,15 +32,23 @@ from trustrl.popnet import PopActorCritic, PopNet
 
 @dataclass
 class Heads:
-    """The networks' outputs on a minibatch [P, M, ...] and the parameters they came from."""
+    """The networks' outputs on a minibatch [P, M, ...] and the parameters they came from.
+    The entropy is computed when a loss first reads it (from `parts` on the closed form)."""
 
     net: PopNet
     params: dict[str, Tensor]
     out: Tensor  # the actor's output: logits or Gaussian means
     logp: Tensor  # log pi(a|s) of the minibatch's actions
-    entropy: Tensor
+    _entropy: Tensor | None
     value: Tensor  # V(s)
     parts: dict[str, Tensor] | None = None  # log_prob_parts (closed form only)
+
+    @property
+    def entropy(self) -> Tensor:
+        if self._entropy is None:
+            assert self.parts is not None
+            self._entropy = self.net.entropy_from_parts(self.parts)
+        return self._entropy
 
 
 @dataclass
@@ -136,7 +144,7 @@ class ClosedForm:
     def _value_and_grad(net: PopActorCritic, params: dict[str, Tensor],
                         mb: dict[str, Tensor], loss_fn: LossFn, policy: bool
                         ) -> tuple[Tensor, LossTerms]:
-        o, a = mb["obs"], mb["actions"]
+        o = mb["obs"]
         v1, acts_v = net.mlp_forward("critic", o, params)
         value = v1.squeeze(-1)
         if not policy:
@@ -149,10 +157,10 @@ class ClosedForm:
             if not net.discrete:
                 pieces.append(g.new_zeros(g.shape[0], net.n_out))
             return torch.cat(pieces, dim=1), t
+        a = mb["actions"]
         out, acts_pi = net.mlp_forward("actor", o, params)
         parts = net.log_prob_parts(out, a, params)
-        ent = net.entropy_from_parts(parts)
-        t = loss_fn(Heads(net, params, out, parts["logp"], ent, value, parts), mb, True)
+        t = loss_fn(Heads(net, params, out, parts["logp"], None, value, parts), mb, True)
         zero = torch.zeros_like(parts["logp"])
         g_out, g_ls = net.log_prob_backward(parts, a, zero if t.d_logp is None else t.d_logp)
         for extra in (

@@ -40,12 +40,11 @@ def surrogate_objective_grad(ratio: Tensor, advantages: Tensor) -> Tensor:
 
 def clipped_surrogate_objective_grad(ratio: Tensor, advantages: Tensor, clip_eps: float
                                      ) -> Tensor:
-    """d L_clip / d rho per sample: A where the unclipped term is the one taken or the ratio is
-    inside the band (where clamp passes the gradient, and a tie of min gives half to each of
-    two equal slopes), 0 where the clip is active. The chapter's four cases in one mask."""
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    live = ((ratio >= 1.0 - clip_eps) & (ratio <= 1.0 + clip_eps)) | (unclipped < clipped)
+    """d L_clip / d rho per sample, the chapter's four cases: A > 0 gives slope A until the
+    ratio passes 1 + eps, then 0; A < 0 gives slope A until it falls below 1 - eps, then 0.
+    On the band's edges the slope is A, as autograd's (a tie of min gives half to each of
+    two terms whose slopes are both A there, since clamp passes the gradient at its bounds)."""
+    live = torch.where(advantages > 0, ratio <= 1.0 + clip_eps, ratio >= 1.0 - clip_eps)
     return torch.where(live, advantages, torch.zeros_like(advantages))
 
 

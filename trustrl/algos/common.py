@@ -124,23 +124,34 @@ def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
     return t
 
 
+def critic_columns(net: PopNet) -> slice:
+    """The columns of the flat parameters V depends on and pi does not, when they are one
+    contiguous block (the MLP network's layout); else every column (the actor's then get
+    zero gradients from a critic loss)."""
+    cols = torch.nonzero(~net.actor_mask).flatten()  # type: ignore[attr-defined]
+    if len(cols) and int(cols[-1] - cols[0]) + 1 == len(cols):
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return slice(None)
+
+
 def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Tensor],
                keys: Tensor, counter: Tensor | int, epochs: int, minibatch_size: int,
-               lr: Tensor | float) -> Tensor:
+               lr: Tensor | float, columns: slice = slice(None)) -> Tensor:
     """Regress V on the targets R = A + V_old: `epochs` passes of shuffled minibatches of
-    1/2 (V - R)^2 with the critic's optimizer (the actor's columns get zero gradient).
+    1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters' `columns`.
     Returns each member's mean loss over the last epoch [P]."""
     P, B = batch["returns"].shape
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
+    data = {"obs": batch["obs"], "returns": batch["returns"]}
     last = torch.zeros(P, device=net.flat.device)
     for epoch in range(epochs):
         acc = torch.zeros(P, device=net.flat.device)
         n_mb = 0
         for idx in shuffled_minibatches(keys, counter * epochs + epoch, B, minibatch_size):
-            g, t = backend.value_and_grad(net, params, take(batch, idx), critic_loss,
+            g, t = backend.value_and_grad(net, params, take(data, idx), critic_loss,
                                           policy=False)
             with torch.no_grad():
-                opt.step(g, lr)
+                opt.step(g[:, columns], lr)
                 acc += t.loss
             n_mb += 1
         last = acc / n_mb

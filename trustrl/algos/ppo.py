@@ -82,7 +82,9 @@ class PPO(Algorithm):
         pl = -obj.mean(1)
         v_old, v_eps = (mb["values_old"], eps) if self.clip_value_loss else (None, None)
         vl = value_error(h.value, mb["returns"], v_old, v_eps).mean(1)
-        loss = pl + cfg.vf_coef * vl - cfg.ent_coef * h.entropy.mean(1)
+        loss = pl + cfg.vf_coef * vl
+        if cfg.ent_coef != 0.0:
+            loss = loss - cfg.ent_coef * h.entropy.mean(1)
         clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
         t = LossTerms(loss, {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped})
         if want:  # d rho / d logp = rho

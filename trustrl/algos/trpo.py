@@ -29,11 +29,13 @@ from torch import Tensor
 from trustrl.algos.common import (
     DIAGNOSTIC_COLUMNS,
     Algorithm,
+    critic_columns,
     diagnostics,
     fit_critic,
     normalize_advantages,
 )
 from trustrl.backends import Backend
+from trustrl.optim import PopAdam
 from trustrl.popnet import PopNet
 from trustrl.trust.cg import conjugate_gradient
 from trustrl.trust.line_search import population_line_search
@@ -47,7 +49,10 @@ class TRPO(Algorithm):
 
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor,
                  line_search: bool = True):
-        super().__init__(net, cfg, backend, keys)  # the critic's Adam (actor grads are 0)
+        super().__init__(net, cfg, backend, keys)
+        # the critic's own Adam, over the critic's columns of the flat parameters
+        self.critic_cols = critic_columns(net)
+        self.opt = PopAdam(net.flat.detach()[:, self.critic_cols], cfg.adam_eps)
         self.line_search = line_search
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
@@ -113,6 +118,7 @@ class TRPO(Algorithm):
                      surrogate_improvement=torch.where(ok, L_new - L_old, 0.0))
         # 6. the critic: vf_epochs of shuffled minibatches of 1/2 (V - R)^2, its own Adam
         m["value_loss"] = fit_critic(net, self.opt, backend, batch, self.keys, counter,
-                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr)
+                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr,
+                                     self.critic_cols)
         m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps))
         return m
