@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train a population of seeds in one process, e.g. 0-255 or 1,2,5 "
                    "(batched torch envs: implies --vector torch)")
     t.add_argument("--vector", help="auto (default: torch where it runs, i.e. the five "
-                   "classic-control envs with ppo, ppo-noclip, trpo, npg; else sync), sync, "
-                   "async, or torch (batched envs, the whole iteration on --device)")
+                   "classic-control envs, every algorithm; else sync), sync, async, or torch "
+                   "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--config", help="TOML or JSON file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",

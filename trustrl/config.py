@@ -44,8 +44,6 @@ MAX_TORCH_THREADS = 1024
 MAX_CONFIG_BYTES = 1_000_000
 
 
-BATCHED_ALGOS = ("ppo", "ppo-noclip", "ppo-penalty", "trpo", "npg", "pg")
-"""The algorithms the batched collector ('torch') runs."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +286,7 @@ class RunConfig:
         """Whether the batched collector ('torch') runs this config."""
         from trustrl.envs.torch_classic import SUPPORTED
 
-        return (self.env_id in SUPPORTED and self.algo in BATCHED_ALGOS
+        return (self.env_id in SUPPORTED and self.algo in CONFIGS
                 and not self.shared_trunk and self.ortho_init)
 
     def resolve_vector(self) -> None:
@@ -317,9 +315,6 @@ class RunConfig:
             if self.env_id not in SUPPORTED:
                 raise ConfigError(f"vector 'torch' has no version of {self.env_id}; "
                                   f"available: {', '.join(SUPPORTED)}")
-            if self.algo not in BATCHED_ALGOS:
-                raise ConfigError(f"vector 'torch' runs {', '.join(BATCHED_ALGOS)}, not "
-                                  f"{self.algo}; use vector 'sync'")
             if self.shared_trunk:
                 raise ConfigError("vector 'torch' needs separate actor and critic "
                                   "(shared_trunk false)")

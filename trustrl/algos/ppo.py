@@ -68,6 +68,18 @@ class PPO(Algorithm):
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
 
     # --- the minibatch loss, written once for both backends ----------------------------------
+    def surrogate(self, ratio: Tensor, adv: Tensor) -> Tensor:
+        """The per-sample objective to maximise: L_clip, or rho A for the ablation."""
+        if self.clip:
+            return clipped_surrogate_objective(ratio, adv, self.cfg.clip_eps)
+        return surrogate_objective(ratio, adv)  # nothing stops the ratio from running away
+
+    def surrogate_grad(self, ratio: Tensor, adv: Tensor) -> Tensor:
+        """d surrogate / d rho per sample (for the closed form)."""
+        if self.clip:
+            return clipped_surrogate_objective_grad(ratio, adv, self.cfg.clip_eps)
+        return surrogate_objective_grad(ratio, adv)
+
     def loss(self, h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
         """-L_clip + c1 L_V - c2 H per member; with `want`, its derivatives in the heads."""
         cfg, eps = self.cfg, self.cfg.clip_eps
@@ -75,11 +87,7 @@ class PPO(Algorithm):
         adv = normalize_advantages(mb["advantages"]) if cfg.norm_adv else mb["advantages"]
         # logp_old is the stored one: never recompute it during the epochs
         ratio = torch.exp(h.logp - mb["logp_old"])
-        if self.clip:
-            obj = clipped_surrogate_objective(ratio, adv, eps)
-        else:  # the ablation: nothing stops the ratio from running away
-            obj = surrogate_objective(ratio, adv)
-        pl = -obj.mean(1)
+        pl = -self.surrogate(ratio, adv).mean(1)
         v_old, v_eps = (mb["values_old"], eps) if self.clip_value_loss else (None, None)
         vl = value_error(h.value, mb["returns"], v_old, v_eps).mean(1)
         loss = pl + cfg.vf_coef * vl
@@ -88,9 +96,7 @@ class PPO(Algorithm):
         clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
         t = LossTerms(loss, {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped})
         if want:  # d rho / d logp = rho
-            d_obj = (clipped_surrogate_objective_grad(ratio, adv, eps) if self.clip
-                     else surrogate_objective_grad(ratio, adv))
-            t.d_logp = ratio * d_obj * (-1.0 / M)
+            t.d_logp = ratio * self.surrogate_grad(ratio, adv) * (-1.0 / M)
             t.d_value = value_error_grad(h.value, mb["returns"], v_old, v_eps) * (
                 cfg.vf_coef / M)
             if cfg.ent_coef != 0.0:
