@@ -4,6 +4,7 @@ and every algorithm end to end with exact resume."""
 from __future__ import annotations
 
 import copy
+import math
 import csv
 from pathlib import Path
 
@@ -187,3 +188,26 @@ def test_every_algorithm_trains_logs_and_resumes_exactly(tmp_path, algo):
     (run,) = (tmp_path / "cut").iterdir()
     trustrl.resume(run)
     assert rows(run / "metrics.csv") == r0
+
+
+def test_dual_clip_stops_the_pull_of_far_ratios_with_negative_advantages():
+    """Every sample has A < 0 and a ratio of 5 (logp_old 5x below pi's): PPO-clip still pulls
+    (L_clip = rho A there, slope A), dual-clip PPO with c = 3 does not move the actor at all;
+    with c = 6 (above the ratios) it is PPO-clip again."""
+    policy, batch = cartpole_batch()
+    with torch.no_grad():
+        batch.logp_old = policy.dist(batch.obs).log_prob(batch.actions) - math.log(5.0)
+    batch.advantages = -torch.rand(len(batch)) - 0.5
+    moved = {}
+    for algo, c in (("ppo", None), ("ppo-dualclip", 3.0), ("ppo-dualclip", 6.0)):
+        sets = {"update_epochs": 1, "minibatch_size": len(batch), "norm_adv": False}
+        if c is not None:
+            sets["dual_clip"] = c
+        cfg = make_config(algo, "CartPole-v1", sets=sets)
+        pol = copy.deepcopy(policy)
+        before = parameters_to_vector(list(pol.actor_parameters())).detach().clone()
+        run_update(algo, cfg, pol, batch)
+        after = parameters_to_vector(list(pol.actor_parameters())).detach()
+        moved[(algo, c)] = float((after - before).abs().max())
+    assert moved[("ppo-dualclip", 3.0)] == 0.0
+    assert moved[("ppo", None)] > 1e-4 and moved[("ppo-dualclip", 6.0)] == moved[("ppo", None)]

@@ -5,6 +5,7 @@ separate runs, NumPy = torch rollouts, run folders, resume, CLI."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import subprocess
@@ -26,7 +27,7 @@ from trustrl.policies import ActionSpec, ActorCritic
 from trustrl.rollout import Batch
 from trustrl.train import Trainer, parse_seeds, resume, train
 
-from batched_shim import Pop
+from batched_shim import Pop, with_algo
 from reference_algos import TRPO as RefTRPO
 from reference_algos import old_distribution, ppo_update
 
@@ -173,7 +174,7 @@ def test_engine_update_equals_core_ppo_update(discrete):
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-@pytest.mark.parametrize("algo", ["ppo", "ppo-noclip", "ppo-penalty", "pg"])
+@pytest.mark.parametrize("algo", ["ppo", "ppo-noclip", "ppo-penalty", "pg", "ppo-dualclip"])
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 def test_closed_form_gradient_equals_autograd(env_id, algo, activation):
     """The closed-form backend (each loss term's derivative in the heads, pushed through the
@@ -188,6 +189,8 @@ def test_closed_form_gradient_equals_autograd(env_id, algo, activation):
     for vclip in (True, False):
         cfg = small_cfg(env_id, clip_value_loss=vclip, activation=activation, ent_coef=0.01,
                         hidden_sizes="16,8", log_std_init=-0.3)
+        if algo == "ppo-dualclip":  # a floor low enough that some ratios reach it
+            cfg = dataclasses.replace(with_algo(cfg, algo), dual_clip=1.25)
         eng = Pop(cfg, [1, 2, 3], algo=algo)
         net, P, M = eng.net, 3, 48
         g = torch.Generator().manual_seed(0)
@@ -208,6 +211,8 @@ def test_closed_form_gradient_equals_autograd(env_id, algo, activation):
         ratio = torch.exp(net.log_prob(net.actor(obs), acts) - lpo)
         assert ((ratio > 1.2).any() and (ratio < 0.8).any()
                 and ((ratio - 1).abs() < 0.2).any())  # all three regions
+        if algo == "ppo-dualclip":  # the floor is taken somewhere, for A < 0
+            assert bool(((ratio > 1.25) & (mb["advantages"] < 0)).any())
         alg = make_algorithm(eng.cfg, net, Autograd(), rng.shuffle_keys([1, 2, 3]))
         if algo == "ppo-penalty":  # members with different betas
             alg.beta.copy_(torch.tensor([0.5, 1.0, 3.0], dtype=torch.float64))

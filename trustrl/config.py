@@ -386,6 +386,23 @@ class PPONoClipConfig(PPOConfig):
 
 
 @dataclass
+class PPODualClipConfig(PPOConfig):
+    """Dual-clip PPO (Ye et al., 2020): PPO-clip whose objective is floored at c*A where A < 0,
+    so a sample whose ratio ran far above 1 + eps stops pulling (algos/ppo_dualclip.py)."""
+
+    dual_clip: float = 3.0
+    """c: the floor c*A of the objective where A < 0 (the paper: 3); must exceed 1 + clip_eps."""
+
+    algo = "ppo-dualclip"
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.dual_clip > 1.0 + self.clip_eps:
+            raise ConfigError(f"dual_clip must exceed 1 + clip_eps = {1.0 + self.clip_eps:g}, "
+                              f"got {self.dual_clip:g}")
+
+
+@dataclass
 class PGConfig(RunConfig):
     """Vanilla actor-critic policy gradient: one gradient step per batch (PPO with K = 1 and
     one minibatch, where every ratio is 1 and the clip never acts)."""
@@ -491,7 +508,7 @@ class NPGConfig(TRPOConfig):
 
 CONFIGS: dict[str, type] = {
     c.algo: c for c in (PPOConfig, PPOPenaltyConfig, TRPOConfig, NPGConfig, PPONoClipConfig,
-                        PGConfig)
+                        PGConfig, PPODualClipConfig)
 }
 
 _CARTPOLE_ROLLOUT = dict(total_steps=100_000, num_envs=4, num_steps=128, gamma=0.99,
@@ -501,7 +518,8 @@ _PENDULUM_ROLLOUT = dict(total_steps=122_880, num_envs=4, num_steps=512, gamma=0
 
 # Presets per (algo, env). CartPole PPO: the chapter's lab settings (T = 512 = 4 envs x 128
 # steps, K = 10, minibatch 64, lr 1e-3 annealed to 0, gamma 0.99, lambda 0.95, eps 0.2,
-# c1 0.5, c2 0). The ablations (ppo-noclip, pg) keep PPO's settings so that one thing changes.
+# c1 0.5, c2 0). The ablations and variants (ppo-noclip, ppo-dualclip, pg) keep PPO's
+# settings so that one thing changes.
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "CartPole-v1"): dict(_CARTPOLE_ROLLOUT, update_epochs=10, minibatch_size=64,
                                  lr=1e-3, anneal_lr=True, clip_eps=0.2, vf_coef=0.5,
@@ -512,6 +530,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 for _env in ("CartPole-v1", "Pendulum-v1"):
     PRESETS[("ppo-noclip", _env)] = dict(PRESETS[("ppo", _env)])
+    PRESETS[("ppo-dualclip", _env)] = dict(PRESETS[("ppo", _env)])
     PRESETS[("pg", _env)] = {k: v for k, v in PRESETS[("ppo", _env)].items()
                              if k not in ("update_epochs", "minibatch_size")}
 PRESETS[("ppo-penalty", "CartPole-v1")] = dict(

@@ -19,11 +19,12 @@ def algorithm_class(algo: str) -> type[Algorithm]:
     from trustrl.algos.npg import NPG
     from trustrl.algos.pg import PG
     from trustrl.algos.ppo import PPO
+    from trustrl.algos.ppo_dualclip import PPODualClip
     from trustrl.algos.ppo_penalty import PPOPenalty
     from trustrl.algos.trpo import TRPO
 
     return {"ppo": PPO, "ppo-noclip": PPO, "ppo-penalty": PPOPenalty, "trpo": TRPO,
-            "npg": NPG, "pg": PG}[algo]
+            "npg": NPG, "pg": PG, "ppo-dualclip": PPODualClip}[algo]
 
 
 def make_algorithm(cfg: Any, net: PopNet, backend: Backend, keys: Tensor) -> Algorithm:
