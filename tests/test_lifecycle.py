@@ -147,22 +147,26 @@ def test_cli_run_that_fails_is_one_line_naming_the_kept_folder(tmp_path, cli_env
     assert _status(run)["status"] == "failed"
 
 
+@pytest.mark.parametrize("algo", ["ppo", "trpo"])
 @pytest.mark.parametrize("vector", ["torch", "sync"])
-def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vector):
+def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vector, algo):
     """grad_backend 'autograd' and 'closed-form' (the default for the MLPs) are two backends
-    of one update, on either collector: the same metrics to float rounding."""
+    of one update, on either collector: the same metrics to float rounding (TRPO: its policy
+    gradient, Fisher products and critic regression on each backend)."""
     rows = {}
     for backend in ("closed-form", "autograd"):
-        res = trustrl.train(tiny(tmp_path / backend, vector=vector, grad_backend=backend))
+        res = trustrl.train(tiny(tmp_path / backend, algo, vector=vector, grad_backend=backend))
         rows[backend] = _rows(res.run_dir / "metrics.csv")
+    keys = (("policy_loss", "value_loss", "approx_kl", "entropy", "grad_norm") if algo == "ppo"
+            else ("value_loss", "approx_kl", "xFx", "step_size", "grad_norm", "kl_exact"))
     for a, b in zip(rows["closed-form"], rows["autograd"], strict=True):
-        for k in ("policy_loss", "value_loss", "approx_kl", "entropy", "grad_norm"):
+        for k in keys:
             assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-3, abs=1e-6), k
     from trustrl.learners import make_learner
 
     for backend, expected in (("closed-form", "closed-form"), ("autograd", "autograd"),
                               ("auto", "closed-form")):
-        cfg = tiny(tmp_path / "x", vector=vector, grad_backend=backend)
+        cfg = tiny(tmp_path / "x", algo, vector=vector, grad_backend=backend)
         learner = make_learner(cfg, [1])
         assert learner.algo.backend.name == expected, backend
         learner.close()
