@@ -79,6 +79,8 @@ class Autograd:
 
     def value_and_grad(self, net: PopNet, params: dict[str, Tensor], mb: dict[str, Tensor],
                        loss_fn: LossFn, policy: bool = True) -> tuple[Tensor, LossTerms]:
+        """(gradient [P, D] of loss_fn's per-member loss, its LossTerms). With policy False
+        the loss reads V alone, and the gradient covers `net.critic_slice` only."""
         return self._vg(net, mb, loss_fn, policy)
 
     @staticmethod
@@ -95,6 +97,8 @@ class Autograd:
                 out = logp = ent = value
             t = loss_fn(Heads(net, v, out, logp, ent, value), mb, False)
             (g,) = torch.autograd.grad(t.loss.sum(), flat)
+        if not policy:
+            g = g[:, net.critic_slice]
         return g, LossTerms(t.loss.detach(), {k: x.detach() for k, x in t.stats.items()})
 
     def policy_gradient(self, net: PopNet, obs: Tensor, actions: Tensor, logp_old: Tensor,
@@ -151,12 +155,7 @@ class ClosedForm:
             t = loss_fn(Heads(net, params, value, value, value, value), mb, True)
             assert t.d_value is not None
             crit = net.mlp_backward("critic", acts_v, t.d_value.unsqueeze(-1), params)
-            g = torch.cat(crit, dim=1)
-            n_actor = net.size - g.shape[1] - (0 if net.discrete else net.n_out)
-            pieces = [g.new_zeros(g.shape[0], n_actor), g]
-            if not net.discrete:
-                pieces.append(g.new_zeros(g.shape[0], net.n_out))
-            return torch.cat(pieces, dim=1), t
+            return torch.cat(crit, dim=1), t  # the critic's block of the layout
         a = mb["actions"]
         out, acts_pi = net.mlp_forward("actor", o, params)
         parts = net.log_prob_parts(out, a, params)

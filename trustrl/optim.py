@@ -35,6 +35,9 @@ class PopAdam:
             P = param.shape[0]
             self._t32 = torch.zeros(P, dtype=torch.float32)
             self._rows = [(param[i], self.m[i], self.v[i], self._t32[i]) for i in range(P)]
+            # while every member has taken every step, one call on the whole tensor
+            self._t_all = torch.zeros((), dtype=torch.float32)
+            self._uniform = param.is_contiguous()
 
     @torch.no_grad()
     def step(self, grad: Tensor, lr: float | Tensor, active: Tensor | None = None) -> None:
@@ -60,10 +63,21 @@ class PopAdam:
                 else [i for i, a in enumerate(active.tolist()) if a])
         if not keep:
             return
+        b1, b2 = self.betas
+        if self._uniform and len(keep) == len(self._rows):
+            self._t_all += 1.0
+            torch._fused_adam_(  # type: ignore[attr-defined]
+                [self.param], [grad], [self.m], [self.v], [], [self._t_all], lr=float(lr),
+                beta1=b1, beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
+                maximize=False)
+            self.t += 1
+            return
+        if self._uniform:  # from now on, each member counts its own steps
+            self._uniform = False
+            self._t32.fill_(float(self._t_all))
         rows = [self._rows[i] for i in keep]
         steps = [r[3] for r in rows]
         torch._foreach_add_(steps, 1.0)
-        b1, b2 = self.betas
         torch._fused_adam_(  # type: ignore[attr-defined]
             [r[0] for r in rows], [grad[i] for i in keep], [r[1] for r in rows],
             [r[2] for r in rows], [], steps, lr=float(lr), beta1=b1, beta2=b2,
@@ -95,6 +109,8 @@ class PopAdam:
         self.t.copy_(state["t"].to(dev))
         if self.fused:
             self._t32.copy_(self.t.float())
+            self._uniform = bool((self.t == self.t[0]).all()) and self.param.is_contiguous()
+            self._t_all.fill_(float(self.t[0]))
 
 
 class ModuleOptimizer:

@@ -14,6 +14,7 @@ ActorCritic modules and `to_policy(p)` gives one back. Layers are batched matrix
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,6 +69,16 @@ class PopNet:
 
     def log_std(self, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         raise NotImplementedError
+
+    @functools.cached_property
+    def critic_slice(self) -> slice:
+        """The columns of the flat parameters V depends on and pi does not, when they are one
+        contiguous block (the MLP network's layout); else every column (a critic loss then
+        gives the actor's columns zero gradient)."""
+        cols = torch.nonzero(~self.actor_mask).flatten()  # type: ignore[attr-defined]
+        if len(cols) and int(cols[-1] - cols[0]) + 1 == len(cols):
+            return slice(int(cols[0]), int(cols[-1]) + 1)
+        return slice(None)
 
     def log_prob(self, out: Tensor, actions: Tensor,
                  flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:

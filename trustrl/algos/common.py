@@ -124,21 +124,12 @@ def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
     return t
 
 
-def critic_columns(net: PopNet) -> slice:
-    """The columns of the flat parameters V depends on and pi does not, when they are one
-    contiguous block (the MLP network's layout); else every column (the actor's then get
-    zero gradients from a critic loss)."""
-    cols = torch.nonzero(~net.actor_mask).flatten()  # type: ignore[attr-defined]
-    if len(cols) and int(cols[-1] - cols[0]) + 1 == len(cols):
-        return slice(int(cols[0]), int(cols[-1]) + 1)
-    return slice(None)
-
-
 def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Tensor],
                keys: Tensor, counter: Tensor | int, epochs: int, minibatch_size: int,
-               lr: Tensor | float, columns: slice = slice(None)) -> Tensor:
+               lr: Tensor | float) -> Tensor:
     """Regress V on the targets R = A + V_old: `epochs` passes of shuffled minibatches of
-    1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters' `columns`.
+    1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters'
+    `net.critic_slice` (the backends' gradient of a critic-only loss covers just those).
     Returns each member's mean loss over the last epoch [P]."""
     P, B = batch["returns"].shape
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
@@ -151,7 +142,7 @@ def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Ten
             g, t = backend.value_and_grad(net, params, take(data, idx), critic_loss,
                                           policy=False)
             with torch.no_grad():
-                opt.step(g[:, columns], lr)
+                opt.step(g, lr)
                 acc += t.loss
             n_mb += 1
         last = acc / n_mb

@@ -29,7 +29,6 @@ from torch import Tensor
 from trustrl.algos.common import (
     DIAGNOSTIC_COLUMNS,
     Algorithm,
-    critic_columns,
     diagnostics,
     fit_critic,
     normalize_advantages,
@@ -51,8 +50,7 @@ class TRPO(Algorithm):
                  line_search: bool = True):
         super().__init__(net, cfg, backend, keys)
         # the critic's own Adam, over the critic's columns of the flat parameters
-        self.critic_cols = critic_columns(net)
-        self.opt = PopAdam(net.flat.detach()[:, self.critic_cols], cfg.adam_eps)
+        self.opt = PopAdam(net.flat.detach()[:, net.critic_slice], cfg.adam_eps)
         self.line_search = line_search
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
@@ -118,7 +116,6 @@ class TRPO(Algorithm):
                      surrogate_improvement=torch.where(ok, L_new - L_old, 0.0))
         # 6. the critic: vf_epochs of shuffled minibatches of 1/2 (V - R)^2, its own Adam
         m["value_loss"] = fit_critic(net, self.opt, backend, batch, self.keys, counter,
-                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr,
-                                     self.critic_cols)
+                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr)
         m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps))
         return m
