@@ -1,8 +1,8 @@
 """trustrl against CleanRL and Stable-Baselines3 on CPU: same PPO setting, back to back.
 
-    python benchmarks/peers_cpu.py --cleanrl /work/bench/cleanrl \\
-        --cleanrl-python /work/bench/cleanrl-venv/bin/python \\
-        --sb3-python /work/bench/sb3-venv/bin/python [--repeats 3] [--settings cartpole pendulum]
+    python benchmarks/peers_cpu.py --cleanrl $PEERS/cleanrl \\
+        --cleanrl-python $PEERS/cleanrl-venv/bin/python \\
+        --sb3-python $PEERS/sb3-venv/bin/python [--repeats 3] [--settings cartpole pendulum]
         [--trustrl-args "--set vector=sync"] [--json out.json] [--curves curves.png]
 
 Settings (CleanRL's own defaults, the step budget rounded down to whole iterations for all):

@@ -1,7 +1,7 @@
 """Time to solve CartPole-v1: wall seconds from process launch to the first greedy evaluation
 (10 deterministic episodes) with mean return 500, trustrl against Stable-Baselines3.
 
-    python benchmarks/time_to_solve.py --sb3-python /work/bench/sb3-venv/bin/python
+    python benchmarks/time_to_solve.py --sb3-python $PEERS/sb3-venv/bin/python
         [--seeds 1 2 3 4 5] [--eval-steps 5120] [--tools sb3 trustrl]
         [--trustrl-args "--set stop_return=500"]
 

@@ -268,7 +268,7 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
             by_env.setdefault(t.env_id, {}).setdefault(t.variant, []).append(data)
     n_done = sum(len(v) for e in by_env.values() for v in e.values())
     lines = [f"# Sweep report: {folder.name}", "",
-             f"Sweep folder `{folder.path}`: {len(folder.trials)} trials, {n_done} finished, "
+             f"Sweep folder `{folder.path.name}`: {len(folder.trials)} trials, {n_done} finished, "
              f"{len(failed)} failed, "
              + (f"{len(invalid)} invalid (left out, see below), " if invalid else "")
              + f"{len(pending)} not run yet.", "",
