@@ -37,11 +37,16 @@ def tiny(tmp_path: Path, algo: str = "ppo", env: str = "CartPole-v1", **sets):
     return make_config(algo, env, flags=base)
 
 
-def test_sigterm_stops_the_run_resumably_and_names_the_folder(tmp_path, cli_env):
+@pytest.mark.parametrize("ckpt", ["checkpoint_every=1", "checkpoint_secs=1e9"],
+                         ids=["every-iteration", "by-time"])
+def test_sigterm_stops_the_run_resumably_and_names_the_folder(tmp_path, cli_env, ckpt):
+    """SIGTERM stops after the current iteration with a checkpoint of it: with checkpoints by
+    time (none due for 1e9 s) the stop's own checkpoint holds every row written, so resume
+    drops nothing and the run ends with iterations 1..60 exactly once."""
     cmd = [sys.executable, "-m", "trustrl", "train", "--env", "helper_envs:SlowCartPole-v0",
            "--total-steps", str(60 * 128), "--runs-dir", str(tmp_path), "--quiet",
            "--set", "num_envs=2", "--set", "num_steps=64", "--set", "eval_every=0",
-           "--set", "checkpoint_every=1", "--set", "tensorboard=false"]
+           "--set", ckpt, "--set", "tensorboard=false"]
     p = subprocess.Popen(cmd, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     deadline = time.time() + 120
@@ -60,6 +65,10 @@ def test_sigterm_stops_the_run_resumably_and_names_the_folder(tmp_path, cli_env)
     assert f"--resume {run}" in err and len(err.strip().splitlines()) == 1, err
     st = _status(run)
     assert st["status"] == "stopped" and "SIGTERM" in st["message"], st
+    from trustrl.safeio import load_safe
+
+    written = len(_rows(run / "metrics.csv"))
+    assert load_safe(run / "checkpoints" / "latest.pt")["iteration"] == written >= 2
     done = subprocess.run([sys.executable, "-m", "trustrl", "train", "--resume", str(run),
                            "--quiet"], env=cli_env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -170,3 +179,20 @@ def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vect
         learner = make_learner(cfg, [1])
         assert learner.algo.backend.name == expected, backend
         learner.close()
+
+
+def test_a_second_signal_stops_at_once():
+    """The first SIGTERM / Ctrl-C asks for a stop at the end of the iteration; a second one
+    raises at once (Terminated for SIGTERM, KeyboardInterrupt for Ctrl-C)."""
+    from trustrl.train import Terminated, _Stop
+
+    for sig, exc in ((signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)):
+        stop = _Stop()
+        stop.handler(sig, None)
+        assert stop.signal == sig
+        with pytest.raises(exc):
+            stop.handler(sig, None)
+        with pytest.raises(exc):
+            stop.raise_if_asked()
+    stop = _Stop()
+    stop.raise_if_asked()  # nothing asked: nothing raised

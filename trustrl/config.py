@@ -97,6 +97,7 @@ RANGES: dict[str, Range] = {
     "stop_return": Range(-1e30, 1e30),
     "eval_every": Range(0, 10**9), "eval_episodes": Range(1, MAX_EVAL_EPISODES),
     "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": Range(1, 10**9),
+    "checkpoint_secs": Range(0, 1e9),
     "torch_threads": Range(1, MAX_TORCH_THREADS),
     # SGD methods
     "lr": Range(0, 1, lo_open=True), "adam_eps": Range(0, 1, lo_open=True),
@@ -231,8 +232,12 @@ class RunConfig:
     """Evaluation episodes of an env with no time limit of its own (no max_episode_steps in
     its spec, e.g. CliffWalking-v1) are cut after this many steps, so that a policy that never
     reaches a terminal state cannot hang the run; envs with a time limit keep theirs."""
-    checkpoint_every: int = 1
-    """Write the resumable checkpoint every this many iterations (atomically)."""
+    checkpoint_every: int | None = None
+    """Write the resumable checkpoint every this many iterations; None (the default): when
+    checkpoint_secs have passed since the last one. Always at the end and at a stop."""
+    checkpoint_secs: float = 10.0
+    """With checkpoint_every None: the most seconds of training a crash can lose (a stop by
+    Ctrl-C, SIGTERM or a callback writes its checkpoint first and loses nothing)."""
     runs_dir: str = "runs"
     """Folder that holds run folders <env>__<algo>__<seed>__<time>."""
     device: str = "cpu"

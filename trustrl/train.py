@@ -63,6 +63,25 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM during training: handled like Ctrl-C (status "stopped", resumable)."""
 
 
+class _Stop:
+    """A stop asked by SIGTERM or Ctrl-C, taken at the end of the current iteration (after a
+    checkpoint, so nothing is lost); a second signal stops at once (from the last checkpoint)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self.signal is not None:  # the second one: now
+            raise Terminated() if signum == getattr(signal, "SIGTERM", None) \
+                else KeyboardInterrupt()
+        self.signal = signum
+
+    def raise_if_asked(self) -> None:
+        if self.signal is not None:
+            raise Terminated() if self.signal == getattr(signal, "SIGTERM", None) \
+                else KeyboardInterrupt()
+
+
 def solved(cfg: RunConfig, eval_mean: float | None) -> bool:
     """True when cfg.stop_return is set and a greedy evaluation reached it."""
     return cfg.stop_return is not None and eval_mean is not None and eval_mean >= cfg.stop_return
@@ -108,6 +127,8 @@ class Trainer:
             m.metric_columns = METRIC_COLUMNS + list(learner.extra_columns)
         self.elapsed = 0.0
         self.metrics: list[dict[str, Any]] = []
+        self._last_checkpoint = time.monotonic()
+        self._checkpointed = learner.iteration  # the iteration of the checkpoint on disk
 
     @property
     def population(self) -> bool:
@@ -119,7 +140,15 @@ class Trainer:
         return [self.root, *self.members] if self.population else [self.root]
 
     # --- checkpoint --------------------------------------------------------------------------
+    def _checkpoint_due(self, it: int) -> bool:
+        cfg = self.cfg
+        if cfg.checkpoint_every is not None:
+            return it % cfg.checkpoint_every == 0
+        return time.monotonic() - self._last_checkpoint >= cfg.checkpoint_secs
+
     def checkpoint(self) -> None:
+        self._last_checkpoint = time.monotonic()
+        self._checkpointed = self.learner.iteration
         lr = self.learner
         self.root.save_checkpoint({
             **lr.state_dict(), "format": CHECKPOINT_FORMAT, "learner": lr.kind,
@@ -176,7 +205,7 @@ class Trainer:
                 row["eval_return_std"] = float(evals[p].std())
             m.log_metrics(row)
             m.log_episodes(eps)
-        if it % cfg.checkpoint_every == 0 or last:
+        if self._checkpoint_due(it) or last:
             self.checkpoint()
             self.root.set_status("running", it)
         if not self.population:
@@ -201,8 +230,10 @@ class Trainer:
 
         if cfg.tensorboard and not self.population:
             self.root.open_tensorboard(purge_step=lr.global_step or None)
-        previous = _on_sigterm()
+        stop = _Stop()
+        previous = _on_signals(stop)
         stopped = False
+        self._last_checkpoint = time.monotonic()
         try:
             if initial_eval:
                 self.evaluate_initial()
@@ -213,9 +244,11 @@ class Trainer:
                     stopped = callback is not None and callback(row) is False
                     reached = (cfg.stop_return is not None and evals is not None
                                and float(evals.mean(1).min()) >= cfg.stop_return)
-                    if stopped or reached:
-                        if lr.iteration % cfg.checkpoint_every:  # not written by iterate()
+                    asked = stop.signal is not None
+                    if stopped or reached or asked:
+                        if self._checkpointed != lr.iteration:  # not written by iterate()
                             self.checkpoint()
+                        stop.raise_if_asked()
                         break
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
@@ -233,7 +266,7 @@ class Trainer:
                 r.set_status(status, lr.iteration, msg)
             raise
         finally:
-            _restore_sigterm(previous)
+            _restore_signals(previous)
             self.root.close()
             lr.close()
         if stopped:
@@ -277,25 +310,27 @@ class Trainer:
                            [m.path for m in self.members])
 
 
-def _on_sigterm() -> Any:
-    """SIGTERM raises Terminated in the main thread (a stop like Ctrl-C); returns the previous
-    handler (None where signals cannot be set: another thread, another platform)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-            signal, "SIGTERM"):
+def _on_signals(stop: _Stop) -> Any:
+    """SIGTERM and Ctrl-C (SIGINT) ask `stop` to stop the run after the current iteration
+    (a second one stops at once); returns the previous handlers (None where signals cannot be
+    set: another thread, another platform)."""
+    if threading.current_thread() is not threading.main_thread():
         return None
+    previous = {}
+    for name in ("SIGTERM", "SIGINT"):
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            previous[sig] = signal.signal(sig, stop.handler)
+        except (ValueError, OSError):
+            pass
+    return previous
 
-    def handler(signum: int, frame: Any) -> None:
-        raise Terminated()
 
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except (ValueError, OSError):
-        return None
-
-
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+def _restore_signals(previous: Any) -> None:
+    for sig, handler in (previous or {}).items():
+        signal.signal(sig, handler)
 
 
 def _create_folders(cfg: RunConfig, seeds: list[int]) -> tuple[RunDir, list[RunDir]]:
