@@ -196,3 +196,16 @@ def test_a_second_signal_stops_at_once():
             stop.raise_if_asked()
     stop = _Stop()
     stop.raise_if_asked()  # nothing asked: nothing raised
+
+
+def test_torch_threads_auto_one_below_eight_seeds_else_the_cores(tmp_path):
+    import os
+
+    from trustrl.learners import torch_threads
+
+    cfg = tiny(tmp_path)
+    assert cfg.torch_threads is None
+    cores = len(os.sched_getaffinity(0))
+    assert [torch_threads(cfg, p) for p in (1, 7, 8, 16)] == [1, 1, cores, cores]
+    assert torch_threads(tiny(tmp_path, torch_threads=3), 16) == 3
+    assert torch_threads(tiny(tmp_path, torch_threads=2), 1) == 2

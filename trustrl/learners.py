@@ -19,6 +19,7 @@ are the same whatever the collector.
 from __future__ import annotations
 
 import math
+import os
 import pickle
 from typing import Any, Protocol
 
@@ -77,6 +78,18 @@ class Learner(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+def torch_threads(cfg: Any, members: int) -> int:
+    """cfg.torch_threads, or when None: 1 below 8 members, else the available cores."""
+    if cfg.torch_threads is not None:
+        return int(cfg.torch_threads)
+    if members < 8:
+        return 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def make_learner(cfg: RunConfig, seeds: list[int]) -> Learner:
@@ -140,7 +153,7 @@ class GymLearner:
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
         self.seeds = [cfg.seed]
-        torch.set_num_threads(cfg.torch_threads)
+        torch.set_num_threads(torch_threads(cfg, 1))
         seed_everything(cfg.seed)
         self.spec = check_env(cfg.env_id)
         policy = ActorCritic(
@@ -266,7 +279,7 @@ class BatchedLearner:
 
     def __init__(self, cfg: RunConfig, seeds: list[int], numpy_rollout: bool | None = None):
         self.cfg, self.seeds = cfg, list(seeds)
-        torch.set_num_threads(cfg.torch_threads)
+        torch.set_num_threads(torch_threads(cfg, len(self.seeds)))
         dev = torch.device(cfg.device)
         self.graph = cfg.jit == "cuda-graph"
         if self.graph and dev.type != "cuda":
