@@ -71,12 +71,24 @@ class EvalRaisesCartPole(CartPoleEnv):
         return super().reset(seed=seed, options=options)
 
 
+class LockedCartPole(CartPoleEnv):
+    """CartPole holding a threading.Lock: a sub-env that cannot be pickled (as one holding a
+    socket, or a local function, would be)."""
+
+    def __init__(self, **kw):
+        import threading
+
+        super().__init__(**kw)
+        self.lock = threading.Lock()
+
+
 for _id, _entry, _kw in (
     ("SlowCartPole-v0", SlowCartPole, {"max_episode_steps": 500}),
     ("EvalRaisesCartPole-v0", EvalRaisesCartPole, {"max_episode_steps": 500}),
     ("NaNCartPole-v0", NaNCartPole, {"max_episode_steps": 500}),
     ("MultiDiscreteToy-v0", MultiDiscreteEnv, {"max_episode_steps": 10}),
     ("ConstantReward-v0", ConstantRewardEnv, {"max_episode_steps": 50}),
+    ("LockedCartPole-v0", LockedCartPole, {"max_episode_steps": 500}),
 ):
     if _id not in gym.registry:
         gym.register(_id, entry_point=_entry, **_kw)

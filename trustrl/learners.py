@@ -56,6 +56,9 @@ class Learner(Protocol):
     spec: EnvSpec
     extra_columns: tuple[str, ...]  # the algorithm's metrics.csv columns
     evaluator: str | None  # how evaluate() plays (None: Gymnasium, the ordinary evaluator)
+    # after load_state_dict: why the envs restarted their episodes instead of resuming them
+    # mid-episode, for the run to say so (None: resumed exactly, or nothing to say)
+    restart_note: str | None
 
     @property
     def iteration(self) -> int: ...
@@ -149,9 +152,11 @@ class GymLearner:
 
     kind = "gym"
     evaluator = None
+    restart_note = None
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
+        self._unpicklable: str | None = None  # why the sync sub-envs cannot be pickled
         self.seeds = [cfg.seed]
         torch.set_num_threads(torch_threads(cfg, 1))
         seed_everything(cfg.seed)
@@ -224,9 +229,24 @@ class GymLearner:
     def agent(self, member: int = 0) -> Agent:
         return self._agent.frozen()
 
+    def _pickled_envs(self) -> bytes | None:
+        """The mid-episode sync sub-envs pickled (for an exact resume), or None: async envs, or
+        sub-envs that cannot be pickled (a lock, a socket, a local function...). A failure is
+        remembered (self._unpicklable, its one-line reason) and not tried again."""
+        if self.cfg.vector != "sync" or self._unpicklable is not None:
+            return None
+        try:
+            return pickle.dumps(self.envs.envs)
+        except Exception as e:  # PicklingError, TypeError, AttributeError, ValueError, ...
+            msg = (str(e).splitlines() or [""])[0].strip()
+            reason = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+            self._unpicklable = reason if len(reason) <= 200 else reason[:197] + "..."
+            return None
+
     def state_dict(self) -> dict[str, Any]:
         st = self.collector.state
         scaler = self.collector.reward_scaler
+        envs = self._pickled_envs()
         return {
             "iteration": self._iteration,
             "global_step": st.global_step,
@@ -236,8 +256,10 @@ class GymLearner:
             "reward_scaler": None if scaler is None else scaler.state_dict(),
             "collector": {"next_obs": st.next_obs, "ep_return": st.ep_return,
                           "ep_length": st.ep_length},
-            # mid-episode sub-envs: the one pickle of a checkpoint (signed by RunDir)
-            "envs": pickle.dumps(self.envs.envs) if self.cfg.vector == "sync" else None,
+            # mid-episode sub-envs: the one pickle of a checkpoint (signed by RunDir); None for
+            # async envs and for sub-envs that cannot be pickled (then the reason why)
+            "envs": envs,
+            "envs_unpicklable": self._unpicklable,
             "rng": rng_state(),
         }
 
@@ -252,13 +274,22 @@ class GymLearner:
         if self.collector.reward_scaler is not None:
             self.collector.reward_scaler.load_state_dict(ck["reward_scaler"])
         st = self.collector.state
-        st.next_obs = ck["collector"]["next_obs"]
-        st.ep_return = ck["collector"]["ep_return"]
-        st.ep_length = ck["collector"]["ep_length"]
         st.global_step = ck["global_step"]
-        if ck["envs"] is not None:
+        if ck["envs"] is not None:  # exact: the sub-envs mid-episode and what they carry
             self.envs.envs = pickle.loads(ck["envs"])  # verified by RunDir.load_checkpoint
-        # async envs cannot be pickled: they restart from fresh episodes (not bit-exact).
+            st.next_obs = ck["collector"]["next_obs"]
+            st.ep_return = ck["collector"]["ep_return"]
+            st.ep_length = ck["collector"]["ep_length"]
+        else:
+            # async envs, or sync sub-envs that could not be pickled: they restart from fresh
+            # episodes (not bit-exact), those of the reset in __init__ (Collector.start): its
+            # observation is the one carried, the episode trackers start from zero
+            st.ep_return[:] = 0.0
+            st.ep_length[:] = 0
+            if self.collector.reward_scaler is not None:
+                self.collector.reward_scaler.returns[:] = 0.0
+        self._unpicklable = ck.get("envs_unpicklable")  # not tried again after a failure
+        self.restart_note = self._unpicklable
         self._iteration = ck["iteration"]
         set_rng_state(ck["rng"])
 
@@ -276,6 +307,7 @@ class BatchedLearner:
 
     kind = "batched"
     evaluator = BATCHED_EVALUATOR
+    restart_note = None  # the batched envs' state is tensors: always resumed exactly
 
     def __init__(self, cfg: RunConfig, seeds: list[int], numpy_rollout: bool | None = None):
         self.cfg, self.seeds = cfg, list(seeds)

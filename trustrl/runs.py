@@ -8,7 +8,8 @@
         agent.pt             the final agent (Agent.load)
         eval.json            the final greedy evaluation
         learning_curve.png   raw return, 5-iteration moving average, greedy evaluations
-        status.json          running / finished / failed, with the last iteration
+        status.json          running / finished / failed, with the last iteration (and a
+                             "note" when the run has something to say, e.g. envs restarted)
         tb/                  TensorBoard events, when tensorboard is installed
         .trustrl.lock        the writer's lock (trustrl.locks): one writer process at a time
 
@@ -68,6 +69,7 @@ class RunDir:
         self.metric_columns = list(METRIC_COLUMNS)
         self._tb: Any = None
         self._lock: FolderLock | None = None
+        self.note: str | None = None  # kept in every status.json written from then on
 
     def _take_lock(self) -> None:
         """Lock the folder for this process. A seed folder inside a population folder (a
@@ -126,9 +128,11 @@ class RunDir:
 
     # --- status ------------------------------------------------------------------------------
     def set_status(self, status: str, iteration: int, message: str = "") -> None:
-        atomic_write_text(self.path / "status.json", json.dumps(
-            {"status": status, "iteration": iteration, "message": message,
-             "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+        d: dict[str, Any] = {"status": status, "iteration": iteration, "message": message,
+                             "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        if self.note:
+            d["note"] = self.note
+        atomic_write_text(self.path / "status.json", json.dumps(d) + "\n")
         if status in ("finished", "failed", "stopped"):
             self.release()
 

@@ -12,7 +12,10 @@ Lifecycle. A run folder is created only after the config, the env and the networ
 with the one-line reason of any other error (resumable from the last checkpoint). A run with
 no checkpoint yet resumes from scratch. On CPU a killed-and-resumed run writes the same metrics
 as one that never stopped (the checkpoint holds everything that decides the future of the run:
-networks, optimisers, normalisers, RNG states, mid-episode envs, trackers).
+networks, optimisers, normalisers, RNG states, mid-episode envs, trackers), except where the
+envs cannot be saved mid-episode (async envs; sync sub-envs that cannot be pickled: the
+checkpoint then holds the reason, and on resume the envs restart their episodes, said once on
+stderr and kept as a note in status.json).
 """
 
 from __future__ import annotations
@@ -423,6 +426,13 @@ def resume(
         raise
     for m in members:
         m.truncate_logs(learner.iteration)
+    if learner.restart_note and learner.iteration < cfg.num_iterations:
+        # sync sub-envs that could not be pickled: said once here, kept in status.json
+        print(f"trustrl: {root.path}: the envs could not be saved mid-episode "
+              f"({learner.restart_note}); they restart their episodes", file=sys.stderr)
+        for r in trainer._status_dirs:
+            r.note = (f"resumed at iteration {learner.iteration} with fresh episodes: the envs "
+                      f"could not be saved mid-episode ({learner.restart_note})")
     for r in [root, *members] if len(members) > 1 else [root]:
         r.set_status("running", learner.iteration)
     if fresh:

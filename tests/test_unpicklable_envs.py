@@ -1,0 +1,94 @@
+"""Checkpoints never crash a run: sync sub-envs that cannot be pickled (here one holding a
+threading.Lock) leave the mid-episode envs out of the checkpoint, with the reason; a resume
+restarts their episodes, says so once on stderr and keeps a note in status.json."""
+
+from __future__ import annotations
+
+import csv
+import json
+import pickle
+
+import numpy as np
+
+import trustrl
+import trustrl.learners as learners
+from trustrl.config import make_config
+from trustrl.learners import GymLearner
+
+ENV = "helper_envs:LockedCartPole-v0"
+SAID = "the envs could not be saved mid-episode"
+
+
+def tiny(tmp_path, **sets):
+    flags = dict(total_steps=3 * 64, num_envs=2, num_steps=32, eval_every=0, eval_episodes=1,
+                 tensorboard=False, checkpoint_every=1, vector="sync", minibatch_size=32,
+                 update_epochs=2, runs_dir=str(tmp_path))
+    flags.update(sets)
+    cfg = make_config("ppo", ENV, flags=flags)
+    cfg.resolve_vector()
+    return cfg
+
+
+def _iterations(run):
+    with open(run / "metrics.csv") as f:
+        return [int(r["iteration"]) for r in csv.DictReader(f)]
+
+
+def test_a_run_on_unpicklable_envs_checkpoints_without_them_and_finishes(tmp_path, monkeypatch,
+                                                                         capsys):
+    tries = []
+    dumps = pickle.dumps
+
+    def counting(obj, *a, **k):
+        if isinstance(obj, list):  # the sub-envs
+            tries.append(1)
+        return dumps(obj, *a, **k)
+
+    monkeypatch.setattr(learners.pickle, "dumps", counting)
+    res = trustrl.train(tiny(tmp_path))
+    status = json.loads((res.run_dir / "status.json").read_text())
+    assert status["status"] == "finished" and "note" not in status
+    assert _iterations(res.run_dir) == [1, 2, 3]
+    assert len(tries) == 1  # tried at the first checkpoint only, the failure remembered
+    assert SAID not in capsys.readouterr().err  # nothing to say until a resume
+
+
+def test_stopped_and_resumed_restarts_the_episodes_says_so_once_and_notes_it(tmp_path, capsys):
+    res = trustrl.train(tiny(tmp_path, total_steps=5 * 64),
+                        callback=lambda row: row["iteration"] < 2)
+    assert json.loads((res.run_dir / "status.json").read_text())["status"] == "stopped"
+    capsys.readouterr()
+    again = trustrl.resume(res.run_dir)
+    assert again.run_dir == res.run_dir
+    assert _iterations(res.run_dir) == [1, 2, 3, 4, 5]
+    status = json.loads((res.run_dir / "status.json").read_text())
+    assert status["status"] == "finished"
+    assert "could not be saved mid-episode" in status["note"]
+    assert "cannot pickle" in status["note"] and "at iteration 2" in status["note"]
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if SAID in ln]
+    assert len(lines) == 1 and err.count(SAID) == 1, err
+    assert lines[0].startswith(f"trustrl: {res.run_dir}: ") and "restart their episodes" in lines[0]
+
+
+def test_the_carried_observation_after_such_a_resume_is_the_fresh_reset(tmp_path):
+    cfg = tiny(tmp_path)
+    a = GymLearner(cfg)
+    try:
+        a.iterate()
+        ck = a.state_dict()
+    finally:
+        a.close()
+    assert ck["envs"] is None and "cannot pickle" in ck["envs_unpicklable"]
+    b = GymLearner(cfg)
+    try:
+        fresh = np.array(b.collector.state.next_obs, copy=True)
+        b.load_state_dict(ck)
+        st = b.collector.state
+        assert not np.array_equal(ck["collector"]["next_obs"], fresh)
+        np.testing.assert_array_equal(st.next_obs, fresh)
+        assert not st.ep_return.any() and not st.ep_length.any()
+        assert st.global_step == ck["global_step"] and b.iteration == 1
+        assert b.restart_note == ck["envs_unpicklable"]
+    finally:
+        b.close()
