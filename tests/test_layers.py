@@ -21,7 +21,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     4: ("algos",),
     5: ("learners",),
     6: ("train",),
-    7: ("cli", "__main__", "", "experiments", "lab", "demo", "sweep", "rlhf"),
+    7: ("cli", "__main__", "", "apidoc", "experiments", "lab", "demo", "sweep", "rlhf"),
 }
 """Module prefixes (relative to trustrl) of each layer, bottom to top. The longest matching
 prefix decides; "" is the package itself (trustrl/__init__.py)."""

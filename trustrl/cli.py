@@ -27,7 +27,7 @@ they import only the standard library at module level (keeps `trustrl --help` fa
 def _train_help() -> str:
     from trustrl.config import CONFIGS, PRESETS, RunConfig, describe
 
-    lines = ["config keys (set with --set key=value or in a --config TOML/JSON file):",
+    lines = ["config keys (set with --set key=value or in a --config TOML/JSON/YAML file):",
              f"\n[every algorithm] {RunConfig.__doc__}", describe(RunConfig)]
     shown: dict[tuple[str, ...], str] = {}
     for algo, cls in CONFIGS.items():
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "classic-control envs, every algorithm; else sync), sync, async, or torch "
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
-    t.add_argument("--config", help="TOML or JSON file of config keys")
+    t.add_argument("--config", help="TOML, JSON or YAML file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
     t.add_argument("--runs-dir", help="where run folders go (default runs/)")

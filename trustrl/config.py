@@ -699,8 +699,26 @@ def _check_keys(cls: type, keys: Any, where: str) -> None:
             raise ConfigError(f"unknown config key {key!r} in {where}{hint}")
 
 
+def _load_yaml(text: str, p: Path) -> Any:
+    """yaml.safe_load, which builds plain data only: a !!python/... tag is refused, never run.
+    Aliases (*name) are refused too (a few lines of them expand to billions of values)."""
+    import yaml
+
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ConfigError(f"config file {p}: YAML aliases (*name) are not allowed; "
+                                  "write the values out")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"cannot parse config file {p}: "
+                          + " ".join(str(e).split())[:300]) from None
+    except RecursionError:
+        raise ConfigError(f"cannot parse config file {p}: nested too deeply") from None
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a TOML or JSON file of flat key = value pairs."""
+    """Read a TOML, JSON or YAML (.yaml, .yml) file of flat key = value pairs."""
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"config file {p} is a folder")
@@ -712,24 +730,32 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
                               "it should hold a few key = value pairs")
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"config file {p} is not UTF-8 text (TOML or JSON)") from None
+        raise ConfigError(f"config file {p} is not UTF-8 text (TOML, JSON or YAML)") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
     if "\x00" in text:
-        raise ConfigError(f"config file {p} is not a text file (TOML or JSON)")
+        raise ConfigError(f"config file {p} is not a text file (TOML, JSON or YAML)")
     try:
         if p.suffix == ".json":
             data = json.loads(text)
+        elif p.suffix.lower() in (".yaml", ".yml"):
+            data = _load_yaml(text, p)
         else:
             try:
                 import tomllib
             except ModuleNotFoundError:  # Python 3.10
                 import tomli as tomllib  # type: ignore[no-redef]
             data = tomllib.loads(text)
+    except ConfigError:
+        raise
     except Exception as e:  # noqa: BLE001 - any parse error becomes one line
         raise ConfigError(f"cannot parse config file {p}: {e}".splitlines()[0]) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold key = value pairs")
+    for key in data:
+        if not isinstance(key, str):
+            raise ConfigError(f"config file {p}: key {key!r:.40} is not a name; config keys are "
+                              "names such as lr or num_envs")
     for key, value in data.items():
         if isinstance(value, dict):
             raise ConfigError(f"config file {p}: {key!s:.40} is a table; config keys are flat "

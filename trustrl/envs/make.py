@@ -27,20 +27,70 @@ class EnvSpec:
     action: ActionSpec
 
 
+EXTRAS = {"box2d": "Box2D", "mujoco": "MuJoCo", "atari": "the Atari emulator ale-py"}
+_EXTRA_NOTE = {"box2d": " (Box2D builds with swig: pip install swig first if it fails)"}
+"""trustrl's optional extras (pyproject.toml) for Gymnasium's env families, and what they hold."""
+
+
+def _extra_for(env_id: str) -> str | None:
+    """The trustrl extra an env id needs (box2d, mujoco, atari), from its namespace or its
+    registered entry point; None for an env of no known family."""
+    if env_id.split(":")[-1].startswith("ALE/"):
+        return "atari"
+    try:
+        spec = gym.spec(env_id)
+    except Exception:  # noqa: BLE001 - an unregistered id: no family
+        return None
+    entry = spec.entry_point if isinstance(spec.entry_point, str) else ""
+    for family, extra in (("gymnasium.envs.box2d", "box2d"), ("gymnasium.envs.mujoco", "mujoco"),
+                          ("ale_py", "atari"), ("shimmy.atari", "atari")):
+        if entry.startswith(family):
+            return extra
+    return None
+
+
+def _missing_dependency(env_id: str, extra: str | None, e: BaseException) -> EnvError:
+    if extra is None:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return EnvError(f"env {env_id!r} needs a package that is not installed: {msg}")
+    return EnvError(f"env {env_id!r} needs {EXTRAS[extra]}, which is not installed: "
+                    f'pip install "trustrl[{extra}]"{_EXTRA_NOTE.get(extra, "")}')
+
+
+def _register_ale(env_id: str) -> None:
+    """Gymnasium 1.x knows the ALE/... ids only once ale_py is imported: import it (when it is
+    installed) before looking the id up, and name the extra when it is not."""
+    if not env_id.split(":")[-1].startswith("ALE/") or any(k.startswith("ALE/")
+                                                           for k in gym.registry):
+        return
+    try:
+        import ale_py
+
+        gym.register_envs(ale_py)
+    except ImportError as e:
+        raise _missing_dependency(env_id, "atari", e) from None
+
+
 def _make_one(env_id: str) -> gym.Env:
     if not isinstance(env_id, str) or not env_id.strip():
         raise EnvError(f"env id must be a non-empty string, got {env_id!r:.60}")
+    _register_ale(env_id)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return gym.make(env_id)
+    except gym.error.DependencyNotInstalled as e:
+        raise _missing_dependency(env_id, _extra_for(env_id), e) from None
     except gym.error.Error as e:
         base = env_id.split(":")[-1]
         close = difflib.get_close_matches(base, list(gym.registry.keys()), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise EnvError(f"unknown env id {env_id!r} ({msg}){hint}") from None
-    except ModuleNotFoundError as e:
+    except ImportError as e:  # ModuleNotFoundError too: an env family whose package is missing
+        extra = _extra_for(env_id)
+        if extra is not None:
+            raise _missing_dependency(env_id, extra, e) from None
         raise EnvError(f"cannot make env {env_id!r}: {e}") from None
     except Exception as e:  # an env whose constructor fails
         raise EnvError(f"cannot make env {env_id!r}: {type(e).__name__}: {e}") from None
