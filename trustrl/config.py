@@ -233,8 +233,9 @@ class RunConfig:
     its spec, e.g. CliffWalking-v1) are cut after this many steps, so that a policy that never
     reaches a terminal state cannot hang the run; envs with a time limit keep theirs."""
     checkpoint_every: int | None = None
-    """Write the resumable checkpoint every this many iterations; None (the default): when
-    checkpoint_secs have passed since the last one. Always at the end and at a stop."""
+    """Write the resumable checkpoint every this many iterations; None (the default): after
+    the first iteration, then when checkpoint_secs have passed since the last one. Always at
+    the end and at a stop."""
     checkpoint_secs: float = 10.0
     """With checkpoint_every None: the most seconds of training a crash can lose (a stop by
     Ctrl-C, SIGTERM or a callback writes its checkpoint first and loses nothing)."""

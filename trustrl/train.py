@@ -147,7 +147,10 @@ class Trainer:
         cfg = self.cfg
         if cfg.checkpoint_every is not None:
             return it % cfg.checkpoint_every == 0
-        return time.monotonic() - self._last_checkpoint >= cfg.checkpoint_secs
+        # the first iteration's always, so that a run that fails or is killed early still has
+        # one to resume from; then by time
+        return (self._checkpointed == 0
+                or time.monotonic() - self._last_checkpoint >= cfg.checkpoint_secs)
 
     def checkpoint(self) -> None:
         self._last_checkpoint = time.monotonic()
