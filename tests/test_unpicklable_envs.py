@@ -82,11 +82,15 @@ def test_the_carried_observation_after_such_a_resume_is_the_fresh_reset(tmp_path
     assert ck["envs"] is None and "cannot pickle" in ck["envs_unpicklable"]
     b = GymLearner(cfg)
     try:
-        fresh = np.array(b.collector.state.next_obs, copy=True)
+        first = np.array(b.collector.state.next_obs, copy=True)  # iteration 1's start
         b.load_state_dict(ck)
         st = b.collector.state
-        assert not np.array_equal(ck["collector"]["next_obs"], fresh)
-        np.testing.assert_array_equal(st.next_obs, fresh)
+        # the envs were reset again, with seeds of their own: their observations are the
+        # carried ones, neither the checkpoint's nor iteration 1's start states
+        fresh = np.stack([e.unwrapped.state for e in b.envs.envs]).astype(np.float32)
+        np.testing.assert_allclose(st.next_obs, fresh, rtol=1e-6)
+        assert not np.array_equal(ck["collector"]["next_obs"], st.next_obs)
+        assert not np.array_equal(first, st.next_obs)
         assert not st.ep_return.any() and not st.ep_length.any()
         assert st.global_step == ck["global_step"] and b.iteration == 1
         assert b.restart_note == ck["envs_unpicklable"]

@@ -45,6 +45,9 @@ from trustrl.seeding import rng_state, seed_everything, set_rng_state
 
 BATCHED_EVALUATOR = ("greedy, batched classic-control env (NumPy on a CPU, torch on CUDA), "
                      "start states fixed by the seed")
+RESTART_SEED_STRIDE = 10_007
+"""Envs restarted on resume (they could not be saved mid-episode) reset with seeds
+seed + RESTART_SEED_STRIDE * iteration (+ env index)."""
 SHARED_COLUMNS = ("lr", "ep_return_mean", "ep_length_mean", "episodes", "value_loss_fresh",
                   "explained_variance")
 """The learner's own metrics, before the algorithm's."""
@@ -282,8 +285,12 @@ class GymLearner:
             st.ep_length = ck["collector"]["ep_length"]
         else:
             # async envs, or sync sub-envs that could not be pickled: they restart from fresh
-            # episodes (not bit-exact), those of the reset in __init__ (Collector.start): its
+            # episodes (not bit-exact), reset with seeds of their own (the run's seed shifted
+            # by the iteration, so not iteration 1's start states again): that reset's
             # observation is the one carried, the episode trackers start from zero
+            fresh = Collector.start(self.envs, self._agent,
+                                    self.cfg.seed + RESTART_SEED_STRIDE * int(ck["iteration"]))
+            st.next_obs = fresh.next_obs
             st.ep_return[:] = 0.0
             st.ep_length[:] = 0
             if self.collector.reward_scaler is not None:
