@@ -669,8 +669,10 @@ def test_bad_cli_options_are_one_line_errors(cli_env, args, what):
 
 
 def test_cli_serves_on_localhost_and_stops_on_ctrl_c(cli_env, tmp_path):
-    p = subprocess.Popen([sys.executable, "-m", "trustrl.cli", "demo", "--port", "0",
-                          "--runs", str(tmp_path)], stdout=subprocess.PIPE,
+    # faulthandler: if the server ever hangs after Ctrl-C, SIGABRT dumps every thread's stack
+    # into the failure message (it did once in CI, 2026-12-01, and never again here)
+    p = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "trustrl.cli", "demo",
+                          "--port", "0", "--runs", str(tmp_path)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=cli_env)
     try:
         first = p.stdout.readline()
@@ -680,9 +682,15 @@ def test_cli_serves_on_localhost_and_stops_on_ctrl_c(cli_env, tmp_path):
         conn.request("GET", "/api/runs")
         body = json.loads(conn.getresponse().read())
         assert body["runs"] == [] and body["exists"]
+        conn.close()
     finally:
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            out, err = p.communicate(timeout=30)
+            pytest.fail(f"the demo server did not stop within 60 s of Ctrl-C; its stacks:\n{err}")
     assert p.returncode == 0, err
     assert "Traceback" not in err
 
