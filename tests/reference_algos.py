@@ -15,7 +15,13 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from trustrl import diagnostics as diag
 from trustrl.distributions import Categorical, DiagGaussian
-from trustrl.losses import clipped_surrogate_loss, entropy_bonus, surrogate_loss, surrogate_objective, value_loss
+from trustrl.losses import (
+    clipped_surrogate_loss,
+    entropy_bonus,
+    surrogate_loss,
+    surrogate_objective,
+    value_loss,
+)
 from trustrl.policies import ActorCritic
 from trustrl.rollout import Batch
 from trustrl.trust.cg import conjugate_gradient

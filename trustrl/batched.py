@@ -231,13 +231,13 @@ class BatchedCollector:
 
     # --- the rollout in NumPy (CPU) ---------------------------------------------------------------
     def _numpy_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
-        """The T steps of `_policy_env_step`, in NumPy on the engine's CPU tensors.
+        """The T steps of `_policy_env_step`, in NumPy on the collector's CPU tensors.
 
         A torch op on a tensor of 4 to 256 numbers costs 1-5 us of dispatch, a NumPy op 0.3-1.6
         us, and one env step is some sixty of them; so on a CPU the rollout runs here, with the
         same arithmetic in the same order (the same random numbers, drawn by torch for the whole
         rollout before it). The carried state is updated in place through NumPy views of the
-        engine's tensors. Returns the stacked records [T, P, N, ...] as tensors (sharing NumPy's
+        collector's tensors. Returns the stacked records [T, P, N, ...] as tensors (sharing NumPy's
         memory), the last observation's network input and the raw last observation."""
         cfg, net, dyn = self.cfg, self.net, self._np_env
         assert dyn is not None

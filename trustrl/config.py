@@ -28,7 +28,7 @@ MAX_SEED = 2**31 - 1
 10,000 + the episode index to the seed)."""
 MAX_TOTAL_STEPS = 10**12
 MAX_ENVS = 4096
-"""num_envs per run (per seed on the fast path)."""
+"""num_envs per run (per seed on the batched collector)."""
 MAX_BATCH = 2**22
 """num_envs * num_steps: the rollout is held in memory (about 4.2M samples)."""
 MAX_POPULATION_ENVS = 2**20
