@@ -671,9 +671,19 @@ def test_bad_cli_options_are_one_line_errors(cli_env, args, what):
 def test_cli_serves_on_localhost_and_stops_on_ctrl_c(cli_env, tmp_path):
     # faulthandler: if the server ever hangs after Ctrl-C, SIGABRT dumps every thread's stack
     # into the failure message (it did once in CI, 2026-12-01, and never again here)
+    # a child inherits an ignored or blocked SIGINT from this (pytest worker) process: twice in
+    # CI a server here never saw the Ctrl-C. Start it as a shell would, with SIGINT at its
+    # default and unblocked; what the worker had is kept for the failure message
+    parent = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    def as_a_shell_would() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
     p = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "trustrl.cli", "demo",
                           "--port", "0", "--runs", str(tmp_path)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=cli_env)
+                         stderr=subprocess.PIPE, text=True, env=cli_env,
+                         preexec_fn=as_a_shell_would)
     try:
         first = p.stdout.readline()
         assert first.startswith("trustrl demo: serving on http://127.0.0.1:")
@@ -690,7 +700,8 @@ def test_cli_serves_on_localhost_and_stops_on_ctrl_c(cli_env, tmp_path):
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGABRT)
             out, err = p.communicate(timeout=30)
-            pytest.fail(f"the demo server did not stop within 60 s of Ctrl-C; its stacks:\n{err}")
+            pytest.fail(f"the demo server did not stop within 60 s of Ctrl-C (the test process's "
+                        f"SIGINT handler and mask: {parent}); its stacks:\n{err}")
     assert p.returncode == 0, err
     assert "Traceback" not in err
 

@@ -209,3 +209,14 @@ def test_torch_threads_auto_one_below_eight_seeds_else_the_cores(tmp_path):
     assert [torch_threads(cfg, p) for p in (1, 7, 8, 16)] == [1, 1, cores, cores]
     assert torch_threads(tiny(tmp_path, torch_threads=3), 16) == 3
     assert torch_threads(tiny(tmp_path, torch_threads=2), 1) == 2
+
+
+def test_training_in_process_leaves_the_signal_handlers_as_it_found_them(tmp_path):
+    """trustrl.train takes SIGINT and SIGTERM for the run only: after it (finished, or stopped
+    by a callback) the caller's handlers and signal mask are back (a notebook's Ctrl-C works)."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    trustrl.train(tiny(tmp_path / "a"))
+    trustrl.train(tiny(tmp_path / "b"), callback=lambda row: False)
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
