@@ -4,9 +4,6 @@ the docstrings (regenerating it gives the committed file)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +12,11 @@ import gymnasium as gym
 import pytest
 
 import trustrl
-from trustrl.cli import main
 from trustrl.config import load_config_file
 from trustrl.envs.make import check_env
 from trustrl.errors import ConfigError, EnvError
+
+from test_bad_inputs import assert_one_line_error, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--total-steps", "64", "--set", "num_envs=1", "--set", "num_steps=64",
@@ -26,28 +24,10 @@ TINY = ["--total-steps", "64", "--set", "num_envs=1", "--set", "num_steps=64",
         "--set", "hidden_sizes=8", "--quiet", "--runs-dir", "runs"]
 
 
-def run_cli(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(args)
-            except SystemExit as e:  # argparse
-                rc = e.code if isinstance(e.code, int) else 2
-    finally:
-        os.chdir(old)
-    return rc, out.getvalue(), err.getvalue()
-
-
 def assert_one_line(rc: int, err: str, *fragments: str) -> str:
-    lines = err.strip().splitlines()
-    assert rc == 2, (rc, err)
-    assert len(lines) == 1 and lines[0].startswith("trustrl: error:"), err
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
-    return lines[0]
+    line = assert_one_line_error(rc, err, *fragments)
+    assert line.startswith("trustrl: error:"), err
+    return line
 
 
 # ----- a missing env dependency names the extra ----------------------------------------------

@@ -160,8 +160,8 @@ class ClosedForm:
         out, acts_pi = net.mlp_forward("actor", o, params)
         parts = net.log_prob_parts(out, a, params)
         t = loss_fn(Heads(net, params, out, parts["logp"], None, value, parts), mb, True)
-        zero = torch.zeros_like(parts["logp"])
-        g_out, g_ls = net.log_prob_backward(parts, a, zero if t.d_logp is None else t.d_logp)
+        g_out, g_ls = net.log_prob_backward(
+            parts, a, torch.zeros_like(parts["logp"]) if t.d_logp is None else t.d_logp)
         for extra in (
             net.entropy_backward(parts, t.d_entropy) if t.d_entropy is not None else None,
             net.kl_backward(mb["old_out"], out, mb["flat_old"], params, t.d_kl)
@@ -173,7 +173,7 @@ class ClosedForm:
                 g_out = g_out + extra[0]
             if extra[1] is not None:
                 g_ls = extra[1] if g_ls is None else g_ls + extra[1]
-        d_value = zero if t.d_value is None else t.d_value
+        d_value = torch.zeros_like(value) if t.d_value is None else t.d_value
         grads = (net.mlp_backward("actor", acts_pi, g_out, params)
                  + net.mlp_backward("critic", acts_v, d_value.unsqueeze(-1), params))
         if not net.discrete:
@@ -234,7 +234,3 @@ def pick(net: PopNet, choice: str = "auto", compile: bool = False) -> Backend:
     if not net.closed_form:
         raise ValueError("the closed-form gradient needs the MLP population network")
     return ClosedForm(compile)
-
-
-def describe(b: Any) -> str:
-    return getattr(b, "name", type(b).__name__)

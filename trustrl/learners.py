@@ -136,12 +136,6 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
     return make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
 
 
-def _check_core(ck: dict[str, Any]) -> None:
-    if "net" not in ck:
-        raise RunError("checkpoint written before trustrl's one algorithm core; start a new "
-                       "run (its agent.pt files still load)")
-
-
 def _rows(m: dict[str, Tensor], columns: tuple[str, ...], int_columns: tuple[str, ...]
           ) -> list[dict[str, Any]]:
     """Metrics [P] per column -> one row per member (one host transfer)."""
@@ -267,7 +261,6 @@ class GymLearner:
         }
 
     def load_state_dict(self, ck: dict[str, Any]) -> None:
-        _check_core(ck)
         with torch.no_grad():
             self.net.flat.copy_(ck["net"])
         self.net.write_policy(0, self._agent.policy)
@@ -454,7 +447,6 @@ class BatchedLearner:
                 "algorithm": self.algo.state_dict(), "collector": self.collector.state_dict()}
 
     def load_state_dict(self, ck: dict[str, Any]) -> None:
-        _check_core(ck)
         if ck.get("algo", self.cfg.algo) != self.cfg.algo:
             raise RunError(f"checkpoint written by {ck['algo']}, the run's config says "
                            f"{self.cfg.algo}")

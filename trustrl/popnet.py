@@ -67,8 +67,14 @@ class PopNet:
     def population(self) -> int:
         return self.flat.shape[0]
 
+    def views(self, flat: Tensor | None = None) -> dict[str, Tensor]:
+        raise NotImplementedError  # each network's own layout
+
     def log_std(self, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
-        raise NotImplementedError
+        raise NotImplementedError  # each network's own layout
+
+    def _params(self, flat: Tensor | dict[str, Tensor] | None) -> dict[str, Tensor]:
+        return flat if isinstance(flat, dict) else self.views(flat)
 
     @functools.cached_property
     def critic_slice(self) -> slice:
@@ -285,8 +291,6 @@ class PopActorCritic(PopNet):
                 g_h = torch.bmm(g_z, v[f"{part}.w{i}"].transpose(1, 2))
         return grads
 
-    def _params(self, flat: Tensor | dict[str, Tensor] | None) -> dict[str, Tensor]:
-        return flat if isinstance(flat, dict) else self.views(flat)
 
     def assemble_actor(self, actor: list[Tensor], log_std: Tensor | None) -> Tensor:
         """Actor pieces (mlp_backward's list, and the log-std part) -> [P, D], critic 0."""
@@ -419,8 +423,6 @@ class ModuleNet(PopNet):
             off += k
         return out
 
-    def _params(self, flat: Tensor | dict[str, Tensor] | None) -> dict[str, Tensor]:
-        return flat if isinstance(flat, dict) else self.views(flat)
 
     def _call(self, part: str, obs: Tensor, flat: Tensor | dict[str, Tensor] | None) -> Tensor:
         v = self._params(flat)

@@ -75,14 +75,16 @@ class _Stop:
 
     def handler(self, signum: int, frame: Any) -> None:
         if self.signal is not None:  # the second one: now
-            raise Terminated() if signum == getattr(signal, "SIGTERM", None) \
-                else KeyboardInterrupt()
+            raise self._exception(signum)
         self.signal = signum
 
     def raise_if_asked(self) -> None:
         if self.signal is not None:
-            raise Terminated() if self.signal == getattr(signal, "SIGTERM", None) \
-                else KeyboardInterrupt()
+            raise self._exception(self.signal)
+
+    @staticmethod
+    def _exception(signum: int) -> KeyboardInterrupt:
+        return Terminated() if signum == getattr(signal, "SIGTERM", None) else KeyboardInterrupt()
 
 
 def solved(cfg: RunConfig, eval_mean: float | None) -> bool:
@@ -163,8 +165,9 @@ class Trainer:
 
     def restore(self, ck: dict[str, Any]) -> None:
         if ck.get("format") != CHECKPOINT_FORMAT:
-            raise RunError(f"{self.root.checkpoint_path}: checkpoint format not understood by "
-                           "this trustrl version")
+            raise RunError(f"{self.root.checkpoint_path}: checkpoint format {ck.get('format')!r} "
+                           f"of another trustrl version (this one reads {CHECKPOINT_FORMAT}); "
+                           "start a new run (its agent.pt files still load)")
         if ck.get("learner") != self.learner.kind:
             raise RunError(f"{self.root.checkpoint_path} was written by the {ck.get('learner')} "
                            f"collector, the run's config says vector {self.cfg.vector!r}")

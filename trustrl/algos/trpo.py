@@ -13,9 +13,8 @@ for P members at once (an ordinary run is P = 1): vectors are rows [P, D] of the
 layout with zeros in the critic's columns (g and F v have none there), CG solves the P systems
 in step (trust/cg.py, a member frozen once its residual is small), and the line search
 (trust/line_search.py) tries each fraction for the members still searching, accepting per
-member. g and the Fisher-vector
-products come from the gradient backend (trustrl.backends): double backprop, or J^T M J written
-out. `line_search=False` is the natural policy gradient (npg.py).
+member. g and the Fisher-vector products come from the gradient backend (trustrl.backends):
+double backprop, or J^T M J written out. `line_search=False` is the natural policy gradient (npg.py).
 """
 
 from __future__ import annotations
