@@ -52,6 +52,24 @@ def test_rng_is_a_pure_function_of_key_counter_index():
     assert len(set(a.flatten().tolist())) == a.numel()
 
 
+def test_rng_numpy_hash_equals_the_int64_torch_hash():
+    """On a CPU `bits` hashes in NumPy's uint32; CUDA and torch.compile use the int64 torch
+    emulation. Both give the same numbers (and these pinned ones: the lowbias32 stream that
+    every population test and checkpoint relies on)."""
+    g = torch.Generator().manual_seed(0)
+    for shape in [(), (1,), (5,), (3, 4)]:
+        key = torch.randint(0, 2**32, shape, dtype=torch.int64, generator=g)
+        for counter in [0, 7, 2**40 + 3, torch.randint(0, 2**40, shape, generator=g),
+                        torch.tensor(5)]:
+            for n in [1, 17, 512]:
+                a, b = rng._bits_np(key, counter, n), rng._bits_torch(key, counter, n)
+                assert a.dtype == b.dtype == torch.int64 and torch.equal(a, b)
+    keys = torch.tensor([0, 1, 2**32 - 1])
+    pinned = [[3560825422, 1290447554, 1830843545], [888815938, 3333698697, 1057163543],
+              [3937318091, 3832351215, 1339043729]]
+    assert rng.bits(keys, 5, 3).tolist() == pinned == rng._bits_torch(keys, 5, 3).tolist()
+
+
 def test_rng_distributions():
     keys = rng.derive(torch.arange(64), 1)
     u = rng.uniform(keys, torch.arange(100)[:, None], 64).flatten()  # 409,600 draws
