@@ -119,7 +119,19 @@ ranges, tolerances), from starting a run."""
 CHOICES: dict[str, tuple[str, ...]] = {
     "vector": ("auto", "sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
     "activation": ("tanh", "relu"), "grad_backend": ("auto", "closed-form", "autograd"),
+    "track": ("none", "wandb", "mlflow"),
 }
+
+
+def _env_parsers() -> dict[str, Any]:
+    from trustrl.envs.factory import parse_env_kwargs, parse_wrappers
+
+    return {"env_kwargs": parse_env_kwargs, "wrappers": parse_wrappers}
+
+
+_ENV_PARSERS: dict[str, Any] = _env_parsers()
+"""Fields of plain data beyond numbers and strings: their parser (text from --set, a file's
+value or a Python value -> the canonical value, or ConfigError)."""
 
 
 def _short(v: Any, limit: int = 60) -> str:
@@ -172,7 +184,23 @@ class RunConfig:
     """Settings every algorithm shares: env, rollout, networks, normalisation, bookkeeping."""
 
     env_id: str = "CartPole-v1"
-    """Gymnasium env id (Box or Discrete actions); 'module:Env-v0' imports module first."""
+    """Gymnasium env id; 'module:Env-v0' imports module first (from the current folder too);
+    'module:Name' names an env class or a function returning an env (called with env_kwargs).
+    Through the Python API also the class or function itself (config.json records its import
+    path)."""
+    env_kwargs: dict = dataclasses.field(default_factory=dict)
+    """Keyword arguments of the env (gym.make or the class/function), a JSON object:
+    --set env_kwargs='{"continuous": true}', or a table in a config file."""
+    wrappers: list = dataclasses.field(default_factory=list)
+    """Wrappers applied in order, each 'module:Class' (a callable through the Python API):
+    --set wrappers=gymnasium.wrappers:ClipReward,mymod:MyWrapper; with keyword arguments as
+    a JSON list: '[{"wrapper": "module:Class", "kwargs": {"k": 1}}]'."""
+    init_from: str | None = None
+    """Start from a trained agent's weights and observation statistics: a run folder or an
+    agent file (fine-tuning; the networks and spaces must match). None: from scratch."""
+    track: str = "none"
+    """Experiment tracker besides TensorBoard: 'none', 'wandb' (pip install "trustrl[wandb]")
+    or 'mlflow' (pip install "trustrl[mlflow]"); the same scalars and the config."""
     seed: int = 1
     """Seeds torch, NumPy, Python and the envs; same seed on the same machine, same numbers."""
     total_steps: int = 100_000
@@ -268,6 +296,11 @@ class RunConfig:
         hints = typing.get_type_hints(type(self))
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.name in _ENV_PARSERS:  # canonical form (callables kept: the Python API)
+                setattr(self, f.name, _ENV_PARSERS[f.name](v))
+                continue
+            if f.name == "env_id" and callable(v):
+                continue
             check_type(f.name, hints[f.name], v)
             rng = RANGES.get(f.name)
             if rng is not None and v is not None and not rng.holds(v):
@@ -275,7 +308,9 @@ class RunConfig:
             if f.name in CHOICES and v not in CHOICES[f.name]:
                 raise ConfigError(f"{f.name} must be one of {', '.join(CHOICES[f.name])}; "
                                   f"got {_short(v)}")
-        if not self.env_id.strip():
+        if callable(self.env_id):
+            pass
+        elif not self.env_id.strip():
             raise ConfigError("env_id is empty: give a Gymnasium env id such as CartPole-v1")
         if not self.env_id.isprintable() or len(self.env_id) > 200:
             raise ConfigError(f"env_id {_short(self.env_id)} is not an env id")
@@ -296,7 +331,8 @@ class RunConfig:
         from trustrl.envs.torch_classic import SUPPORTED
 
         return (self.env_id in SUPPORTED and self.algo in CONFIGS
-                and not self.shared_trunk and self.ortho_init)
+                and not self.shared_trunk and self.ortho_init
+                and not self.env_kwargs and not self.wrappers)
 
     def resolve_vector(self) -> None:
         """'auto' -> 'torch' where the batched collector runs this config, else 'sync'."""
@@ -324,6 +360,9 @@ class RunConfig:
             if self.env_id not in SUPPORTED:
                 raise ConfigError(f"vector 'torch' has no version of {self.env_id}; "
                                   f"available: {', '.join(SUPPORTED)}")
+            if self.env_kwargs or self.wrappers:
+                raise ConfigError("vector 'torch' runs its own copy of the env: env_kwargs "
+                                  "and wrappers need vector 'sync' or 'async'")
             if self.shared_trunk:
                 raise ConfigError("vector 'torch' needs separate actor and critic "
                                   "(shared_trunk false)")
@@ -626,6 +665,8 @@ def _parse_value(name: str, tp: Any, raw: Any) -> Any:
     """Convert a string (from --set or a flag) or a file value (TOML/JSON, already typed) to the
     field's type, or raise ConfigError. File values keep their type: `seed = true` or
     `env_id = 5` is refused rather than converted; a bool is never a number."""
+    if name in _ENV_PARSERS:
+        return _ENV_PARSERS[name](raw)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -758,7 +799,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"config file {p}: key {key!r:.40} is not a name; config keys are "
                               "names such as lr or num_envs")
     for key, value in data.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and key != "env_kwargs":
             raise ConfigError(f"config file {p}: {key!s:.40} is a table; config keys are flat "
                               "key = value pairs")
     data.pop("algo", None)
@@ -797,7 +838,8 @@ def make_config(
     # an empty --env "" is an error, not the default env: only a missing value falls through
     env = next((v for v in (env_id, flags.get("env_id"), sets.get("env_id"),
                             file_values.get("env_id")) if v is not None), cls().env_id)
-    env = _parse_value("env_id", str, env)
+    if not callable(env):
+        env = _parse_value("env_id", str, env)
     values: dict[str, Any] = dict(PRESETS.get((algo, env), {}))
     for layer in (file_values, sets, flags):
         for key, raw in layer.items():
@@ -894,7 +936,12 @@ def check_checkpoint_config(saved: Any, cfg: Any, where: str) -> None:
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
-    d = dataclasses.asdict(cfg)
+    """The config as config.json holds it: plain data; an env class, factory or wrapper given
+    as a callable recorded by its import path (trustrl.envs.factory.record_env)."""
+    from trustrl.envs.factory import parse_wrappers, record_env
+
+    env_id, wrappers = record_env(cfg.env_id, parse_wrappers(cfg.wrappers))
+    d = dataclasses.asdict(dataclasses.replace(cfg, env_id=env_id, wrappers=wrappers))
     d["algo"] = cfg.algo
     d["hidden_sizes"] = list(cfg.hidden_sizes)
     return d

@@ -1,0 +1,287 @@
+"""Envs as users have them: an id, 'module:Id', an env class or a factory, kwargs, wrappers.
+
+`EnvFactory` is how one env is built: `make()` calls the env (a Gymnasium id through
+gym.make, or an env class or function called with the kwargs), then wraps it with each wrapper
+in order (`wrapper(env, **its_kwargs)`). The config's `env_id`, `env_kwargs` and `wrappers`
+describe it; `record_env` turns them into what config.json holds (import paths 'module:qualname'
+and plain-data kwargs), from which `env_factory` builds the same env again (`trustrl eval`,
+`--resume`). A callable with no import path (a lambda, a local function, a class of the script
+being run) is recorded as NOT_IMPORTABLE + its name: the run says it cannot be re-made.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trustrl.errors import ConfigError, EnvError
+
+NOT_IMPORTABLE = "<not importable> "
+"""Prefix of a recorded env or wrapper that was a callable with no import path."""
+
+_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
+_MAX_KWARGS_CHARS = 100_000
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ----- import paths ------------------------------------------------------------------------
+def import_path(obj: Any) -> str | None:
+    """'module:qualname' of a class or function that imports back to the same object, else
+    None (a lambda, a local function, an object of the script run as __main__)."""
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qual, str) or module == "__main__" \
+            or "<" in qual:
+        return None
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qual.split("."):
+            found = getattr(found, part)
+    except Exception:  # noqa: BLE001 - anything that does not import back
+        return None
+    return f"{module}:{qual}" if found is obj else None
+
+
+def resolve(path: str, what: str) -> Any:
+    """The object at 'module:attr[.attr]' (the module imported), or EnvError in one line."""
+    if not isinstance(path, str) or not _PATH.match(path.strip()):
+        raise EnvError(f"{what} {_short(path)} is not an import path 'module:Name'")
+    module, _, attrs = path.strip().partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - ImportError, or an error inside the module
+        msg = (str(e).splitlines() or [""])[0] or type(e).__name__
+        raise EnvError(f"{what} {path!r}: cannot import module {module!r} "
+                       f"({type(e).__name__}: {msg[:160]})") from None
+    for part in attrs.split("."):
+        if not hasattr(obj, part):
+            raise EnvError(f"{what} {path!r}: module {module!r} has no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise EnvError(f"{what} {path!r} is a {type(obj).__name__}, not a class or function")
+    return obj
+
+
+def _label(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    return import_path(target) or NOT_IMPORTABLE + str(
+        getattr(target, "__qualname__", None) or type(target).__name__)
+
+
+# ----- the config's values ----------------------------------------------------------------
+def parse_env_kwargs(raw: Any, name: str = "env_kwargs") -> dict[str, Any]:
+    """A JSON object (text from --set) or a mapping -> a dict of plain data (what config.json
+    can record), or ConfigError in one line."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            return {}
+        if len(text) > _MAX_KWARGS_CHARS:
+            raise ConfigError(f"{name} is longer than {_MAX_KWARGS_CHARS:,} characters")
+        try:
+            raw = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ConfigError(f"{name} must be a JSON object such as '{{\"continuous\": true}}'"
+                              f", got {_short(text)} ({str(e).splitlines()[0][:80]})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{name} must be a mapping of keyword arguments (a JSON object such "
+                          f"as '{{\"continuous\": true}}'), got {_short(raw)} "
+                          f"({type(raw).__name__})")
+    for k in raw:
+        if not isinstance(k, str) or not k.isidentifier():
+            raise ConfigError(f"{name}: key {_short(k, 40)} is not a keyword argument name")
+    try:  # plain data only: config.json must be able to rebuild the env
+        text = json.dumps(dict(raw), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ConfigError(f"{name} must hold plain data (numbers, strings, booleans, lists, "
+                          f"mappings) so that config.json can rebuild the env: "
+                          f"{str(e).splitlines()[0][:100]}; pass other objects through an env "
+                          "factory function") from None
+    return json.loads(text)
+
+
+def parse_wrappers(raw: Any) -> list[Any]:
+    """Wrappers in order, each an import path 'module:Class' (or, through the Python API, a
+    callable), or {"wrapper": path, "kwargs": {...}} / [path, {...}] with keyword arguments.
+    Text (from --set) is a comma-separated list of paths or a JSON list. Returns the canonical
+    list: a path (or callable) alone, a dict where there are kwargs. ConfigError otherwise."""
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            try:
+                raw = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                raise ConfigError(f"wrappers: {_short(text)} is not a JSON list "
+                                  f"({str(e).splitlines()[0][:80]})") from None
+        else:
+            raw = [p.strip() for p in text.split(",")]
+    if not isinstance(raw, (list, tuple)):
+        raise ConfigError(f"wrappers must be a list of import paths 'module:Class', got "
+                          f"{_short(raw)} ({type(raw).__name__})")
+    out: list[Any] = []
+    for item in raw:
+        kwargs: Any = {}
+        if isinstance(item, Mapping):
+            extra = set(item) - {"wrapper", "kwargs"}
+            if "wrapper" not in item or extra:
+                raise ConfigError(f"wrappers: an entry with keyword arguments is "
+                                  f"{{\"wrapper\": \"module:Class\", \"kwargs\": {{...}}}}, got "
+                                  f"{_short(dict(item))}")
+            item, kwargs = item["wrapper"], item.get("kwargs", {})
+        elif isinstance(item, (list, tuple)):
+            if len(item) != 2:
+                raise ConfigError(f"wrappers: an entry [wrapper, kwargs] has two items, got "
+                                  f"{_short(item)}")
+            item, kwargs = item
+        if isinstance(item, str):
+            if not _PATH.match(item.strip()):
+                raise ConfigError(f"wrappers: {_short(item)} is not an import path "
+                                  "'module:Class'")
+            item = item.strip()
+        elif not callable(item):
+            raise ConfigError(f"wrappers: {_short(item)} is neither an import path "
+                              "'module:Class' nor a callable")
+        kwargs = parse_env_kwargs(kwargs, "wrapper kwargs")
+        out.append({"wrapper": item, "kwargs": kwargs} if kwargs else item)
+    return out
+
+
+def check_env_target(env: Any) -> None:
+    """env_id: a non-empty id or path (str), or through the Python API a callable."""
+    if callable(env) and not isinstance(env, str):
+        return
+    if not isinstance(env, str):
+        raise ConfigError(f"env_id must be an env id, 'module:Name' or (Python API) an env "
+                          f"class or function, got {_short(env)} ({type(env).__name__})")
+
+
+def record_env(env: Any, wrappers: list[Any]) -> tuple[str, list[Any]]:
+    """(env_id, wrappers) as config.json records them: callables by their import path, or
+    NOT_IMPORTABLE + their name where they have none."""
+    rec: list[Any] = []
+    for w in wrappers:
+        if isinstance(w, Mapping):
+            rec.append({"wrapper": _label(w["wrapper"]), "kwargs": w.get("kwargs", {})})
+        else:
+            rec.append(_label(w))
+    return _label(env), rec
+
+
+# ----- building ---------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class EnvFactory:
+    """One env as the config describes it: `make()` builds it (picklable: the async vector
+    env sends it to its workers)."""
+
+    env: Any  # a Gymnasium id, 'module:Id', 'module:Name' of a class/function, or a callable
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    wrappers: tuple[tuple[Any, dict[str, Any]], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The env's name in messages, folder names and EnvSpec.env_id."""
+        return _label(self.env)
+
+    @property
+    def plain_id(self) -> str | None:
+        """The Gymnasium id when this is a bare id (no kwargs, no wrappers), else None."""
+        if isinstance(self.env, str) and not self.kwargs and not self.wrappers:
+            return self.env
+        return None
+
+    def __str__(self) -> str:
+        return self.label
+
+    def _callable(self) -> Callable[..., Any] | None:
+        """The env class or function to call, or None for a Gymnasium id."""
+        env = self.env
+        if not isinstance(env, str):
+            return env
+        if env.startswith(NOT_IMPORTABLE):
+            raise EnvError(f"this run's env was given to trustrl.train as a callable with no "
+                           f"import path ({env[len(NOT_IMPORTABLE):]}): config.json cannot "
+                           "re-make it; define it at the top level of a module")
+        module, sep, name = env.partition(":")
+        if not sep or not _PATH.match(env):
+            return None  # an id ('CartPole-v1', 'module:Env-v0'): gym.make
+        import gymnasium as gym
+
+        try:
+            mod: Any = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - gym.make says it
+            return None
+        if name in gym.registry or env in gym.registry:
+            return None  # the module registered an id of that name
+        if hasattr(mod, name.split(".")[0]):
+            return resolve(env, "env")
+        return None
+
+    def make(self) -> Any:
+        """Build the env and wrap it; raises what the env or a wrapper raises (EnvError for
+        an import path that does not import)."""
+        import gymnasium as gym
+
+        fn = self._callable()
+        if fn is None:
+            env = gym.make(self.env, **self.kwargs)
+        else:
+            env = fn(**self.kwargs)
+            if not isinstance(env, gym.Env):
+                raise EnvError(f"env {self.label!r} returned {_short(env, 40)} "
+                               f"({type(env).__name__}), not a gymnasium.Env")
+        for w, kw in self.wrappers:
+            wrap = resolve(w, "wrapper") if isinstance(w, str) else w
+            env = wrap(env, **kw)
+            if not isinstance(env, gym.Env):
+                raise EnvError(f"wrapper {_label(w)!r} returned {_short(env, 40)}, not a "
+                               "gymnasium.Env")
+        return env
+
+    def check_wrappers(self) -> None:
+        """Each wrapper path imports (EnvError in one line otherwise), before any env."""
+        for w, _ in self.wrappers:
+            if isinstance(w, str):
+                resolve(w, "wrapper")
+
+
+def env_factory(cfg: Any) -> EnvFactory:
+    """The EnvFactory of a config (its env_id, env_kwargs and wrappers)."""
+    check_env_target(cfg.env_id)
+    pairs = []
+    for w in parse_wrappers(getattr(cfg, "wrappers", None)):
+        if isinstance(w, Mapping):
+            pairs.append((w["wrapper"], dict(w["kwargs"])))
+        else:
+            pairs.append((w, {}))
+    for w, _ in pairs:
+        if isinstance(w, str) and w.startswith(NOT_IMPORTABLE):
+            raise EnvError(f"this run's wrapper {w[len(NOT_IMPORTABLE):]} was a callable with "
+                           "no import path: config.json cannot re-make it; define it at the "
+                           "top level of a module")
+    factory = EnvFactory(cfg.env_id, parse_env_kwargs(getattr(cfg, "env_kwargs", None)),
+                         tuple(pairs))
+    factory.check_wrappers()
+    return factory
+
+
+def as_factory(env: Any) -> EnvFactory:
+    """An EnvFactory as it is, or one for a bare Gymnasium id."""
+    return env if isinstance(env, EnvFactory) else EnvFactory(env)
+
+
+__all__ = ["NOT_IMPORTABLE", "EnvFactory", "as_factory", "check_env_target", "env_factory",
+           "import_path", "parse_env_kwargs", "parse_wrappers", "record_env", "resolve"]
