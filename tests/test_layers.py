@@ -15,8 +15,9 @@ ROOT = Path(trustrl.__file__).parent
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "seeding", "safeio", "locks", "progress"),
     1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "policies",
+        "extractors",
         "envs", "rng", "optim", "popnet", "backends"),
-    2: ("config",),
+    2: ("config", "presets"),
     3: ("agent", "runs", "rollout", "batched", "evaluate", "plotting"),
     4: ("algos",),
     5: ("learners",),

@@ -221,6 +221,11 @@ class RunConfig:
     """Gradient backend of every algorithm, on either collector: 'closed-form' (each loss
     term's derivative, the chain rule written out for the tanh/ReLU MLPs: fastest on a CPU),
     'autograd' (any network), or 'auto' (the closed form where it applies)."""
+    preset: str | None = None
+    """The preset applied under the config file, --set and flags: `trustrl train --preset`
+    (or this key) takes 'auto' (the default: the chapter's preset for the algorithm and env
+    where there is one, else rl-baselines3-zoo's, else none), 'chapter', 'zoo' or 'none'; the
+    run's config.json records the one applied, e.g. 'zoo:LunarLander-v3', or null."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -314,6 +319,7 @@ class RunConfig:
             raise ConfigError("env_id is empty: give a Gymnasium env id such as CartPole-v1")
         if not self.env_id.isprintable() or len(self.env_id) > 200:
             raise ConfigError(f"env_id {_short(self.env_id)} is not an env id")
+        check_label(self.preset, self.env_id)
         h = self.hidden_sizes
         if not h or len(h) > MAX_DEPTH or any(not 1 <= w <= MAX_WIDTH for w in h):
             raise ConfigError(f"hidden_sizes must be 1 to {MAX_DEPTH} widths, each in "
@@ -559,38 +565,9 @@ CONFIGS: dict[str, type] = {
                         PGConfig, PPODualClipConfig)
 }
 
-_CARTPOLE_ROLLOUT = dict(total_steps=100_000, num_envs=4, num_steps=128, gamma=0.99,
-                         gae_lambda=0.95, eval_every=10)
-_PENDULUM_ROLLOUT = dict(total_steps=122_880, num_envs=4, num_steps=512, gamma=0.9,
-                         gae_lambda=0.95, normalize_reward=True, eval_every=5)
-
-# Presets per (algo, env). CartPole PPO: the chapter's lab settings (T = 512 = 4 envs x 128
-# steps, K = 10, minibatch 64, lr 1e-3 annealed to 0, gamma 0.99, lambda 0.95, eps 0.2,
-# c1 0.5, c2 0). The ablations and variants (ppo-noclip, ppo-dualclip, pg) keep PPO's
-# settings so that one thing changes.
-PRESETS: dict[tuple[str, str], dict[str, Any]] = {
-    ("ppo", "CartPole-v1"): dict(_CARTPOLE_ROLLOUT, update_epochs=10, minibatch_size=64,
-                                 lr=1e-3, anneal_lr=True, clip_eps=0.2, vf_coef=0.5,
-                                 ent_coef=0.0),
-    ("ppo", "Pendulum-v1"): dict(_PENDULUM_ROLLOUT, update_epochs=10, minibatch_size=64,
-                                 lr=1e-3, anneal_lr=True, clip_eps=0.2, vf_coef=0.5,
-                                 ent_coef=0.0),
-}
-for _env in ("CartPole-v1", "Pendulum-v1"):
-    PRESETS[("ppo-noclip", _env)] = dict(PRESETS[("ppo", _env)])
-    PRESETS[("ppo-dualclip", _env)] = dict(PRESETS[("ppo", _env)])
-    PRESETS[("pg", _env)] = {k: v for k, v in PRESETS[("ppo", _env)].items()
-                             if k not in ("update_epochs", "minibatch_size")}
-PRESETS[("ppo-penalty", "CartPole-v1")] = dict(
-    _CARTPOLE_ROLLOUT, update_epochs=10, minibatch_size=64, lr=1e-3, kl_target=0.01)
-PRESETS[("ppo-penalty", "Pendulum-v1")] = dict(
-    _PENDULUM_ROLLOUT, total_steps=150_000, update_epochs=10, minibatch_size=64, lr=1e-3,
-    kl_target=0.01)
-PRESETS[("trpo", "CartPole-v1")] = dict(_CARTPOLE_ROLLOUT, max_kl=0.01, vf_epochs=5)
-PRESETS[("trpo", "Pendulum-v1")] = dict(_PENDULUM_ROLLOUT, total_steps=150_000, max_kl=0.01,
-                                        vf_epochs=5)
-PRESETS[("npg", "CartPole-v1")] = dict(PRESETS[("trpo", "CartPole-v1")])
-PRESETS[("npg", "Pendulum-v1")] = dict(PRESETS[("trpo", "Pendulum-v1")])
+# Presets per (algo, env): the chapter's (PRESETS) and rl-baselines3-zoo's (ZOO_PRESETS), with
+# their sources, in trustrl/presets/; make_config applies the one `preset` asks for.
+from trustrl.presets import PRESETS, ZOO_PRESETS, check_label, select_preset  # noqa: E402
 
 
 # ----- field documentation --------------------------------------------------------------------
@@ -840,11 +817,14 @@ def make_config(
                             file_values.get("env_id")) if v is not None), cls().env_id)
     if not callable(env):
         env = _parse_value("env_id", str, env)
-    values: dict[str, Any] = dict(PRESETS.get((algo, env), {}))
+    request = next((layer["preset"] for layer in (flags, sets, file_values) if "preset" in layer),
+                   "auto")
+    preset, values = select_preset(algo, env, request)
     for layer in (file_values, sets, flags):
         for key, raw in layer.items():
-            values[key] = _parse_value(key, hints[key], raw)
-    values["env_id"] = env
+            if key != "preset":
+                values[key] = _parse_value(key, hints[key], raw)
+    values["env_id"], values["preset"] = env, preset
     cfg = cls(**values)
     cfg.validate()
     return cfg
@@ -968,7 +948,7 @@ def config_from_dict(d: Any) -> Any:
 
 __all__ = [
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PGConfig", "PPOPenaltyConfig", "TRPOConfig",
-    "NPGConfig", "CONFIGS", "PRESETS", "field_docs", "describe", "make_config",
+    "NPGConfig", "CONFIGS", "PRESETS", "ZOO_PRESETS", "field_docs", "describe", "make_config",
     "load_config_file", "parse_sets", "config_to_dict", "config_from_dict", "RANGES",
     "check_writable_dir", "check_type", "MAX_SEED", "MAX_POPULATION_ENVS",
     "MAX_POPULATION", "check_seed_list", "check_population", "check_checkpoint_config",

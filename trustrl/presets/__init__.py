@@ -1,0 +1,116 @@
+"""Presets: tuned settings per (algorithm, env), applied under the config file, --set and the
+flags (defaults < preset < file < --set < flags). Two sources:
+
+- `chapter` (presets/chapter.py): the chapter's lab and the blog's settings on CartPole-v1
+  and Pendulum-v1, for every algorithm (tested and reproduced);
+- `zoo` (presets/zoo.py): rl-baselines3-zoo's tuned PPO and TRPO settings for the classic
+  control, Box2D, MuJoCo (v4, v5) and Atari envs, each number's source named there.
+
+A run asks for one with `--preset` (or the config key `preset`): `auto` (the default: the
+chapter's where there is one, else the zoo's, else none), `chapter`, `zoo` or `none`. The
+run's config.json records the one applied as `chapter:ENV` or `zoo:ENV`, or null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trustrl.errors import ConfigError
+from trustrl.presets.chapter import PRESETS
+from trustrl.presets.zoo import ENTRIES, ZOO_PRESETS
+
+SOURCES = ("chapter", "zoo")
+REQUESTS = ("auto", "chapter", "zoo", "none")
+"""What `--preset` takes; config.json's `chapter:ENV` / `zoo:ENV` is taken too."""
+
+
+def table(source: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The presets of one source by (algo, env id)."""
+    return {"chapter": PRESETS, "zoo": ZOO_PRESETS}[source]
+
+
+def unusable(source: str, algo: str, env_id: str) -> str | None:
+    """Why a preset cannot run in trustrl yet, or None."""
+    entry = ENTRIES.get((algo, env_id)) if source == "zoo" else None
+    return entry.unusable if entry is not None else None
+
+
+def _parse_request(request: Any, env_id: str) -> str:
+    if request is None:
+        return "none"
+    if not isinstance(request, str):
+        raise ConfigError(f"preset must be one of {', '.join(REQUESTS)}, got "
+                          f"{str(request)[:40]!r} ({type(request).__name__})")
+    text = request.strip()
+    source, sep, env = text.partition(":")
+    source = source.strip().lower()
+    if text == "" or source in ("none", "null"):
+        source = "none"
+    if source not in REQUESTS or (sep and source not in SOURCES):
+        raise ConfigError(f"unknown preset {text[:60]!r}: choose {', '.join(REQUESTS)} "
+                          "(`trustrl presets` lists them)")
+    if sep and env.strip() != env_id:
+        raise ConfigError(f"preset {text[:80]!r} is for {env.strip()[:60]}, and this run's "
+                          f"env is {env_id}; use --preset {source}, auto or none")
+    return source
+
+
+def _missing(source: str, algo: str, env_id: str) -> str:
+    others = sorted(a for (a, e) in table(source) if e == env_id)
+    if others:
+        return (f"no {source} preset for {algo} on {env_id}: the {source} presets for "
+                f"{env_id} are for {', '.join(others)}")
+    return (f"no {source} preset for {env_id} (`trustrl presets` lists the envs that have "
+            "one); use --preset auto or none")
+
+
+def select_preset(algo: str, env_id: str, request: Any = "auto"
+                  ) -> tuple[str | None, dict[str, Any]]:
+    """The preset a run asks for: (its label 'SOURCE:ENV' or None, its config values).
+    ConfigError (one line) for an unknown name, a preset that does not exist for this
+    algorithm and env, or one not usable yet."""
+    source = _parse_request(request, env_id)
+    if source == "none":
+        return None, {}
+    if source == "auto":
+        for s in SOURCES:
+            if (algo, env_id) in table(s) and not unusable(s, algo, env_id):
+                return f"{s}:{env_id}", dict(table(s)[(algo, env_id)])
+        return None, {}
+    if (algo, env_id) not in table(source):
+        raise ConfigError(_missing(source, algo, env_id))
+    why = unusable(source, algo, env_id)
+    if why:
+        raise ConfigError(f"the {source} preset for {algo} on {env_id} is not usable yet: {why}")
+    return f"{source}:{env_id}", dict(table(source)[(algo, env_id)])
+
+
+def check_label(label: Any, env_id: str) -> None:
+    """A config's `preset`: None or the label 'SOURCE:ENV' of this run's env, as make_config
+    records it (ConfigError otherwise)."""
+    if label is None:
+        return
+    source, sep, env = str(label).partition(":")
+    if not isinstance(label, str) or not sep or source not in SOURCES or env != env_id:
+        raise ConfigError(f"preset {str(label)[:60]!r} is not the record of a preset applied "
+                          f"to {env_id} (null, 'chapter:{env_id}' or 'zoo:{env_id}'); choose a "
+                          "preset with --preset or --set preset=auto|chapter|zoo|none")
+
+
+def summary() -> list[str]:
+    """One line per source and algorithm: the envs that have a preset (for --help)."""
+    lines = []
+    chapter_envs = sorted({e for (_, e) in PRESETS})
+    chapter_algos = list(dict.fromkeys(a for (a, _) in PRESETS))
+    lines.append(f"  chapter ({', '.join(chapter_algos)}): {', '.join(chapter_envs)}")
+    for algo in dict.fromkeys(a for (a, _) in ZOO_PRESETS):
+        usable = [e for (a, e) in ZOO_PRESETS if a == algo and not unusable("zoo", a, e)]
+        not_yet = [e for (a, e) in ZOO_PRESETS if a == algo and unusable("zoo", a, e)]
+        lines.append(f"  zoo ({algo}): {', '.join(usable)}")
+        if not_yet:
+            lines.append(f"  zoo ({algo}), written out but not usable yet: {', '.join(not_yet)}")
+    return lines
+
+
+__all__ = ["PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset", "check_label",
+           "summary", "table", "unusable"]
