@@ -10,33 +10,49 @@ import numpy as np
 import torch
 
 from trustrl.envs.make import EnvSpec, obs_to_array
+from trustrl.envs.spaces import add_batch_dim, image_columns, is_single
 from trustrl.errors import RunError
 from trustrl.normalize import ObsNormalizer
-from trustrl.policies import ActionSpec, ActorCritic
+from trustrl.policies import ActionSpec, Policy, build_policy, policy_from_kwargs
 
 AGENT_FORMAT = 1
+
+
+def make_policy(spec: EnvSpec, cfg: Any) -> Policy:
+    """The policy network a config asks for on an env (trustrl.policies.build_policy): the
+    config's MLPs, behind a CNN extractor for image observations, or the user's module of
+    `cfg.policy` ("module:factory")."""
+    return build_policy(spec.obs_dim, spec.action, spec.layout(), cfg.hidden_sizes,
+                        cfg.activation, cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init,
+                        getattr(cfg, "policy", "") or "")
 
 
 class Agent:
     """A trained (or training) policy, ready to act on raw env observations.
 
-    `act` normalises with the agent's own statistics (frozen outside training), so observations
-    go in exactly as the env returns them and actions come out ready for env.step (Box actions
-    clipped to the bounds; the policy's log-probs are always of the unclipped sample).
+    `act` normalises with the agent's own statistics (frozen outside training; image parts of an
+    observation are never normalised, only scaled to [0, 1]), so observations go in exactly as
+    the env returns them and actions come out ready for env.step (Box actions clipped to the
+    bounds and shaped as the space's; the policy's log-probs are always of the unclipped
+    sample).
     """
 
     def __init__(
         self,
-        policy: ActorCritic,
+        policy: Policy,
         spec: EnvSpec,
         obs_normalizer: ObsNormalizer | None = None,
         device: str | torch.device = "cpu",
     ):
         self.policy, self.spec, self.obs_normalizer = policy, spec, obs_normalizer
         self.device = torch.device(device)
-        if spec.action.kind == "box":
-            self._low = np.asarray(spec.action.low, np.float32)
-            self._high = np.asarray(spec.action.high, np.float32)
+        a = spec.action
+        if a.kind == "box":
+            self._low = np.asarray(a.low, np.float32)
+            self._high = np.asarray(a.high, np.float32)
+        self._shape = a.shape if a.kind in ("box", "multibinary") and len(a.shape) > 1 else None
+        self._start = np.asarray(a.start, np.int64) if a.start else None
+        self._raw_cols = image_columns(spec.layout(), spec.obs_dim)  # never normalised
 
     # --- observation and action plumbing -----------------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
@@ -46,22 +62,35 @@ class Agent:
     def array_tensor(self, x: np.ndarray) -> torch.Tensor:
         """Observations already as float arrays [N, obs_dim] -> normalised float32 tensor."""
         if self.obs_normalizer is not None:
-            x = self.obs_normalizer(x)
+            y = self.obs_normalizer(x)
+            if self._raw_cols is not None:  # images: scaled to [0, 1] only
+                y = np.where(self._raw_cols, x, y)
+            x = y
         return torch.as_tensor(x, dtype=torch.float32, device=self.device)
 
     def env_action(self, actions: torch.Tensor) -> np.ndarray:
-        """Policy samples -> what env.step takes (clipped to Box bounds, ints for Discrete)."""
+        """Policy samples -> what env.step takes: Box actions clipped to the bounds (and shaped
+        as the space), integers for Discrete and MultiDiscrete (plus the space's start),
+        int8 bits for MultiBinary."""
         a = actions.cpu().numpy()
-        if self.spec.action.kind == "box":
-            return np.clip(a, self._low, self._high)
-        return a.astype(np.int64)
+        kind = self.spec.action.kind
+        if kind == "box":
+            a = np.clip(a, self._low, self._high)
+        elif kind == "multibinary":
+            a = a.astype(np.int8)
+        else:
+            a = a.astype(np.int64)
+            if self._start is not None:
+                a = a + self._start
+        return a if self._shape is None else a.reshape(len(a), *self._shape)
 
     @torch.no_grad()
     def act(self, obs: Any, deterministic: bool = True) -> np.ndarray:
-        """Action(s) for one observation or a batch [N, ...]. Greedy (mode) by default."""
-        obs = np.asarray(obs)
-        single = obs.ndim == (0 if self.spec.obs_kind == "discrete" else 1)
-        batch = obs[None] if single else obs
+        """Action(s) for one observation or a batch [N, ...] of any observation space (a
+        Dict observation as a dict of arrays, a batch as a dict of batches). Greedy (mode) by
+        default."""
+        single = is_single(obs, self.spec.layout())
+        batch = add_batch_dim(obs) if single else obs
         d = self.policy.dist(self.obs_tensor(batch))
         a = self.env_action(d.mode() if deterministic else d.sample())
         return a[0] if single else a
@@ -92,13 +121,13 @@ class Agent:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], device: str = "cpu") -> Agent:
-        policy = ActorCritic.from_kwargs(state["policy_kwargs"])
+        policy = policy_from_kwargs(state["policy_kwargs"])
         policy.load_state_dict(state["policy"])
         policy.to(device).eval()
         s = dict(state["spec"])
         a = dict(s.pop("action"))
-        a["low"], a["high"] = tuple(a["low"]), tuple(a["high"])
-        spec = EnvSpec(action=ActionSpec(**a), **s)
+        s["obs_layout"] = tuple(s.get("obs_layout", ()))
+        spec = EnvSpec(action=ActionSpec.from_dict(a), **s)
         norm = None
         if state.get("obs_normalizer") is not None:
             norm = ObsNormalizer((spec.obs_dim,))

@@ -245,6 +245,12 @@ class RunConfig:
     ortho_init: bool = True
     """Orthogonal init (gains sqrt(2), 0.01 policy head, 1 value head); false keeps PyTorch's
     default init, as rl-baselines3-zoo's tuned MuJoCo settings do (ordinary runs only)."""
+    policy: str = ""
+    """A network of your own: 'module:factory', the import path of a callable returning a
+    torch.nn.Module (imported from the current folder too; in Python also the callable
+    itself, if defined at a module's top level): a feature extractor (with features_dim)
+    in front of the MLP heads, or a whole actor-critic (docs/custom_networks.md). '' (the
+    default): the MLPs, behind a CNN for image observations."""
 
     normalize_obs: bool = False
     """Running mean/std observation normalisation, saved with the agent, frozen at evaluation."""
@@ -298,6 +304,10 @@ class RunConfig:
     def check_fields(self) -> None:
         """Each field on its own: its type (bool is not an int, floats are finite), its range
         (RANGES), its choices (CHOICES), and the network's size."""
+        if callable(self.policy):  # the Python API: a top-level factory, kept as its path
+            from trustrl.extractors import import_path
+
+            self.policy = import_path(self.policy)
         hints = typing.get_type_hints(type(self))
         for f in fields(self):
             v = getattr(self, f.name)
@@ -320,6 +330,10 @@ class RunConfig:
         if not self.env_id.isprintable() or len(self.env_id) > 200:
             raise ConfigError(f"env_id {_short(self.env_id)} is not an env id")
         check_label(self.preset, self.env_id)
+        if self.policy and (self.policy.count(":") != 1 or not all(
+                x.isidentifier() for x in self.policy.replace(":", ".").split("."))):
+            raise ConfigError(f"policy must be 'module:factory' (an import path), got "
+                              f"{_short(self.policy)}")
         h = self.hidden_sizes
         if not h or len(h) > MAX_DEPTH or any(not 1 <= w <= MAX_WIDTH for w in h):
             raise ConfigError(f"hidden_sizes must be 1 to {MAX_DEPTH} widths, each in "
@@ -338,7 +352,7 @@ class RunConfig:
 
         return (self.env_id in SUPPORTED and self.algo in CONFIGS
                 and not self.shared_trunk and self.ortho_init
-                and not self.env_kwargs and not self.wrappers)
+                and not self.env_kwargs and not self.wrappers and not self.policy)
 
     def resolve_vector(self) -> None:
         """'auto' -> 'torch' where the batched collector runs this config, else 'sync'."""
@@ -375,6 +389,9 @@ class RunConfig:
             if not self.ortho_init:
                 raise ConfigError("vector 'torch' builds orthogonally initialised networks "
                                   "(ortho_init true); use vector 'sync'")
+            if self.policy:
+                raise ConfigError("vector 'torch' builds its own MLPs; a policy module runs "
+                                  "on vector 'sync' or 'async'")
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise ConfigError(f"device must be 'cpu' or 'cuda[:i]', got {_short(self.device)}")
         if self.device.startswith("cuda"):

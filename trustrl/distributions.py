@@ -1,4 +1,6 @@
-"""The two action distributions trustrl's policies produce, with analytic entropy and KL.
+"""The action distributions trustrl's policies produce, with analytic entropy and KL:
+Categorical (Discrete), DiagGaussian (Box), MultiCategorical (MultiDiscrete: independent
+categoricals) and Bernoulli (MultiBinary: independent bits).
 
 Small classes instead of torch.distributions: no argument validation on the hot path, log-probs
 already summed over action dimensions, and an exact KL for the trust-region code.
@@ -76,4 +78,61 @@ class DiagGaussian:
         return 0.5 * (var_ratio + mean_term - 1.0 - var_ratio.log()).sum(-1)
 
 
-Distribution = Categorical | DiagGaussian
+class MultiCategorical:
+    """Independent categoricals, one per dimension of a MultiDiscrete space: logits
+    [B, sum(nvec)] cut into blocks of nvec[i]; actions [B, len(nvec)] (integers, any dtype).
+    log_prob, entropy and KL are summed over the dimensions."""
+
+    def __init__(self, logits: Tensor, nvec: tuple[int, ...]):
+        self.nvec = tuple(nvec)
+        self.parts = [Categorical(x) for x in torch.split(logits, self.nvec, dim=-1)]
+
+    def sample(self) -> Tensor:
+        return torch.stack([c.sample() for c in self.parts], dim=-1)
+
+    def mode(self) -> Tensor:
+        return torch.stack([c.mode() for c in self.parts], dim=-1)
+
+    def log_prob(self, actions: Tensor) -> Tensor:
+        return sum(c.log_prob(actions[..., i]) for i, c in enumerate(self.parts))  # type: ignore[return-value]
+
+    def entropy(self) -> Tensor:
+        return sum(c.entropy() for c in self.parts)  # type: ignore[return-value]
+
+    def kl(self, other: MultiCategorical) -> Tensor:
+        return sum(c.kl(o) for c, o in zip(self.parts, other.parts, strict=True))  # type: ignore[return-value]
+
+
+class Bernoulli:
+    """Independent bits of a MultiBinary space: P(a_i = 1) = sigmoid(logits_i). logits: [B, n];
+    actions [B, n] of 0/1 (any dtype). log_prob, entropy and KL are summed over the bits."""
+
+    def __init__(self, logits: Tensor):
+        self.logits = logits
+
+    @property
+    def probs(self) -> Tensor:
+        return torch.sigmoid(self.logits)
+
+    def sample(self) -> Tensor:
+        return torch.bernoulli(self.probs)
+
+    def mode(self) -> Tensor:
+        return (self.logits > 0).to(self.logits.dtype)
+
+    def log_prob(self, actions: Tensor) -> Tensor:
+        a = actions.to(self.logits.dtype)
+        return (a * self.logits - torch.nn.functional.softplus(self.logits)).sum(-1)
+
+    def entropy(self) -> Tensor:
+        p = self.probs
+        return (torch.nn.functional.softplus(self.logits) - p * self.logits).sum(-1)
+
+    def kl(self, other: Bernoulli) -> Tensor:
+        """sum_i p_i (log p_i - log q_i) + (1 - p_i) (log(1 - p_i) - log(1 - q_i))."""
+        p = self.probs
+        sp, so = torch.nn.functional.softplus, other.logits
+        return (p * (self.logits - so) - sp(self.logits) + sp(so)).sum(-1)
+
+
+Distribution = Categorical | DiagGaussian | MultiCategorical | Bernoulli

@@ -30,7 +30,7 @@ from torch import Tensor
 from trustrl import backends, rng
 from trustrl import diagnostics as diag
 from trustrl.advantages import gae
-from trustrl.agent import Agent
+from trustrl.agent import Agent, make_policy
 from trustrl.algos import Algorithm, make_algorithm
 from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
@@ -126,7 +126,7 @@ def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | tor
                    ) -> PopNet:
     """The MLP population network where it applies (closed-form backend available), else the
     module itself through torch.func (autograd only)."""
-    if not policies[0].shared_trunk:
+    if policies[0].closed_form_ok:
         return PopActorCritic.from_policies(policies, device)
     return ModuleNet.from_policies(policies, spec.action, device)
 
@@ -158,10 +158,7 @@ class GymLearner:
         torch.set_num_threads(torch_threads(cfg, 1))
         seed_everything(cfg.seed)
         self.spec = check_env(cfg.env_id)
-        policy = ActorCritic(
-            self.spec.obs_dim, self.spec.action, cfg.hidden_sizes, cfg.activation,
-            cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init,
-        ).to(cfg.device)
+        policy = make_policy(self.spec, cfg).to(cfg.device)
         self.net = population_net([policy], self.spec, cfg.device)
         self.algo = _algorithm(cfg, self.net, self.seeds)
         self.extra_columns = tuple(self.algo.extra_columns)

@@ -1,4 +1,6 @@
-"""Actor-critic networks: a categorical or diagonal-Gaussian actor and a value critic."""
+"""Actor-critic networks: an actor for the action space (categorical, diagonal Gaussian,
+independent categoricals or independent bits) and a value critic, MLP heads behind an optional
+feature extractor (trustrl.extractors); or a user's whole actor-critic (CustomActorCritic)."""
 
 from __future__ import annotations
 
@@ -10,20 +12,73 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trustrl.distributions import Categorical, DiagGaussian
+from trustrl.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
+from trustrl.errors import ConfigError
+from trustrl.extractors import (
+    CombinedExtractor,
+    UserExtractor,
+    call_factory,
+    features_dim,
+    layout_space,
+    needs_extractor,
+)
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """What the actor outputs: 'discrete' with n actions, or 'box' with dim and bounds."""
+    """What the actor outputs. 'discrete': n actions; 'box': dim = the number of entries of
+    an action of shape `shape` (flattened for the Gaussian), bounds flattened;
+    'multidiscrete': nvec, dim = len(nvec), n = sum(nvec) logits; 'multibinary': dim = n bits
+    (shape: the space's). start: the space's start values (Discrete, MultiDiscrete) when not 0.
+    """
 
     kind: str
     n: int = 0
     dim: int = 0
     low: tuple[float, ...] = ()
     high: tuple[float, ...] = ()
+    nvec: tuple[int, ...] = ()
+    shape: tuple[int, ...] = ()
+    start: tuple[int, ...] = ()
+
+    @property
+    def n_out(self) -> int:
+        """The actor's output width: logits (discrete, multidiscrete, multibinary) or means."""
+        return self.dim if self.kind == "box" else self.n
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ActionSpec:
+        """From `__dict__` as saved in agent files (lists back to tuples)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    def space(self):  # -> gymnasium.Space
+        """The Gymnasium action space (for a user's network factory)."""
+        import gymnasium as gym
+        import numpy as np
+
+        if self.kind == "discrete":
+            return gym.spaces.Discrete(self.n, start=self.start[0] if self.start else 0)
+        if self.kind == "multidiscrete":
+            return gym.spaces.MultiDiscrete(list(self.nvec), start=list(self.start) or None)
+        if self.kind == "multibinary":
+            return gym.spaces.MultiBinary(list(self.shape) or self.n)
+        shape = self.shape or (self.dim,)
+        return gym.spaces.Box(np.asarray(self.low, np.float32).reshape(shape),
+                              np.asarray(self.high, np.float32).reshape(shape))
+
+
+def make_dist(action: ActionSpec, out: Tensor, log_std: Tensor | None = None):
+    """The action distribution of the actor's output `out` [B, n_out]."""
+    if action.kind == "discrete":
+        return Categorical(out)
+    if action.kind == "box":
+        assert log_std is not None
+        return DiagGaussian(out, log_std)
+    if action.kind == "multidiscrete":
+        return MultiCategorical(out, action.nvec)
+    return Bernoulli(out)
 
 
 def _layer(n_in: int, n_out: int, gain: float, ortho_init: bool = True) -> nn.Linear:
@@ -65,13 +120,53 @@ def mlp_trunk(n_in: int, hidden_sizes: Sequence[int], activation: str,
     return nn.Sequential(*layers)
 
 
-class ActorCritic(nn.Module):
+class _Acting:
+    """What every policy module offers the collectors: dist, sample_step, evaluate_actions."""
+
+    action: ActionSpec
+    log_std: nn.Parameter | None
+
+    def dist(self, obs: Tensor):
+        """The action distribution at each state. obs: [B, obs_dim] (the flat rows)."""
+        return make_dist(self.action, self(obs, "actor"), self.log_std)  # type: ignore[operator]
+
+    @torch.no_grad()
+    def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(action, log pi(action|s), V(s)) for the rollout, one call per env step."""
+        d = self.dist(obs)
+        action = d.sample()
+        return action, d.log_prob(action), self.value(obs)  # type: ignore[attr-defined]
+
+    def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(log pi(a|s), entropy, V(s)), each [B], with gradients: what the update needs."""
+        d = self.dist(obs)
+        return d.log_prob(actions), d.entropy(), self.value(obs)  # type: ignore[attr-defined]
+
+
+def _build_extractor(spec: dict, action: ActionSpec) -> nn.Module:
+    """A feature extractor from its plain description (saved in agent files)."""
+    if spec["kind"] == "combined":
+        return CombinedExtractor(spec["layout"])
+    module = call_factory(spec["factory"], layout_space(spec["layout"]), action.space())
+    if features_dim(module) is None:
+        raise ConfigError(f"policy {spec['factory']!r} is used as a feature extractor but has "
+                          "no features_dim (or out_features) attribute")
+    return UserExtractor(module, spec["layout"])
+
+
+class ActorCritic(_Acting, nn.Module):
     """pi(a|s) and V(s). Separate actor and critic MLPs by default; shared trunk as an option.
 
     Orthogonal init: sqrt(2) on hidden layers, 0.01 on the policy head (near-uniform initial
     policy), 1.0 on the value head; ortho_init=False keeps PyTorch's default init on every
     layer instead (heads included). The Gaussian's log-std is a free parameter, not a function
     of the state. Actor and critic parameters are listed explicitly, never found by name.
+
+    extractor: None (the MLPs read the flat observation row), or the plain description of a
+    feature extractor in front of them ({"kind": "combined", "layout": ...}: a CNN per image
+    part, trustrl.extractors.CombinedExtractor; {"kind": "user", "factory": "module:name",
+    "layout": ...}: a user's module); one for the actor and one for the critic, or one shared
+    with shared_trunk.
     """
 
     def __init__(
@@ -83,18 +178,27 @@ class ActorCritic(nn.Module):
         shared_trunk: bool = False,
         log_std_init: float = 0.0,
         ortho_init: bool = True,
+        extractor: dict | None = None,
     ):
         super().__init__()
         self.obs_dim, self.action = obs_dim, action
         self.shared_trunk = shared_trunk
-        width = hidden_sizes[-1] if hidden_sizes else obs_dim
-        self.actor_trunk = mlp_trunk(obs_dim, hidden_sizes, activation, ortho_init)
+        self.extractor = extractor
+        n_in = obs_dim
+        if extractor is None:
+            self.actor_extractor = self.critic_extractor = None
+        else:
+            self.actor_extractor = _build_extractor(extractor, action)
+            self.critic_extractor = (self.actor_extractor if shared_trunk
+                                     else _build_extractor(extractor, action))
+            n_in = int(self.actor_extractor.features_dim)  # type: ignore[arg-type]
+        width = hidden_sizes[-1] if hidden_sizes else n_in
+        self.actor_trunk = mlp_trunk(n_in, hidden_sizes, activation, ortho_init)
         self.critic_trunk = (
             self.actor_trunk if shared_trunk
-            else mlp_trunk(obs_dim, hidden_sizes, activation, ortho_init)
+            else mlp_trunk(n_in, hidden_sizes, activation, ortho_init)
         )
-        n_out = action.n if action.kind == "discrete" else action.dim
-        self.policy_head = _layer(width, n_out, 0.01, ortho_init)
+        self.policy_head = _layer(width, action.n_out, 0.01, ortho_init)
         self.value_head = _layer(width, 1, 1.0, ortho_init)
         self.log_std = (
             nn.Parameter(torch.full((action.dim,), float(log_std_init)))
@@ -102,9 +206,18 @@ class ActorCritic(nn.Module):
             else None
         )
 
+    @property
+    def closed_form_ok(self) -> bool:
+        """Whether the MLP population network (and so the closed-form backend) can hold this
+        network: separate plain MLPs on the flat row, Discrete or Box actions."""
+        return (not self.shared_trunk and self.extractor is None
+                and self.action.kind in ("discrete", "box"))
+
     # --- parameter groups -------------------------------------------------------------------
     def actor_parameters(self) -> Iterator[nn.Parameter]:
-        """Everything pi depends on: trunk, policy head and log-std."""
+        """Everything pi depends on: extractor, trunk, policy head and log-std."""
+        if self.actor_extractor is not None:
+            yield from self.actor_extractor.parameters()
         yield from self.actor_trunk.parameters()
         yield from self.policy_head.parameters()
         if self.log_std is not None:
@@ -112,46 +225,36 @@ class ActorCritic(nn.Module):
 
     def critic_parameters(self) -> Iterator[nn.Parameter]:
         """Everything V depends on (with a shared trunk, the trunk is in both lists)."""
+        if self.critic_extractor is not None:
+            yield from self.critic_extractor.parameters()
         yield from self.critic_trunk.parameters()
         yield from self.value_head.parameters()
 
     # --- forward ------------------------------------------------------------------------------
-    def dist(self, obs: Tensor) -> Categorical | DiagGaussian:
+    def dist(self, obs: Tensor) -> Categorical | DiagGaussian | MultiCategorical | Bernoulli:
         """The action distribution at each state. obs: [B, obs_dim]."""
-        out = _plain_forward(self.actor_trunk, obs)
-        out = F.linear(out, self.policy_head.weight, self.policy_head.bias)
-        if self.log_std is None:
-            return Categorical(out)
-        return DiagGaussian(out, self.log_std)
+        return make_dist(self.action, self.forward(obs), self.log_std)
 
     def forward(self, obs: Tensor, part: str = "actor") -> Tensor:
         """The actor's output (logits or Gaussian means) for part "actor", V(s) for "critic":
         what a population network calls through torch.func.functional_call."""
         if part == "critic":
             return self.value(obs)
+        if self.actor_extractor is not None:
+            obs = self.actor_extractor(obs)
         out = _plain_forward(self.actor_trunk, obs)
         return F.linear(out, self.policy_head.weight, self.policy_head.bias)
 
     def value(self, obs: Tensor) -> Tensor:
         """V(s): [B, obs_dim] -> [B]."""
+        if self.critic_extractor is not None:
+            obs = self.critic_extractor(obs)
         h = _plain_forward(self.critic_trunk, obs)
         return F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
 
-    @torch.no_grad()
-    def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(action, log pi(action|s), V(s)) for the rollout, one call per env step."""
-        d = self.dist(obs)
-        action = d.sample()
-        return action, d.log_prob(action), self.value(obs)
-
-    def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(log pi(a|s), entropy, V(s)), each [B], with gradients: what the update needs."""
-        d = self.dist(obs)
-        return d.log_prob(actions), d.entropy(), self.value(obs)
-
     def kwargs(self) -> dict:
         """Constructor arguments, so an agent file can rebuild the network."""
-        return {
+        kw = {
             "obs_dim": self.obs_dim,
             "action": self.action.__dict__,
             "hidden_sizes": [m.out_features for m in self.actor_trunk if isinstance(m, nn.Linear)],
@@ -161,10 +264,118 @@ class ActorCritic(nn.Module):
             ),
             "shared_trunk": self.shared_trunk,
         }
+        if self.extractor is not None:
+            kw["extractor"] = self.extractor
+        return kw
 
     @classmethod
     def from_kwargs(cls, kw: dict) -> ActorCritic:
         kw = dict(kw)
-        action = dict(kw.pop("action"))
-        action["low"], action["high"] = tuple(action["low"]), tuple(action["high"])
-        return cls(action=ActionSpec(**action), **kw)
+        return cls(action=ActionSpec.from_dict(kw.pop("action")), **kw)
+
+
+class CustomActorCritic(_Acting, nn.Module):
+    """A user's whole actor-critic module behind trustrl's policy interface (autograd only).
+
+    The protocol (docs/custom_networks.md): `module(obs)` returns (actor_output, value), where
+    obs is the structured observation (trustrl.extractors.unflatten), actor_output [B, n_out]
+    (logits; Gaussian means for Box actions, whose state-independent log-std this wrapper
+    adds) and value [B] or [B, 1]. Optional `actor_parameters()` and `critic_parameters()`
+    name what pi and V depend on (default: every parameter, both; TRPO and NPG need the two
+    apart)."""
+
+    shared_trunk = True  # pi and V may share parameters: run as a ModuleNet
+    closed_form_ok = False
+
+    def __init__(self, module: nn.Module, obs_dim: int, action: ActionSpec,
+                 layout: Sequence[dict], factory: str, log_std_init: float = 0.0):
+        super().__init__()
+        self.obs_dim, self.action = obs_dim, action
+        self.layout, self.factory = [dict(p) for p in layout], factory
+        self.net = module
+        self.log_std = (nn.Parameter(torch.full((action.dim,), float(log_std_init)))
+                        if action.kind == "box" else None)
+
+    def _both(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        from trustrl.extractors import unflatten
+
+        out = self.net(unflatten(obs, self.layout))
+        if not isinstance(out, tuple | list) or len(out) != 2:
+            raise ConfigError(f"policy {self.factory!r}: forward must return (actor_output, "
+                              f"value), got {type(out).__name__}")
+        a, v = out
+        return a, v.reshape(v.shape[0]) if v.dim() == 2 and v.shape[-1] == 1 else v
+
+    def forward(self, obs: Tensor, part: str = "actor") -> Tensor:
+        a, v = self._both(obs)
+        return v if part == "critic" else a
+
+    def value(self, obs: Tensor) -> Tensor:
+        return self._both(obs)[1]
+
+    def actor_parameters(self) -> Iterator[nn.Parameter]:
+        own = getattr(self.net, "actor_parameters", None)
+        yield from (own() if callable(own) else self.net.parameters())
+        if self.log_std is not None:
+            yield self.log_std
+
+    def critic_parameters(self) -> Iterator[nn.Parameter]:
+        own = getattr(self.net, "critic_parameters", None)
+        yield from (own() if callable(own) else self.net.parameters())
+
+    def kwargs(self) -> dict:
+        return {"custom": self.factory, "obs_dim": self.obs_dim, "action": self.action.__dict__,
+                "layout": self.layout}
+
+    @classmethod
+    def from_kwargs(cls, kw: dict) -> CustomActorCritic:
+        action = ActionSpec.from_dict(kw["action"])
+        module = call_factory(kw["custom"], layout_space(kw["layout"]), action.space())
+        return cls(module, kw["obs_dim"], action, kw["layout"], kw["custom"])
+
+
+Policy = ActorCritic | CustomActorCritic
+
+
+def policy_from_kwargs(kw: dict) -> Policy:
+    """Rebuild a policy module from its kwargs() (the agent file's "policy_kwargs")."""
+    if "custom" in kw:
+        return CustomActorCritic.from_kwargs(kw)
+    return ActorCritic.from_kwargs(kw)
+
+
+def build_policy(obs_dim: int, action: ActionSpec, layout: Sequence[dict],
+                 hidden_sizes: Sequence[int] = (64, 64), activation: str = "tanh",
+                 shared_trunk: bool = False, log_std_init: float = 0.0,
+                 ortho_init: bool = True, policy: str = "") -> Policy:
+    """The network for an env: with `policy` "" the MLPs (behind a CombinedExtractor when the
+    observation holds an image); with `policy` "module:factory" the user's module, as the
+    feature extractor in front of the MLP heads when it has `features_dim` (or
+    `out_features`), else as a whole actor-critic (CustomActorCritic). The output shapes are
+    checked on a batch of two observations (ConfigError with one line)."""
+    layout = [dict(p) for p in layout]
+    if not policy:
+        ext = {"kind": "combined", "layout": layout} if needs_extractor(layout) else None
+        return ActorCritic(obs_dim, action, hidden_sizes, activation, shared_trunk,
+                           log_std_init, ortho_init, ext)
+    module = call_factory(policy, layout_space(layout), action.space())
+    pol: Policy
+    if features_dim(module) is not None:
+        pol = ActorCritic(obs_dim, action, hidden_sizes, activation, shared_trunk, log_std_init,
+                          ortho_init, {"kind": "user", "factory": policy, "layout": layout})
+    else:
+        pol = CustomActorCritic(module, obs_dim, action, layout, policy, log_std_init)
+    try:
+        with torch.no_grad():
+            x = torch.zeros(2, obs_dim)
+            out, v = pol(x, "actor"), pol.value(x)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's module
+        raise ConfigError(f"policy {policy!r}: forward on a batch of observations failed: "
+                          f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}") from None
+    if tuple(out.shape) != (2, action.n_out) or tuple(v.shape) != (2,):
+        raise ConfigError(f"policy {policy!r}: on a batch of 2 observations the actor gives "
+                          f"{tuple(out.shape)} (needs (2, {action.n_out})) and the critic "
+                          f"{tuple(v.shape)} (needs (2,) or (2, 1))")
+    return pol

@@ -40,6 +40,29 @@ def _tanh(x: Tensor) -> Tensor:
     return torch.tanh(x)
 
 
+def _blocks(out: Tensor, nvec: tuple[int, ...]) -> list[Tensor]:
+    """The log-softmax of each MultiDiscrete dimension's block of logits."""
+    return [torch.log_softmax(x, dim=-1) for x in torch.split(out, nvec, dim=-1)]
+
+
+def _multi_logp(blocks: list[Tensor], actions: Tensor) -> Tensor:
+    a = actions.long()
+    return sum(lp.gather(-1, a[..., i:i + 1]).squeeze(-1)  # type: ignore[return-value]
+               for i, lp in enumerate(blocks))
+
+
+def _multi_entropy(blocks: list[Tensor]) -> Tensor:
+    return sum(-(lp.exp() * lp).sum(-1) for lp in blocks)  # type: ignore[return-value]
+
+
+def _bernoulli_logp(out: Tensor, actions: Tensor) -> Tensor:
+    return (actions.to(out.dtype) * out - torch.nn.functional.softplus(out)).sum(-1)
+
+
+def _bernoulli_entropy(out: Tensor) -> Tensor:
+    return (torch.nn.functional.softplus(out) - torch.sigmoid(out) * out).sum(-1)
+
+
 @dataclass(frozen=True)
 class Segment:
     name: str
@@ -86,9 +109,17 @@ class PopNet:
             return slice(int(cols[0]), int(cols[-1]) + 1)
         return slice(None)
 
+    action: ActionSpec
+
     def log_prob(self, out: Tensor, actions: Tensor,
                  flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
-        """log pi(a|s) [P, B] from the actor's output (what the rollout needs)."""
+        """log pi(a|s) [P, B] from the actor's output (what the rollout needs). MultiDiscrete
+        (independent categoricals over blocks of logits) and MultiBinary (independent bits)
+        sum over their dimensions, as the Gaussian does."""
+        if self.action.kind == "multidiscrete":
+            return _multi_logp(_blocks(out, self.action.nvec), actions)
+        if self.action.kind == "multibinary":
+            return _bernoulli_logp(out, actions)
         if self.discrete:
             return torch.log_softmax(out, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         log_std = self.log_std(flat)
@@ -99,7 +130,13 @@ class PopNet:
                        flat: Tensor | dict[str, Tensor] | None = None) -> dict[str, Tensor]:
         """log pi(a|s) [P, B] ("logp") with the intermediates its derivative and the entropy
         reuse: Discrete "logp_all" (log-softmax) and "prob"; Box "log_std", "inv_std" and
-        "z" = (a - mean) / std."""
+        "z" = (a - mean) / std; MultiDiscrete "blocks" (their log-softmaxes); MultiBinary
+        "out" (the logits)."""
+        if self.action.kind == "multidiscrete":
+            blocks = _blocks(out, self.action.nvec)
+            return {"logp": _multi_logp(blocks, actions), "blocks": blocks}  # type: ignore[dict-item]
+        if self.action.kind == "multibinary":
+            return {"logp": _bernoulli_logp(out, actions), "out": out}
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
             logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
@@ -132,6 +169,10 @@ class PopNet:
 
     def entropy_from_parts(self, parts: dict[str, Tensor]) -> Tensor:
         """The entropy [P, B] from `log_prob_parts`' intermediates."""
+        if self.action.kind == "multidiscrete":
+            return _multi_entropy(parts["blocks"])  # type: ignore[arg-type]
+        if self.action.kind == "multibinary":
+            return _bernoulli_entropy(parts["out"])
         if self.discrete:
             return -(parts["prob"] * parts["logp_all"]).sum(-1)
         return (0.5 + 0.5 * _LOG_2PI + parts["log_std"]).sum(-1).expand_as(parts["logp"])
@@ -139,7 +180,16 @@ class PopNet:
     def kl_from(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor | None = None,
                 flat_new: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         """Exact KL(pi_old || pi_new) per state [P, B]; flat_old: pi_old's log-std source,
-        flat_new: pi_new's (default: the leaf)."""
+        flat_new: pi_new's (default: the leaf). MultiDiscrete and MultiBinary: summed over
+        their independent dimensions."""
+        if self.action.kind == "multidiscrete":
+            return sum((lo.exp() * (lo - ln)).sum(-1)  # type: ignore[return-value]
+                       for lo, ln in zip(_blocks(old_out, self.action.nvec),
+                                         _blocks(new_out, self.action.nvec), strict=True))
+        if self.action.kind == "multibinary":
+            sp = torch.nn.functional.softplus
+            return (torch.sigmoid(old_out) * (old_out - new_out) - sp(old_out)
+                    + sp(new_out)).sum(-1)
         if self.discrete:
             lo, ln = torch.log_softmax(old_out, -1), torch.log_softmax(new_out, -1)
             return (lo.exp() * (lo - ln)).sum(-1)
@@ -350,6 +400,9 @@ class PopActorCritic(PopNet):
         p0 = policies[0]
         if p0.shared_trunk:
             raise ValueError("the population networks have separate actor and critic trunks")
+        if not p0.closed_form_ok:
+            raise ValueError("the MLP population network holds plain MLPs on the flat "
+                             "observation with Discrete or Box actions; use ModuleNet")
         kw = p0.kwargs()
         rows = [cls._flatten(p) for p in policies]
         flat = torch.stack(rows).to(device).requires_grad_(True)
@@ -393,12 +446,13 @@ class ModuleNet(PopNet):
     parameters once), run through the module with torch.func.functional_call. The module
     needs `forward(obs, part)` returning the actor's output ("actor": logits or Gaussian
     means) or V(s) ("critic"), a `log_std` parameter for Box actions, and `actor_parameters()`
-    (what pi depends on). trustrl.policies.ActorCritic qualifies, with a shared trunk too."""
+    (what pi depends on). trustrl.policies.ActorCritic qualifies (with a shared trunk, a
+    feature extractor, any action space), as does CustomActorCritic (a user's module)."""
 
     def __init__(self, module: torch.nn.Module, action: ActionSpec, flat: Tensor):
         self.module, self.action = module, action
         self.discrete = action.kind == "discrete"
-        self.n_out = action.n if self.discrete else action.dim
+        self.n_out = action.n_out
         self.names = [n for n, _ in module.named_parameters()]
         self.shapes = [p.shape for _, p in module.named_parameters()]
         self.sizes = [math.prod(sh) for sh in self.shapes]

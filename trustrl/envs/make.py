@@ -9,22 +9,39 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from trustrl.envs.spaces import UnsupportedSpace, flatten_obs, obs_layout, top_kind
 from trustrl.errors import EnvError
 from trustrl.policies import ActionSpec
 
-SUPPORTED_ACTIONS = "Discrete, Box"
-SUPPORTED_OBS = "Box, Discrete (one-hot)"
+SUPPORTED_ACTIONS = "Discrete, Box (any shape), MultiDiscrete (1-D), MultiBinary"
+SUPPORTED_OBS = ("Box (any shape; uint8 images to a CNN), Discrete and MultiDiscrete (one-hot), "
+                 "MultiBinary, Dict and Tuple of these")
 
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """What the networks need to know about an env: observation size and action spec."""
+    """What the networks need to know about an env: observation size and action spec.
+
+    obs_dim is the width of the flat float row every observation becomes (trustrl.envs.spaces);
+    obs_layout says where each part of the observation sits in it (plain data; empty in agent
+    files written before it existed: a flat Box or a one-hot Discrete)."""
 
     env_id: str
     obs_dim: int
-    obs_kind: str  # "box" or "discrete"
+    obs_kind: str  # box, image, discrete, multidiscrete, multibinary, dict or tuple
     obs_n: int
     action: ActionSpec
+    obs_layout: tuple = ()
+
+    def layout(self) -> list[dict]:
+        """obs_layout, or for an older spec without one the layout it implies."""
+        if self.obs_layout:
+            return list(self.obs_layout)
+        if self.obs_kind == "discrete":
+            return [{"path": [], "kind": "discrete", "shape": [], "n": self.obs_n, "start": 0,
+                     "size": self.obs_n, "offset": 0}]
+        return [{"path": [], "kind": "box", "shape": [self.obs_dim], "size": self.obs_dim,
+                 "offset": 0}]
 
 
 EXTRAS = {"box2d": "Box2D", "mujoco": "MuJoCo", "atari": "the Atari emulator ale-py"}
@@ -96,6 +113,47 @@ def _make_one(env_id: str) -> gym.Env:
         raise EnvError(f"cannot make env {env_id!r}: {type(e).__name__}: {e}") from None
 
 
+def action_spec(space: gym.Space) -> ActionSpec:
+    """The ActionSpec of a Gymnasium action space, or UnsupportedSpace."""
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        return ActionSpec("discrete", n=int(space.n), start=(start,) if start else ())
+    if isinstance(space, gym.spaces.Box) and space.shape:
+        return ActionSpec(
+            "box", dim=int(np.prod(space.shape)), shape=tuple(int(n) for n in space.shape),
+            low=tuple(float(x) for x in space.low.reshape(-1)),
+            high=tuple(float(x) for x in space.high.reshape(-1)),
+        )
+    if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+        nvec = tuple(int(n) for n in space.nvec)
+        start = tuple(int(x) for x in np.broadcast_to(getattr(space, "start", 0), len(nvec)))
+        return ActionSpec("multidiscrete", n=sum(nvec), dim=len(nvec), nvec=nvec,
+                          start=start if any(start) else ())
+    if isinstance(space, gym.spaces.MultiBinary):
+        shape = tuple(int(n) for n in np.atleast_1d(space.n))
+        return ActionSpec("multibinary", n=int(np.prod(shape)), dim=int(np.prod(shape)),
+                          shape=shape)
+    raise UnsupportedSpace(f"{type(space).__name__}{getattr(space, 'shape', '')}")
+
+
+def spaces_spec(env_id: str, obs_space: gym.Space, act_space: gym.Space) -> EnvSpec:
+    """An EnvSpec from the two spaces, or EnvError naming what is unsupported."""
+    try:
+        action = action_spec(act_space)
+    except UnsupportedSpace as e:
+        raise EnvError(f"{env_id} has action space {e}; trustrl supports "
+                       f"{SUPPORTED_ACTIONS}") from None
+    try:
+        layout = obs_layout(obs_space)
+        kind = top_kind(obs_space)
+    except UnsupportedSpace as e:
+        raise EnvError(f"{env_id} has observation space {type(obs_space).__name__} ({e}); "
+                       f"trustrl supports {SUPPORTED_OBS}") from None
+    obs_dim = sum(p["size"] for p in layout)
+    obs_n = layout[0]["n"] if kind == "discrete" else 0
+    return EnvSpec(env_id, obs_dim, kind, obs_n, action, tuple(layout))
+
+
 def check_env(env_id: str) -> EnvSpec:
     """Make one env and return its EnvSpec, or raise EnvError naming what is unsupported."""
     env = _make_one(env_id)
@@ -103,53 +161,45 @@ def check_env(env_id: str) -> EnvSpec:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
         env.close()
-    if isinstance(act_space, gym.spaces.Discrete):
-        action = ActionSpec("discrete", n=int(act_space.n))
-    elif isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
-        action = ActionSpec(
-            "box", dim=int(act_space.shape[0]),
-            low=tuple(float(x) for x in act_space.low),
-            high=tuple(float(x) for x in act_space.high),
-        )
-    else:
-        raise EnvError(
-            f"{env_id} has action space {type(act_space).__name__}"
-            f"{getattr(act_space, 'shape', '')}; trustrl supports {SUPPORTED_ACTIONS} (1-D)"
-        )
-    if isinstance(obs_space, gym.spaces.Box):
-        return EnvSpec(env_id, int(np.prod(obs_space.shape)), "box", 0, action)
-    if isinstance(obs_space, gym.spaces.Discrete):
-        return EnvSpec(env_id, int(obs_space.n), "discrete", int(obs_space.n), action)
-    raise EnvError(
-        f"{env_id} has observation space {type(obs_space).__name__}; "
-        f"trustrl supports {SUPPORTED_OBS}"
-    )
+    return spaces_spec(env_id, obs_space, act_space)
 
 
 def _actions_text(a: ActionSpec) -> str:
-    return f"{a.n} discrete actions" if a.kind == "discrete" else f"{a.dim}-D box actions"
+    if a.kind == "discrete":
+        return f"{a.n} discrete actions"
+    if a.kind == "multidiscrete":
+        return f"MultiDiscrete{list(a.nvec)} actions"
+    if a.kind == "multibinary":
+        return f"{a.n} binary actions"
+    return f"{a.dim}-D box actions" if len(a.shape) <= 1 else f"box actions of shape {a.shape}"
 
 
 def check_compatible(spec: EnvSpec, env_id: str) -> EnvSpec:
     """An agent trained on `spec` can act in `env_id` only when the spaces match: EnvError
     naming the difference otherwise (instead of a shape error inside the network)."""
     other = check_env(env_id)
-    if (other.obs_kind, other.obs_dim) != (spec.obs_kind, spec.obs_dim):
+    if ((other.obs_kind, other.obs_dim) != (spec.obs_kind, spec.obs_dim)
+            or (spec.obs_layout and [(p["kind"], p["shape"]) for p in spec.layout()]
+                != [(p["kind"], p["shape"]) for p in other.layout()])):
         raise EnvError(f"the agent was trained on {spec.env_id} ({spec.obs_kind} observations "
                        f"of size {spec.obs_dim}); {env_id} has {other.obs_kind} observations of "
                        f"size {other.obs_dim}")
     a, b = spec.action, other.action
-    if (a.kind, a.n, a.dim) != (b.kind, b.n, b.dim):
+    if (a.kind, a.n, a.dim, a.nvec) != (b.kind, b.n, b.dim, b.nvec):
         raise EnvError(f"the agent was trained on {spec.env_id} ({_actions_text(a)}); {env_id} "
                        f"has {_actions_text(b)}")
     return other
 
 
 def obs_to_array(obs: np.ndarray, spec: EnvSpec) -> np.ndarray:
-    """Vector-env observations as float [N, obs_dim] (one-hot for Discrete observations)."""
-    if spec.obs_kind == "discrete":
+    """Vector-env observations as float [N, obs_dim] (trustrl.envs.spaces.flatten_obs: one-hot
+    for Discrete parts, images scaled to [0, 1] and channels-first, Dict/Tuple parts
+    concatenated)."""
+    if spec.obs_kind == "discrete" and spec.obs_layout == ():
         return np.eye(spec.obs_n, dtype=np.float64)[np.asarray(obs, np.int64)]
-    return np.asarray(obs, np.float64).reshape(len(obs), -1)
+    if spec.obs_kind == "box" and len(spec.obs_layout) <= 1:
+        return np.asarray(obs, np.float64).reshape(len(obs), -1)
+    return flatten_obs(obs, spec.layout())
 
 
 def make_vec_env(env_id: str, num_envs: int, vector: str = "sync") -> gym.vector.VectorEnv:

@@ -1,0 +1,153 @@
+"""Observation spaces as one flat float vector, and back.
+
+Every observation trustrl supports becomes one float row [obs_dim] before it reaches the
+networks, the rollout buffers and the normaliser: a Box is flattened, a Discrete one-hot
+encoded, a MultiDiscrete a concatenation of one-hots, a MultiBinary its bits as floats, a uint8
+image (see `is_image_space`) scaled to [0, 1] and transposed to channels-first (CHW) before it
+is flattened, a Dict (keys in the space's order) or a Tuple the concatenation of its
+parts. The layout (`obs_layout`) says where each part sits in the row, as plain data (saved in
+agent files): the feature extractors of trustrl.extractors cut the row up again (a CNN per
+image, the rest passed through), and its `unflatten` rebuilds the structured observation for
+a user's extractor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+IMAGE_CHANNELS = (1, 3, 4)
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """An image as Stable-Baselines3 detects one: a Box of 3 dimensions, dtype uint8, bounds
+    0 and 255, with 1, 3 or 4 channels first (CHW) or last (HWC)."""
+    return (isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+            and space.dtype == np.uint8 and bool(np.all(space.low == 0))
+            and bool(np.all(space.high == 255))
+            and (space.shape[0] in IMAGE_CHANNELS or space.shape[-1] in IMAGE_CHANNELS))
+
+
+class UnsupportedSpace(ValueError):
+    """A space (or a part of one) that trustrl cannot encode; the message names it."""
+
+
+def _part(path: list[Any], space: gym.Space) -> dict[str, Any]:
+    where = "".join(f"[{p!r}]" for p in path)
+    if is_image_space(space):
+        shape = list(space.shape)
+        last = shape[-1] in IMAGE_CHANNELS and shape[0] not in IMAGE_CHANNELS
+        chw = [shape[2], shape[0], shape[1]] if last else shape
+        return {"path": path, "kind": "image", "shape": shape, "chw": chw,
+                "channels_last": last, "size": math.prod(shape)}
+    if isinstance(space, gym.spaces.Box):
+        return {"path": path, "kind": "box", "shape": list(space.shape),
+                "size": math.prod(space.shape)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"path": path, "kind": "discrete", "shape": [], "n": int(space.n),
+                "start": int(space.start), "size": int(space.n)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        if space.nvec.ndim != 1:
+            raise UnsupportedSpace(f"MultiDiscrete{where} of shape {space.nvec.shape} (1-D only)")
+        nvec = [int(n) for n in space.nvec]
+        start = [int(s) for s in np.broadcast_to(getattr(space, "start", 0), len(nvec))]
+        return {"path": path, "kind": "multidiscrete", "shape": [len(nvec)], "nvec": nvec,
+                "start": start, "size": sum(nvec)}
+    if isinstance(space, gym.spaces.MultiBinary):
+        shape = [int(n) for n in np.atleast_1d(space.n)]
+        return {"path": path, "kind": "multibinary", "shape": shape, "size": math.prod(shape)}
+    raise UnsupportedSpace(f"{type(space).__name__}{where}")
+
+
+def obs_layout(space: gym.Space) -> list[dict[str, Any]]:
+    """The parts of an observation space, in the order they sit in the flat row: dicts of
+    plain values (path: the keys / indices from the top; kind; shape; size; offset)."""
+    parts: list[dict[str, Any]] = []
+
+    def walk(path: list[Any], s: gym.Space) -> None:
+        if isinstance(s, gym.spaces.Dict):
+            for k, sub in s.spaces.items():
+                walk(path + [str(k)], sub)
+        elif isinstance(s, gym.spaces.Tuple):
+            for i, sub in enumerate(s.spaces):
+                walk(path + [i], sub)
+        else:
+            parts.append(_part(path, s))
+
+    walk([], space)
+    if not parts:
+        raise UnsupportedSpace("an empty Dict or Tuple")
+    off = 0
+    for p in parts:
+        p["offset"] = off
+        off += p["size"]
+    return parts
+
+
+def top_kind(space: gym.Space) -> str:
+    """The observation kind named in an EnvSpec: dict, tuple, or the one part's kind."""
+    if isinstance(space, gym.spaces.Dict):
+        return "dict"
+    if isinstance(space, gym.spaces.Tuple):
+        return "tuple"
+    return obs_layout(space)[0]["kind"]
+
+
+def _leaf(obs: Any, path: Sequence[Any]) -> Any:
+    for k in path:
+        obs = obs[k]
+    return obs
+
+
+def is_single(obs: Any, layout: Sequence[dict[str, Any]]) -> bool:
+    """Whether `obs` is one observation (not a batch [N, ...]): its first part has the part's
+    own number of dimensions."""
+    p = layout[0]
+    return np.asarray(_leaf(obs, p["path"])).ndim == len(p["shape"])
+
+
+def add_batch_dim(obs: Any) -> Any:
+    """One observation -> a batch of one (dicts and tuples part by part)."""
+    if isinstance(obs, dict):
+        return {k: add_batch_dim(v) for k, v in obs.items()}
+    if isinstance(obs, tuple | list) and not isinstance(obs, np.ndarray):
+        return tuple(add_batch_dim(v) for v in obs)
+    return np.asarray(obs)[None]
+
+
+def flatten_obs(obs: Any, layout: Sequence[dict[str, Any]]) -> np.ndarray:
+    """A batch of observations [N, ...] (Dict: a dict of batches) -> float [N, obs_dim]."""
+    cols = []
+    for p in layout:
+        x = np.asarray(_leaf(obs, p["path"]))
+        n = x.shape[0] if x.ndim else 1
+        kind = p["kind"]
+        if kind == "discrete":
+            cols.append(np.eye(p["n"], dtype=np.float64)[x.astype(np.int64).reshape(n)
+                                                          - p["start"]])
+        elif kind == "multidiscrete":
+            x = x.astype(np.int64).reshape(n, -1) - np.asarray(p["start"])
+            cols.extend(np.eye(k, dtype=np.float64)[x[:, i]] for i, k in enumerate(p["nvec"]))
+        elif kind == "image":
+            x = x.reshape(n, *p["shape"])
+            if p["channels_last"]:
+                x = x.transpose(0, 3, 1, 2)
+            cols.append(x.reshape(n, -1).astype(np.float64) / 255.0)
+        else:  # box, multibinary
+            cols.append(np.asarray(x, np.float64).reshape(n, -1))
+    return cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
+
+
+def image_columns(layout: Sequence[dict[str, Any]], obs_dim: int) -> np.ndarray | None:
+    """[obs_dim] bool: the columns of image parts (never normalised), or None: no image."""
+    img = [p for p in layout if p["kind"] == "image"]
+    if not img:
+        return None
+    m = np.zeros(obs_dim, bool)
+    for p in img:
+        m[p["offset"]:p["offset"] + p["size"]] = True
+    return m

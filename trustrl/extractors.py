@@ -1,0 +1,264 @@
+"""Feature extractors: the module in front of the actor's and the critic's MLP heads.
+
+Every observation reaches the networks as one flat float row [B, obs_dim] (see
+trustrl.envs.spaces: images already scaled to [0, 1] and channels-first, Discrete parts
+one-hot). A layout (plain data, saved in agent files) says where each part sits in the row.
+
+    None                 the MLP reads the row itself (Box, Discrete, MultiDiscrete,
+                         MultiBinary, Dict/Tuple of these): the closed-form backend applies.
+    CombinedExtractor    a CNN per image part (NatureCNN, or SmallCNN for images under 36
+                         pixels), every other part passed through flat, all concatenated
+                         (Stable-Baselines3's CombinedExtractor; also for one image alone).
+    UserExtractor        a user's module on the structured observation (`unflatten`): a
+                         tensor per part ([B, C, H, W] images, one-hots, floats), in a dict
+                         for Dict spaces and a tuple for Tuple spaces; its size in the
+                         attribute `features_dim` (or `out_features`).
+
+A user's network comes from a factory named by an import path "module:attr" (`load_factory`):
+a callable returning an nn.Module, called with the env's observation and action spaces when
+it takes two arguments, else with none (see docs/custom_networks.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from trustrl.errors import ConfigError
+
+NATURE_MIN = 36
+"""NatureCNN's smallest input side (8x8 stride 4, 4x4 stride 2, 3x3 stride 1)."""
+
+
+def _conv(c_in: int, c_out: int, k: int, s: int, p: int = 0) -> nn.Conv2d:
+    conv = nn.Conv2d(c_in, c_out, k, s, p)
+    nn.init.orthogonal_(conv.weight, math.sqrt(2.0))
+    nn.init.zeros_(conv.bias)
+    return conv
+
+
+class NatureCNN(nn.Module):
+    """Mnih et al. (2015): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1, each ReLU, then
+    linear to `features_dim` (512) and ReLU. Input [B, C, H, W] in [0, 1], H, W >= 36."""
+
+    def __init__(self, chw: Sequence[int], features_dim: int = 512):
+        super().__init__()
+        c, h, w = chw
+        self.convs = nn.Sequential(_conv(c, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
+                                   _conv(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.linear = nn.Linear(n, features_dim)
+        nn.init.orthogonal_(self.linear.weight, math.sqrt(2.0))
+        nn.init.zeros_(self.linear.bias)
+        self.features_dim = features_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.linear(self.convs(x)))
+
+
+class SmallCNN(NatureCNN):
+    """For images smaller than NatureCNN takes: conv 32 3x3/2, conv 64 3x3/2, conv 64 3x3/1
+    (padding 1), then linear 512 and ReLU."""
+
+    def __init__(self, chw: Sequence[int], features_dim: int = 512):
+        nn.Module.__init__(self)
+        c, h, w = chw
+        self.convs = nn.Sequential(_conv(c, 32, 3, 2, 1), nn.ReLU(), _conv(32, 64, 3, 2, 1),
+                                   nn.ReLU(), _conv(64, 64, 3, 1, 1), nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            n = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.linear = nn.Linear(n, features_dim)
+        nn.init.orthogonal_(self.linear.weight, math.sqrt(2.0))
+        nn.init.zeros_(self.linear.bias)
+        self.features_dim = features_dim
+
+
+def image_cnn(chw: Sequence[int]) -> NatureCNN:
+    """NatureCNN where the image is large enough, else SmallCNN."""
+    return NatureCNN(chw) if min(chw[1], chw[2]) >= NATURE_MIN else SmallCNN(chw)
+
+
+def needs_extractor(layout: Sequence[dict[str, Any]]) -> bool:
+    """Whether the default network needs a CombinedExtractor (an image part)."""
+    return any(p["kind"] == "image" for p in layout)
+
+
+class CombinedExtractor(nn.Module):
+    """A CNN per image part, the other parts of the row passed through as they are (already
+    flat, one-hot or float), concatenated: [B, obs_dim] -> [B, features_dim]."""
+
+    def __init__(self, layout: Sequence[dict[str, Any]]):
+        super().__init__()
+        self.layout = [dict(p) for p in layout]
+        self.cnns = nn.ModuleList(image_cnn(p["chw"]) for p in self.layout
+                                  if p["kind"] == "image")
+        self.features_dim = (sum(c.features_dim for c in self.cnns)
+                             + sum(p["size"] for p in self.layout if p["kind"] != "image"))
+
+    def forward(self, x: Tensor) -> Tensor:
+        outs, i = [], 0
+        for p in self.layout:
+            cols = x[:, p["offset"]:p["offset"] + p["size"]]
+            if p["kind"] == "image":
+                outs.append(self.cnns[i](cols.reshape(x.shape[0], *p["chw"])))
+                i += 1
+            else:
+                outs.append(cols)
+        return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
+
+
+def _part_tensor(x: Tensor, p: dict[str, Any]) -> Tensor:
+    cols = x[:, p["offset"]:p["offset"] + p["size"]]
+    if p["kind"] == "image":
+        return cols.reshape(x.shape[0], *p["chw"])
+    if p["kind"] in ("box", "multibinary") and len(p["shape"]) > 1:
+        return cols.reshape(x.shape[0], *p["shape"])
+    return cols
+
+
+def _nest(layout: Sequence[dict[str, Any]], leaf: Callable[[dict[str, Any]], Any],
+          tuple_of: Callable[[list[Any]], Any], dict_of: Callable[[dict[str, Any]], Any]
+          ) -> Any:
+    if len(layout) == 1 and not layout[0]["path"]:
+        return leaf(layout[0])
+    root: dict[Any, Any] = {}
+    for p in layout:
+        node = root
+        for k in p["path"][:-1]:
+            node = node.setdefault(k, {})
+        node[p["path"][-1]] = leaf(p)
+
+    def build(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if all(isinstance(k, int) for k in node):
+            return tuple_of([build(node[i]) for i in sorted(node)])
+        return dict_of({k: build(v) for k, v in node.items()})
+
+    return build(root)
+
+
+def unflatten(x: Tensor, layout: Sequence[dict[str, Any]]) -> Any:
+    """A flat batch [B, obs_dim] -> the structured observation as a user's network sees it:
+    per part a tensor [B, *shape] (images [B, C, H, W] in [0, 1]; Discrete and MultiDiscrete
+    parts as their one-hots [B, n] / [B, sum(nvec)]; the rest as floats), in dicts and tuples
+    as the space nests them. A plain Box space gives [B, *shape]."""
+    return _nest(layout, lambda p: _part_tensor(x, p), tuple, dict)
+
+
+def layout_space(layout: Sequence[dict[str, Any]]) -> gym.Space:
+    """The observation space rebuilt from a layout (for a user's network factory when an
+    agent file is loaded): shapes, sizes and image dtypes as the env's; Box bounds not kept."""
+    def leaf(p: dict[str, Any]) -> gym.Space:
+        if p["kind"] == "image":
+            return gym.spaces.Box(0, 255, tuple(p["shape"]), np.uint8)
+        if p["kind"] == "box":
+            return gym.spaces.Box(-np.inf, np.inf, tuple(p["shape"]), np.float32)
+        if p["kind"] == "discrete":
+            return gym.spaces.Discrete(p["n"], start=p.get("start", 0))
+        if p["kind"] == "multidiscrete":
+            return gym.spaces.MultiDiscrete(p["nvec"], start=p.get("start"))
+        return gym.spaces.MultiBinary(p["shape"])
+
+    return _nest(layout, leaf, gym.spaces.Tuple, gym.spaces.Dict)
+
+
+def features_dim(module: nn.Module) -> int | None:
+    """A feature extractor's output size (its `features_dim` or `out_features`), else None."""
+    for attr in ("features_dim", "out_features"):
+        v = getattr(module, attr, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+class UserExtractor(nn.Module):
+    """A user's feature extractor on the structured observation: [B, obs_dim] -> features."""
+
+    def __init__(self, module: nn.Module, layout: Sequence[dict[str, Any]]):
+        super().__init__()
+        self.inner = module
+        self.layout = [dict(p) for p in layout]
+        self.features_dim = features_dim(module)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.inner(unflatten(x, self.layout))
+
+
+# --- a user's network by import path -------------------------------------------------------
+
+def import_path(obj: Any) -> str:
+    """The "module:qualname" of a top-level function or class (ConfigError otherwise)."""
+    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not callable(obj) or not mod or not qual or "<" in qual or mod == "__main__":
+        raise ConfigError(f"policy {obj!r:.60} must be a function or class defined at the top "
+                          "level of an importable module (given as 'module:name')")
+    return f"{mod}:{qual}"
+
+
+def load_factory(path: str) -> Callable[..., Any]:
+    """The callable named by "package.module:attr" (attr may be dotted), imported with the
+    current folder on the path; ConfigError with one line when it cannot be."""
+    if not isinstance(path, str) or path.count(":") != 1:
+        raise ConfigError(f"policy must be 'module:factory' (an import path), got {path!r:.80}")
+    mod_name, _, attr = path.partition(":")
+    if not all(s.isidentifier() for s in mod_name.split(".") + attr.split(".")):
+        raise ConfigError(f"policy must be 'module:factory' (an import path), got {path!r:.80}")
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConfigError(f"policy {path!r}: cannot import module {mod_name!r} ({e})") from None
+    except Exception as e:  # noqa: BLE001 - the user's module fails on import
+        raise ConfigError(f"policy {path!r}: importing {mod_name!r} failed: "
+                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                          ) from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"policy {path!r}: module {mod_name!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"policy {path!r} is not callable")
+    return obj
+
+
+def call_factory(path: str, observation_space: gym.Space, action_space: gym.Space
+                 ) -> nn.Module:
+    """Import the factory and call it (with the two spaces when it takes two arguments)."""
+    factory = load_factory(path)
+    try:
+        sig = inspect.signature(factory)
+        required = [p for p in sig.parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                           p.POSITIONAL_OR_KEYWORD)]
+        takes_two = len(required) >= 2 or (
+            len([p for p in sig.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 2)
+    except (TypeError, ValueError):
+        takes_two = False
+    try:
+        module = factory(observation_space, action_space) if takes_two else factory()
+    except Exception as e:  # noqa: BLE001 - the user's code
+        raise ConfigError(f"policy {path!r}: the factory failed: {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0]}") from None
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"policy {path!r} returned {type(module).__name__}, not a "
+                          "torch.nn.Module")
+    return module
