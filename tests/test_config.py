@@ -37,8 +37,8 @@ def test_precedence_defaults_preset_file_set_flags():
     cfg = make_config("ppo", file_values={"env_id": "Pendulum-v1"})
     assert cfg.env_id == "Pendulum-v1" and cfg.gamma == 0.9
     # an env without a preset gets the dataclass defaults
-    cfg = make_config("ppo", "Acrobot-v1")
-    assert cfg.lr == PPOConfig().lr
+    cfg = make_config("ppo", "FrozenLake-v1")
+    assert cfg.preset is None and cfg.num_envs == PPOConfig().num_envs
 
 
 @pytest.mark.parametrize("key,raw,value", [

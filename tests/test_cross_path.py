@@ -29,7 +29,8 @@ from batched_shim import Pop
 
 def _cfg(env_id: str, **sets: object):
     base = {"num_envs": 2, "num_steps": 128, "update_epochs": 2, "minibatch_size": 64,
-            "total_steps": 4096, "eval_every": 0, "eval_episodes": 2, "vector": "torch"}
+            "total_steps": 4096, "eval_every": 0, "eval_episodes": 2, "vector": "torch",
+            "preset": "chapter" if env_id in ("CartPole-v1", "Pendulum-v1") else "none"}
     base.update(sets)
     return make_config("ppo", env_id, None, {k: str(v) for k, v in base.items()}, {})
 

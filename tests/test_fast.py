@@ -36,7 +36,8 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 def small_cfg(env: str = "CartPole-v1", **sets: object):
     base = {"num_envs": 4, "num_steps": 32, "update_epochs": 2, "minibatch_size": 32,
-            "total_steps": 4096, "eval_every": 2, "eval_episodes": 3, "vector": "torch"}
+            "total_steps": 4096, "eval_every": 2, "eval_episodes": 3, "vector": "torch",
+            "preset": "chapter" if env in ("CartPole-v1", "Pendulum-v1") else "none"}
     base.update(sets)
     return make_config("ppo", env, None, {k: str(v) for k, v in base.items()}, {})
 
@@ -398,6 +399,7 @@ def test_fisher_vector_products_equal_double_backprop(env_id, activation):
 
     cfg = make_config("trpo", env_id, None, {
         "vector": "torch", "num_envs": "4", "num_steps": "32", "activation": activation,
+        "preset": "chapter" if env_id == "Pendulum-v1" else "none",
         "hidden_sizes": "16,8", "total_steps": "4096"}, {})
     eng = Pop(cfg, [1, 2, 3])
     net = eng.net

@@ -18,14 +18,16 @@ from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
 from trustrl.lab.commands import cmd_lab
 
-COMMAND_MODULES: tuple[str, ...] = ("trustrl.sweep.cli", "trustrl.demo.cli", "trustrl.rlhf.cli")
+COMMAND_MODULES: tuple[str, ...] = ("trustrl.sweep.cli", "trustrl.demo.cli", "trustrl.rlhf.cli",
+                                    "trustrl.presets.cli")
 """Modules that add a subcommand: each has add_parser(subparsers), which registers its parser
 and sets `func` (args -> exit status) with set_defaults. Imported when the parser is built, so
 they import only the standard library at module level (keeps `trustrl --help` fast)."""
 
 
 def _train_help() -> str:
-    from trustrl.config import CONFIGS, PRESETS, RunConfig, describe
+    from trustrl.config import CONFIGS, RunConfig, describe
+    from trustrl.presets import summary
 
     lines = ["config keys (set with --set key=value or in a --config TOML/JSON/YAML file):",
              f"\n[every algorithm] {RunConfig.__doc__}", describe(RunConfig)]
@@ -40,9 +42,9 @@ def _train_help() -> str:
         shown[key] = algo
         lines.append(f"\n[{algo}] {doc}")
         lines.append(own)
-    lines.append("\npresets (applied before --config and --set):")
-    for (algo, env), values in PRESETS.items():
-        lines.append(f"  {algo} on {env}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    lines.append("\npresets (applied before --config and --set; --preset auto takes the "
+                 "chapter's, else the zoo's; `trustrl presets ENV` shows the values):")
+    lines.extend(summary())
     return "\n".join(lines)
 
 
@@ -79,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "classic-control envs, every algorithm; else sync), sync, async, or torch "
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
+    t.add_argument("--preset", help="auto (default: the chapter's preset for the algorithm "
+                   "and env, else rl-baselines3-zoo's, else none), chapter, zoo or none; "
+                   "config.json records the one applied (`trustrl presets` lists them)")
     t.add_argument("--config", help="TOML, JSON or YAML file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
@@ -129,7 +134,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if (args.config or args.sets or args.env_id is not None or args.total_steps
                 or args.seed is not None or args.seeds or args.vector or args.device
-                or args.runs_dir is not None):
+                or args.runs_dir is not None or args.preset is not None):
             raise TrustrlError("--resume takes the run's own config; drop the other options")
         _check_resume_folder(Path(args.resume))
         if args.trust_checkpoint:
@@ -153,7 +158,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                    f"{args.vector} (or use a sweep for Gymnasium envs)")
             args.vector = "torch"
         flags = {"env_id": args.env_id, "total_steps": args.total_steps, "seed": args.seed,
-                 "runs_dir": args.runs_dir, "vector": args.vector, "device": args.device}
+                 "runs_dir": args.runs_dir, "vector": args.vector, "device": args.device,
+                 "preset": args.preset}
         cfg = make_config(
             args.algo, args.env_id,
             load_config_file(args.config) if args.config else None,

@@ -13,6 +13,7 @@ run's config.json records the one applied as `chapter:ENV` or `zoo:ENV`, or null
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from trustrl.errors import ConfigError
@@ -86,20 +87,21 @@ def select_preset(algo: str, env_id: str, request: Any = "auto"
 
 
 def check_label(label: Any, env_id: str) -> None:
-    """A config's `preset`: None or the label 'SOURCE:ENV' of this run's env, as make_config
-    records it (ConfigError otherwise)."""
+    """A config's `preset`: None or a label 'SOURCE:ENV', as make_config records it
+    (ConfigError otherwise). The env is not compared with env_id: an edited config.json's env
+    is resume's to refuse, with its own message."""
     if label is None:
         return
     source, sep, env = str(label).partition(":")
-    if not isinstance(label, str) or not sep or source not in SOURCES or env != env_id:
-        raise ConfigError(f"preset {str(label)[:60]!r} is not the record of a preset applied "
-                          f"to {env_id} (null, 'chapter:{env_id}' or 'zoo:{env_id}'); choose a "
-                          "preset with --preset or --set preset=auto|chapter|zoo|none")
+    if not isinstance(label, str) or not sep or source not in SOURCES or not env.strip():
+        raise ConfigError(f"preset {str(label)[:60]!r} is not the record of a preset (null, "
+                          f"'chapter:ENV' or 'zoo:ENV'); choose a preset with --preset or "
+                          "--set preset=auto|chapter|zoo|none")
 
 
 def summary() -> list[str]:
-    """One line per source and algorithm: the envs that have a preset (for --help)."""
-    lines = []
+    """Per source and algorithm, the envs that have a preset (for --help), wrapped."""
+    lines: list[str] = []
     chapter_envs = sorted({e for (_, e) in PRESETS})
     chapter_algos = list(dict.fromkeys(a for (a, _) in PRESETS))
     lines.append(f"  chapter ({', '.join(chapter_algos)}): {', '.join(chapter_envs)}")
@@ -109,7 +111,8 @@ def summary() -> list[str]:
         lines.append(f"  zoo ({algo}): {', '.join(usable)}")
         if not_yet:
             lines.append(f"  zoo ({algo}), written out but not usable yet: {', '.join(not_yet)}")
-    return lines
+    return [w for line in lines
+            for w in textwrap.wrap(line, 96, subsequent_indent="      ", break_on_hyphens=False)]
 
 
 __all__ = ["PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset", "check_label",

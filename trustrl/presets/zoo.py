@@ -9,7 +9,7 @@ Sources (every number below comes from one of these; nothing else is copied):
 - What a zoo entry leaves out is the algorithm's default: Stable-Baselines3 2.9.2's `PPO`
   (learning_rate 3e-4, n_steps 2048, batch_size 64, n_epochs 10, gamma 0.99, gae_lambda 0.95,
   clip_range 0.2, ent_coef 0, vf_coef 0.5, max_grad_norm 0.5; Adam eps 1e-5; separate 64x64
-  tanh MLPs, orthogonal init, log std 0), sb3-contrib's `TRPO` (learning_rate 1e-3 for the
+  tanh MLPs, orthogonal init, log std 0), sb3-contrib 2.x's `TRPO` (learning_rate 1e-3 for the
   critic, n_steps 2048, batch_size 128, gamma 0.99, gae_lambda 0.95, cg_max_steps 15,
   cg_damping 0.1, line_search_shrinking_factor 0.8, line_search_max_iter 10,
   n_critic_updates 10, target_kl 0.01) and the zoo's own (n_envs 1, n_timesteps 1e6 from the
@@ -45,13 +45,16 @@ Zoo settings with no trustrl key, left out (each env's `notes` says which):
   MountainCarContinuous's PPO setting (20k steps, log std -3.29) leans on it, so expect the
   sweep to say it does not reach the zoo's score without it.
 - clip_range lin_X (CartPole-v1, BipedalWalkerHardcore-v3, Atari): held at X.
-- Atari (`atari` block: AtariWrapper, frame_stack 4, CnnPolicy): trustrl has MLP policies
-  on flat observations and no Atari preprocessing, so the Atari presets are written out but
-  marked unusable (`unusable`): `--preset zoo` on them is refused with the reason, and the
-  automatic choice skips them.
+- Atari (`atari` block: SB3's AtariWrapper, frame_stack 4, CnnPolicy): trustrl builds a CNN
+  for image observations, but has no preset wrapper chain equal to AtariWrapper (no-op
+  reset, frame skip 4 with max-pooling, episodic life, fire reset, 84x84 grey frames, reward
+  clipping) plus frame stacking, checked against it; without it the CNN would see raw RGB
+  frames at every emulator step. So the Atari presets are written out but marked unusable
+  (`unusable`): `--preset zoo` on them is refused with the reason, and `auto` skips them.
 
-Envs the zoo tunes PPO for that are not here: CarRacing-v3 (image observations, frame
-stacking and a CNN: no image policy in trustrl), the PyBullet envs (*BulletEnv-v0: PyBullet
+Envs the zoo tunes PPO for that are not here: CarRacing-v3 (its setting rests on the zoo's
+own frame-skip and resize wrappers, 2 stacked frames, gSDE and GELU activations, none of
+which trustrl has as keys), the PyBullet envs (*BulletEnv-v0: PyBullet
 is not a Gymnasium 1.x env package), MiniGrid (needs the minigrid package and its
 FlatObsWrapper). The zoo's MuJoCo settings are for v4 ids (v2 for HumanoidStandup,
 InvertedDoublePendulum, InvertedPendulum and Reacher, which need mujoco-py): each is applied
@@ -67,12 +70,12 @@ from typing import Any
 ZOO_REPO = "DLR-RM/rl-baselines3-zoo"
 ZOO_COMMIT = "22e3ff2450fd92033f7f032915e1f64894a09584"
 SOURCES = {
-    "ppo": f"{ZOO_REPO} hyperparams/ppo.yml @ {ZOO_COMMIT[:12]} (rl_zoo3 2.9.0a2); defaults "
-           "of stable-baselines3 2.9.2 PPO",
-    "trpo": f"{ZOO_REPO} hyperparams/trpo.yml @ {ZOO_COMMIT[:12]} (rl_zoo3 2.9.0a2); defaults "
-            "of sb3-contrib TRPO",
+    "ppo": f"{ZOO_REPO} hyperparams/ppo.yml @ {ZOO_COMMIT[:12]} (rl_zoo3 2.9.0a2)",
+    "trpo": f"{ZOO_REPO} hyperparams/trpo.yml @ {ZOO_COMMIT[:12]} (rl_zoo3 2.9.0a2)",
 }
 """Where each algorithm's numbers come from."""
+DEFAULTS_SOURCE = {"ppo": "stable-baselines3 2.9.2 PPO's defaults and the zoo's",
+                   "trpo": "sb3-contrib 2.x TRPO's defaults and the zoo's"}
 
 EVAL_EVERY_STEPS = 25_000
 """The zoo's default evaluation interval (rl_zoo3/train.py --eval-freq) in env steps."""
@@ -118,7 +121,7 @@ class ZooEntry:
     def source(self) -> str:
         where = self.zoo_id or self.env_id
         block = "the `atari` block" if where == "atari" else f"entry {where}"
-        return f"{SOURCES[self.algo]}, {block}"
+        return f"{SOURCES[self.algo]}, {block}; the keys it leaves out: {DEFAULTS_SOURCE[self.algo]}"
 
 
 def _lin(v: Any) -> tuple[float, bool]:
@@ -273,9 +276,9 @@ ATARI_GAMES = ("Asteroids", "BeamRider", "Breakout", "Enduro", "MsPacman", "Pong
                "RoadRunner", "Seaquest", "SpaceInvaders")
 """The games of the zoo's published PPO benchmark (benchmark.md), as NoFrameskip-v4 ids."""
 
-ATARI_UNUSABLE = ("the zoo's Atari setting needs Atari preprocessing (AtariWrapper: 84x84 "
-                  "grey frames, frame skip 4), 4 stacked frames and a CNN policy; trustrl's "
-                  "policies are MLPs on flat observations")
+ATARI_UNUSABLE = ("the zoo trains Atari behind SB3's AtariWrapper (no-op reset, frame skip 4, "
+                  "episodic life, fire reset, 84x84 grey frames, reward clipping) and 4 stacked "
+                  "frames; trustrl has no checked equivalent of that preprocessing yet")
 
 # ----- TRPO: hyperparams/trpo.yml ---------------------------------------------------------
 _TRPO_MUJOCO_DEFAULTS = dict(normalize=True, n_envs=2, n_timesteps=2e6, batch_size=128,
