@@ -88,16 +88,6 @@ def clip_grad_norm(g: Tensor, max_norm: float) -> tuple[Tensor, Tensor]:
     return g, norm
 
 
-def shuffled_minibatches(keys: Tensor, counter: Tensor | int, n: int, size: int
-                         ) -> Iterator[Tensor]:
-    """Index tensors [P, <=size] covering each member's n samples once, in an order that is a
-    function of the member's key and the counter alone (trustrl.rng), so a member shuffles
-    exactly as it would alone, on any collector."""
-    perm = torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
-    for start in range(0, n, size):
-        yield perm[:, start:start + size]
-
-
 PER_SAMPLE = ("obs", "actions", "logp_old", "values_old", "advantages", "returns", "old_out")
 """The batch entries with one row per sample [P, B, ...]; anything else passes through."""
 
@@ -112,6 +102,19 @@ def take(batch: dict[str, Tensor], idx: Tensor) -> dict[str, Tensor]:
         else:
             out[k] = x
     return out
+
+
+def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int
+                   ) -> Iterator[dict[str, Tensor]]:
+    """The minibatches [P, <=size] of one epoch, covering each member's samples once, in an
+    order that is a function of the member's key and the counter alone (trustrl.rng), so a
+    member shuffles exactly as it would alone, on any collector. The epoch is gathered once
+    and sliced (views): one gather per entry per epoch, not per minibatch."""
+    n = batch["obs"].shape[1]
+    perm = torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
+    epoch = take(batch, perm)
+    for start in range(0, n, size):
+        yield {k: x[:, start:start + size] if k in PER_SAMPLE else x for k, x in epoch.items()}
 
 
 def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
@@ -131,16 +134,15 @@ def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Ten
     1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters'
     `net.critic_slice` (the backends' gradient of a critic-only loss covers just those).
     Returns each member's mean loss over the last epoch [P]."""
-    P, B = batch["returns"].shape
+    P = batch["returns"].shape[0]
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
     data = {"obs": batch["obs"], "returns": batch["returns"]}
     last = torch.zeros(P, device=net.flat.device)
     for epoch in range(epochs):
         acc = torch.zeros(P, device=net.flat.device)
         n_mb = 0
-        for idx in shuffled_minibatches(keys, counter * epochs + epoch, B, minibatch_size):
-            g, t = backend.value_and_grad(net, params, take(data, idx), critic_loss,
-                                          policy=False)
+        for mb in shuffled_epoch(data, keys, counter * epochs + epoch, minibatch_size):
+            g, t = backend.value_and_grad(net, params, mb, critic_loss, policy=False)
             with torch.no_grad():
                 opt.step(g, lr)
                 acc += t.loss

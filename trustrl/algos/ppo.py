@@ -30,8 +30,7 @@ from trustrl.algos.common import (
     clip_grad_norm,
     diagnostics,
     normalize_advantages,
-    shuffled_minibatches,
-    take,
+    shuffled_epoch,
 )
 from trustrl.backends import Backend, Heads, LossTerms
 from trustrl.losses import (
@@ -111,7 +110,7 @@ class PPO(Algorithm):
         minibatch losses, its statistic, the pre-clip gradient norm), epochs_run,
         early_stopped (= epochs_run < K) and full-batch diagnostics against pi_old."""
         net, cfg = self.net, self.cfg
-        P, B = batch["logp_old"].shape
+        P = batch["logp_old"].shape[0]
         K, dev = self.epochs, net.flat.device
         with torch.no_grad():
             old_out = net.actor(batch["obs"])  # type: ignore[attr-defined]
@@ -130,9 +129,9 @@ class PPO(Algorithm):
         for epoch in range(K):
             acc = {k: zeros.clone() for k in names}
             n_mb = 0
-            for idx in shuffled_minibatches(self.keys, counter * K + epoch, B,
-                                            self.minibatch_size):
-                g, t = self.backend.value_and_grad(net, params, take(batch, idx), self.loss)
+            for mb in shuffled_epoch(batch, self.keys, counter * K + epoch,
+                                     self.minibatch_size):
+                g, t = self.backend.value_and_grad(net, params, mb, self.loss)
                 with torch.no_grad():
                     g, norm = clip_grad_norm(g, cfg.max_grad_norm)
                     self.opt.step(g, lr, active if use_mask else None)
