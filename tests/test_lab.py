@@ -286,7 +286,7 @@ def test_bad_task_numbers_are_one_line_errors(tmp_path, capsys, bad):
     (3, ["def value_loss(", "torch.max(err, (v_clip - returns) ** 2)"]),
     (4, ["def ppo_update(", "agent: ActorCritic", "trustrl/algos/ppo.py", "class PPO(",
          'mb["logp_old"]', "def normalize_advantages(", "def clip_grad_norm(",
-         "def shuffled_minibatches(", "target_kl"]),
+         "def shuffled_epoch(", "target_kl"]),
 ])
 def test_solution_prints_the_reference_and_the_trustrl_code_it_calls(capsys, task, expected):
     assert main(["lab", "solution", str(task)]) == 0
