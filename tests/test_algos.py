@@ -97,6 +97,37 @@ def test_trpo_line_search_shrinks_a_forced_large_step_and_rejects_a_bad_one():
 
 
 @pytest.mark.parametrize("backend", ["closed-form", "autograd"])
+def test_trpo_fisher_subsample_changes_the_metric_alone(backend):
+    """fisher_subsample k: F from every k-th sample; the gradient, the line search and the
+    KL check from the whole batch. On a batch whose every k-th observation is a copy of the
+    others (each state k times in a row, with different actions and advantages), F of the
+    subsample is F of the whole batch, so the update must equal k = 1's; on an ordinary batch
+    it must differ, and the accepted step still keeps the whole batch's KL within max_kl."""
+    k = 4
+    policy, batch = cartpole_batch()
+    with torch.no_grad():
+        obs = batch.obs[: len(batch.obs) // k].repeat_interleave(k, 0)
+        logp = policy.dist(obs).log_prob(batch.actions)
+    dup = copy.copy(batch)
+    dup.obs, dup.logp_old = obs, logp
+    runs = {}
+    for name, b in (("dup", dup), ("plain", batch)):
+        for kk in (1, k):
+            p = copy.deepcopy(policy)
+            cfg = make_config("trpo", "CartPole-v1", sets={"fisher_subsample": kk})
+            m, _ = run_update("trpo", cfg, p, b, backend)
+            runs[name, kk] = (m, parameters_to_vector(list(p.actor_parameters())).detach())
+    (m1, a1), (mk, ak) = runs["dup", 1], runs["dup", k]
+    assert torch.allclose(a1, ak, rtol=1e-4, atol=1e-6)
+    for key in ("surrogate_improvement", "xFx", "grad_norm", "kl_exact"):
+        assert mk[key] == pytest.approx(m1[key], rel=1e-3, abs=1e-9), key
+    (m1, a1), (mk, ak) = runs["plain", 1], runs["plain", k]
+    assert abs(mk["xFx"] - m1["xFx"]) > 1e-3 * abs(m1["xFx"]) and not torch.allclose(a1, ak)
+    assert mk["grad_norm"] == m1["grad_norm"]  # the gradient: the whole batch
+    assert mk["ls_accepted"] == 1.0 and mk["kl_exact"] <= 0.01 and mk["surrogate_improvement"] > 0
+
+
+@pytest.mark.parametrize("backend", ["closed-form", "autograd"])
 def test_trpo_leaves_critic_to_regression_and_actor_to_the_natural_step(backend):
     """The critic moves only by its regression (its Adam sees zero actor gradients, so the
     actor's Adam moments stay 0), the actor only by the natural step."""

@@ -107,7 +107,7 @@ RANGES: dict[str, Range] = {
     "kl_target": Range(0, 10, lo_open=True), "beta_init": Range(0, 1e6, lo_open=True),
     # TRPO / NPG
     "max_kl": Range(0, 10, lo_open=True), "cg_iters": Range(1, 1000),
-    "cg_residual_tol": Range(0, 1), "damping": Range(0, 1e6),
+    "cg_residual_tol": Range(0, 1), "damping": Range(0, 1e6), "fisher_subsample": AT_LEAST_1,
     "backtrack_ratio": Range(0, 1, lo_open=True, hi_open=True),
     "backtrack_iters": Range(1, 1000), "vf_lr": Range(0, 1, lo_open=True),
     "vf_epochs": Range(1, MAX_EPOCHS), "vf_minibatch_size": AT_LEAST_1,
@@ -544,6 +544,11 @@ class TRPOConfig(RunConfig):
     """Stop CG early once the squared residual falls below this."""
     damping: float = 0.1
     """Added to F as F + damping*I: keeps CG stable where F is nearly singular (0.01 to 0.1)."""
+    fisher_subsample: int = 1
+    """Fisher-vector products on every k-th sample of the batch (1: all of them). F is only
+    the metric of the step, so a subsample serves: Schulman's thesis uses 10% of the data,
+    sb3-contrib's sub_sampling_factor is this k. CG's cost falls about k-fold; the gradient,
+    the step's KL check and the line search still use the whole batch."""
     backtrack_ratio: float = 0.5
     """Line search shrink factor: candidates theta_old + ratio^j * step (in (0, 1))."""
     backtrack_iters: int = 10
@@ -567,6 +572,7 @@ class TRPOConfig(RunConfig):
             raise ConfigError(f"{self.algo} needs separate actor and critic networks "
                               "(shared_trunk=false): the trust region constrains the actor only")
         self._check_minibatch("vf_minibatch_size")
+        self._check_minibatch("fisher_subsample")
 
 
 @dataclass

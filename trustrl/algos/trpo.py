@@ -78,8 +78,11 @@ class TRPO(Algorithm):
         # 2. g = dL/dtheta at theta_old
         g, L_old, old_out = backend.policy_gradient(net, batch["obs"], batch["actions"],
                                                     batch["logp_old"], adv, flat_old)
-        # 3. x ~= F^-1 g by conjugate gradient on Fisher-vector products, per member
-        fvp = backend.fisher_product(net, batch["obs"], old_out, flat_old, cfg.damping)
+        # 3. x ~= F^-1 g by conjugate gradient on Fisher-vector products, per member (on every
+        #    k-th sample with fisher_subsample k: F is the step's metric, not its direction)
+        k = cfg.fisher_subsample
+        fvp = backend.fisher_product(net, batch["obs"][:, ::k], old_out[:, ::k], flat_old,
+                                     cfg.damping)
         cg = conjugate_gradient(fvp, g, cfg.cg_iters, cfg.cg_residual_tol,
                                 lockstep=not self.eager)
         x = cg.x
