@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
     t.add_argument("--runs-dir", help="where run folders go (default runs/)")
-    t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its checkpoint")
+    t.add_argument("--init-from", metavar="RUN", help="fine-tune: start from a trained agent's "
+                   "weights and observation statistics (a run folder or agent.pt; the config "
+                   "key init_from)")
+    t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its checkpoint; "
+                   "with --total-steps N, train a stopped or finished run on to N steps")
     t.add_argument("--trust-checkpoint", action="store_true",
                    help="with --resume: unpickle a checkpoint not signed with your key (a run "
                    "from someone else); only for files you trust: a pickle can run code")
@@ -132,16 +136,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     from trustrl.train import resume, train
 
     if args.resume:
-        if (args.config or args.sets or args.env_id is not None or args.total_steps
+        if (args.config or args.sets or args.env_id is not None
                 or args.seed is not None or args.seeds or args.vector or args.device
-                or args.runs_dir is not None or args.preset is not None):
-            raise TrustrlError("--resume takes the run's own config; drop the other options")
+                or args.runs_dir is not None or args.preset is not None
+                or args.init_from is not None):
+            raise TrustrlError("--resume takes the run's own config (and --total-steps to "
+                               "extend it); drop the other options")
+        total = None
+        if args.total_steps is not None:
+            from trustrl.config import RANGES, _parse_value
+
+            total = _parse_value("total_steps", int, args.total_steps)
+            if not RANGES["total_steps"].holds(total):
+                raise TrustrlError(f"--total-steps must be {RANGES['total_steps'].text()}, "
+                                   f"got {total}")
         _check_resume_folder(Path(args.resume))
         if args.trust_checkpoint:
             from trustrl.safeio import trust_files
 
             trust_files()
-        result = resume(args.resume, progress=not args.quiet)
+        result = resume(args.resume, progress=not args.quiet, total_steps=total)
     elif args.trust_checkpoint:
         raise TrustrlError("--trust-checkpoint goes with --resume RUN")
     else:
@@ -159,7 +173,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             args.vector = "torch"
         flags = {"env_id": args.env_id, "total_steps": args.total_steps, "seed": args.seed,
                  "runs_dir": args.runs_dir, "vector": args.vector, "device": args.device,
-                 "preset": args.preset}
+                 "preset": args.preset, "init_from": args.init_from}
         cfg = make_config(
             args.algo, args.env_id,
             load_config_file(args.config) if args.config else None,
@@ -231,10 +245,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         saved = _read_json(cfg_path)
         if not isinstance(saved, dict):
             raise TrustrlError(f"{cfg_path} does not hold a config (a JSON object)")
+    elif Path(args.run).is_file() and (Path(args.run).parent / "config.json").is_file():
+        cfg_path = Path(args.run).parent / "config.json"  # agent.pt in its run folder
+        saved = _read_json(cfg_path)
+        saved = saved if isinstance(saved, dict) else {}
     agent = Agent.load(args.run)
-    env_id = args.env_id or agent.spec.env_id
+    env_id: Any = args.env_id or agent.spec.env_id
     if env_id != agent.spec.env_id:
         check_compatible(agent.spec, env_id)  # the agent's network fits the env's spaces
+    elif saved.get("env_kwargs") or saved.get("wrappers") or ":" in env_id:
+        # the run's env: its class or function, kwargs and wrappers
+        env_id = _run_env({"env_id": env_id, **saved}, cfg_path)
     seed = args.seed
     if seed is None:
         base = saved.get("seed", 0)
@@ -247,11 +268,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
                            f"{RANGES['eval_max_steps'].text()}, got {max_steps}")
     returns = evaluate(agent, env_id, args.episodes, deterministic=not args.stochastic, seed=seed,
                        max_steps=max_steps)
+    env_id = getattr(env_id, "label", env_id)
     mode = "stochastic" if args.stochastic else "greedy"
     print(f"{env_id} {mode} over {len(returns)} episodes: "
           f"{returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():.1f}, "
           f"max {returns.max():.1f})")
     return 0
+
+
+def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
+    """The EnvFactory a run's config.json records (env_id, env_kwargs, wrappers)."""
+    from types import SimpleNamespace
+
+    from trustrl.config import _parse_value
+    from trustrl.envs.factory import env_factory
+
+    env_id = saved.get("env_id")
+    if not isinstance(env_id, str):
+        raise TrustrlError(f"env_id in {cfg_path} must be a string, got {env_id!r:.40}")
+    return env_factory(SimpleNamespace(
+        env_id=env_id, env_kwargs=_parse_value("env_kwargs", dict, saved.get("env_kwargs")),
+        wrappers=_parse_value("wrappers", list, saved.get("wrappers"))))
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -309,8 +346,23 @@ def _refuse_empty_strings(args: argparse.Namespace) -> None:
             raise TrustrlError(f"{flag} is empty")
 
 
+def _import_from_cwd() -> None:
+    """Envs, wrappers and factories named 'module:Name' import from the current folder, as
+    under `python -m trustrl` (searched after the installed packages, so that a stray file
+    there cannot shadow a module trustrl needs)."""
+    import os
+
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the folder was removed
+        return
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.append(cwd)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _import_from_cwd()
     commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
                 "reproduce": cmd_reproduce}
     try:

@@ -323,11 +323,11 @@ class RunConfig:
             if f.name in CHOICES and v not in CHOICES[f.name]:
                 raise ConfigError(f"{f.name} must be one of {', '.join(CHOICES[f.name])}; "
                                   f"got {_short(v)}")
-        if callable(self.env_id):
+        if callable(self.env_id):  # an env class or function (the Python API)
             pass
         elif not self.env_id.strip():
             raise ConfigError("env_id is empty: give a Gymnasium env id such as CartPole-v1")
-        if not self.env_id.isprintable() or len(self.env_id) > 200:
+        elif not self.env_id.isprintable() or len(self.env_id) > 200:
             raise ConfigError(f"env_id {_short(self.env_id)} is not an env id")
         check_label(self.preset, self.env_id)
         if self.policy and (self.policy.count(":") != 1 or not all(
@@ -845,7 +845,9 @@ def make_config(
     preset, values = select_preset(algo, env, request)
     for layer in (file_values, sets, flags):
         for key, raw in layer.items():
-            if key != "preset":
+            if key == "policy" and callable(raw):  # Python: the factory itself
+                values[key] = raw
+            elif key != "preset":
                 values[key] = _parse_value(key, hints[key], raw)
     values["env_id"], values["preset"] = env, preset
     cfg = cls(**values)

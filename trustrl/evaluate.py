@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from trustrl.agent import Agent
+from trustrl.envs.factory import EnvFactory
 from trustrl.envs.make import make_vec_env
 
 EVAL_SEED_OFFSET = 10_000
@@ -25,14 +26,15 @@ def own_time_limit(envs: object) -> int | None:
 @torch.no_grad()
 def evaluate(
     agent: Agent,
-    env_id: str,
+    env_id: str | EnvFactory,
     episodes: int = 10,
     deterministic: bool = True,
     seed: int = EVAL_SEED_OFFSET,
     max_parallel: int = 32,
     max_steps: int = DEFAULT_EVAL_MAX_STEPS,
 ) -> np.ndarray:
-    """Returns of `episodes` episodes, episode i started from reset(seed=seed + i).
+    """Returns of `episodes` episodes, episode i started from reset(seed=seed + i); env_id
+    is an id or an EnvFactory (an env class or function, its kwargs and wrappers).
 
     An env with no time limit of its own (no max_episode_steps in its spec) has its episodes
     cut after `max_steps` steps (the config key eval_max_steps), so that a policy that never

@@ -34,6 +34,7 @@ from trustrl.agent import Agent, make_policy
 from trustrl.algos import Algorithm, make_algorithm
 from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
+from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env
 from trustrl.errors import RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
@@ -157,7 +158,8 @@ class GymLearner:
         self.seeds = [cfg.seed]
         torch.set_num_threads(torch_threads(cfg, 1))
         seed_everything(cfg.seed)
-        self.spec = check_env(cfg.env_id)
+        self.env = env_factory(cfg)  # the id, or a class/function with kwargs and wrappers
+        self.spec = check_env(self.env)
         policy = make_policy(self.spec, cfg).to(cfg.device)
         self.net = population_net([policy], self.spec, cfg.device)
         self.algo = _algorithm(cfg, self.net, self.seeds)
@@ -166,7 +168,7 @@ class GymLearner:
         self.int_columns = ("episodes",) + self.algo.int_columns
         norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) if cfg.normalize_obs else None
         self._agent = Agent(policy, self.spec, norm, cfg.device)
-        self.envs = make_vec_env(cfg.env_id, cfg.num_envs, cfg.vector)
+        self.envs = make_vec_env(self.env, cfg.num_envs, cfg.vector)
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
                   if cfg.normalize_reward else None)
         state = Collector.start(self.envs, self._agent, cfg.seed)
@@ -217,7 +219,7 @@ class GymLearner:
 
     def evaluate(self, episodes: int) -> np.ndarray:
         cfg = self.cfg
-        return evaluate(self._agent, cfg.env_id, episodes, seed=cfg.seed + EVAL_SEED_OFFSET,
+        return evaluate(self._agent, self.env, episodes, seed=cfg.seed + EVAL_SEED_OFFSET,
                         max_steps=cfg.eval_max_steps)[None]
 
     def agent(self, member: int = 0) -> Agent:

@@ -11,6 +11,8 @@
         status.json          running / finished / failed, with the last iteration (and a
                              "note" when the run has something to say, e.g. envs restarted)
         tb/                  TensorBoard events, when tensorboard is installed
+        wandb/               W&B's files of the run (track = 'wandb')
+        trackers.json        the tracker's run id, so that a resumed run logs to the same run
         .trustrl.lock        the writer's lock (trustrl.locks): one writer process at a time
 
 Files are written with mode 0666 & ~umask; .pt files hold tensors and plain values only
@@ -28,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import RunError
+from trustrl.errors import ConfigError, RunError
 from trustrl.locks import FolderLock
 from trustrl.safeio import (
     atomic_write_bytes, load_safe, remove_stale_tmp, save_safe, sign_pickle, verify_pickle,
@@ -68,6 +70,7 @@ class RunDir:
         self.checkpoint_path = self.path / "checkpoints" / "latest.pt"
         self.metric_columns = list(METRIC_COLUMNS)
         self._tb: Any = None
+        self._tracker: Any = None
         self._lock: FolderLock | None = None
         self.note: str | None = None  # kept in every status.json written from then on
 
@@ -164,6 +167,8 @@ class RunDir:
                 if k not in ("iteration", "global_step") and isinstance(v, (int, float)) \
                         and v == v:
                     self._tb.add_scalar(_tb_name(k), v, step)
+        if self._tracker is not None:
+            self._tracker.log(scalars(row), int(row["global_step"]))
 
     def log_episodes(self, rows: list[dict[str, Any]]) -> None:
         self._append("episodes.csv", EPISODE_COLUMNS, rows)
@@ -216,10 +221,29 @@ class RunDir:
         self._tb = SummaryWriter(str(self.path / "tb"), purge_step=purge_step)
         return True
 
+    # --- experiment trackers (W&B, MLflow) ----------------------------------------------------
+    def open_tracker(self, kind: str, config: dict[str, Any]) -> None:
+        """Log every metrics row's scalars (TensorBoard's names) and the config to W&B or
+        MLflow; a resumed run continues the tracker's run recorded in trackers.json."""
+        ids_path = self.path / "trackers.json"
+        try:
+            ids = json.loads(ids_path.read_text()) if ids_path.is_file() else {}
+        except (OSError, ValueError):
+            ids = {}
+        ids = ids if isinstance(ids, dict) else {}
+        tracker = (_WandbTracker if kind == "wandb" else _MlflowTracker)(
+            self.path, config, ids.get(kind))
+        if ids.get(kind) != tracker.run_id:
+            atomic_write_text(ids_path, json.dumps({**ids, kind: tracker.run_id}) + "\n")
+        self._tracker = tracker
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._tracker is not None:
+            self._tracker.close(self.status().get("status", "finished"))
+            self._tracker = None
 
 
 def _fmt(v: Any) -> str:
@@ -241,6 +265,91 @@ def _tb_name(key: str) -> str:
     if key in ("policy_loss", "value_loss", "value_loss_fresh", "kl_penalty"):
         return f"losses/{key}"
     return f"diagnostics/{key}"
+
+
+def scalars(row: dict[str, Any]) -> dict[str, float]:
+    """A metrics row's finite numbers by their TensorBoard names (what every logger gets)."""
+    return {_tb_name(k): float(v) for k, v in row.items()
+            if k not in ("iteration", "global_step") and isinstance(v, (int, float))
+            and not isinstance(v, bool) and v == v}
+
+
+TRACKER_EXTRAS = {"wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow")}
+"""track value -> (the module it imports, trustrl's extra that installs it)."""
+
+
+def check_tracker(kind: str, members: int = 1) -> None:
+    """ConfigError in one line, before any run folder, when the tracker's package is missing
+    or the run is a population (trackers follow one-seed runs, as TensorBoard does)."""
+    if kind == "none":
+        return
+    import importlib.util
+
+    module, extra = TRACKER_EXTRAS[kind]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"track {kind!r} needs the {module} package, which is not installed: "
+                          f'pip install "trustrl[{extra}]"')
+    if members > 1:
+        raise ConfigError(f"track {kind!r} follows one-seed runs: drop --seeds (or use a sweep)")
+
+
+class _WandbTracker:
+    """W&B: one run per run folder (id in trackers.json), files under the folder's wandb/;
+    WANDB_MODE=offline works without an account; WANDB_PROJECT (default trustrl)."""
+
+    def __init__(self, path: Path, config: dict[str, Any], run_id: str | None):
+        import os
+
+        import wandb
+
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "trustrl"),
+                              name=path.name, dir=str(path), config=config,
+                              id=run_id or wandb.util.generate_id(), resume="allow",
+                              reinit="create_new")
+        self.run.define_metric("global_step")
+        self.run.define_metric("*", step_metric="global_step")
+        self.run_id = self.run.id
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        self.run.log({**values, "global_step": step})
+
+    def close(self, status: str) -> None:
+        self.run.finish(exit_code=0 if status in ("finished", "stopped", "running") else 1)
+
+
+class _MlflowTracker:
+    """MLflow: one run per run folder (id in trackers.json) in the experiment
+    MLFLOW_EXPERIMENT_NAME (default trustrl), at MLFLOW_TRACKING_URI (MLflow's default
+    otherwise); the config as parameters and as config.json."""
+
+    def __init__(self, path: Path, config: dict[str, Any], run_id: str | None):
+        import os
+
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient()
+        if run_id is None:
+            name = os.environ.get("MLFLOW_EXPERIMENT_NAME", "trustrl")
+            exp = self.client.get_experiment_by_name(name)
+            exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
+            run_id = self.client.create_run(exp_id, run_name=path.name).info.run_id
+            for k, v in config.items():
+                self.client.log_param(run_id, k, json.dumps(v)[:500])
+            self.client.log_dict(run_id, config, "config.json")
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        self.run_id = run_id
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step)
+                                                    for k, v in values.items()])
+
+    def close(self, status: str) -> None:
+        self.client.set_terminated(self.run_id, "FAILED" if status == "failed" else
+                                   "KILLED" if status == "stopped" else "FINISHED")
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

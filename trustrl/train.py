@@ -39,10 +39,11 @@ from trustrl.config import (
     config_from_dict,
     config_to_dict,
 )
+from trustrl.envs.factory import env_factory
 from trustrl.envs.make import check_env
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
-from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text
+from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_tracker
 from trustrl.seeding import seed_everything
 
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
@@ -171,7 +172,10 @@ class Trainer:
         if ck.get("learner") != self.learner.kind:
             raise RunError(f"{self.root.checkpoint_path} was written by the {ck.get('learner')} "
                            f"collector, the run's config says vector {self.cfg.vector!r}")
-        check_checkpoint_config(ck.get("config"), self.cfg, str(self.root.path))
+        saved = ck.get("config")
+        if isinstance(saved, dict):  # total_steps may differ: the run was extended
+            saved = {**saved, "total_steps": self.cfg.total_steps}
+        check_checkpoint_config(saved, self.cfg, str(self.root.path))
         self.learner.load_state_dict(ck)
         self.elapsed = float(ck["elapsed"])
 
@@ -239,6 +243,8 @@ class Trainer:
 
         if cfg.tensorboard and not self.population:
             self.root.open_tensorboard(purge_step=lr.global_step or None)
+        if cfg.track != "none":
+            self.root.open_tracker(cfg.track, config_to_dict(cfg))
         stop = _Stop()
         previous = _on_signals(stop)
         stopped = False
@@ -345,16 +351,18 @@ def _restore_signals(previous: Any) -> None:
 def _create_folders(cfg: RunConfig, seeds: list[int]) -> tuple[RunDir, list[RunDir]]:
     """One seed: one run folder. A population: a parent folder (config with "seeds",
     population.json, the one checkpoint, summary.json) holding one run folder per seed."""
+    config = config_to_dict(cfg)  # an env class or function recorded by its import path
+    env_name = config["env_id"].split(":")[-1]
     if len(seeds) == 1:
-        root = RunDir.create(cfg.runs_dir, cfg.env_id, cfg.algo, cfg.seed, config_to_dict(cfg))
+        root = RunDir.create(cfg.runs_dir, env_name, cfg.algo, cfg.seed, config)
         return root, [root]
     label = f"seeds{seeds[0]}-{seeds[-1]}" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else f"seeds{len(seeds)}"
-    root = RunDir.create(cfg.runs_dir, cfg.env_id, cfg.algo, label,  # type: ignore[arg-type]
-                         {**config_to_dict(cfg), "seeds": seeds})
+    root = RunDir.create(cfg.runs_dir, env_name, cfg.algo, label,  # type: ignore[arg-type]
+                         {**config, "seeds": seeds})
     try:
-        members = [RunDir.create(root.path, cfg.env_id, cfg.algo, s,
-                                 {**config_to_dict(cfg), "seed": s}) for s in seeds]
+        members = [RunDir.create(root.path, env_name, cfg.algo, s, {**config, "seed": s})
+                   for s in seeds]
         atomic_write_text(root.path / "population.json", json.dumps(
             {"seeds": seeds, "members": [m.path.name for m in members]}, indent=2) + "\n")
     except BaseException as e:
@@ -368,13 +376,20 @@ def train(
     progress: bool = False,
     callback: Callable[[dict[str, Any]], Any] | None = None,
     seeds: list[int] | None = None,
+    init_from: str | Path | None = None,
 ) -> TrainResult:
     """Train from scratch; writes a run folder under config.runs_dir and returns the result.
 
     seeds: train a population, one member per seed, on the batched collector (each member
     equal to its seed's run alone). config.vector 'auto' picks the batched collector where it
     runs the config (classic control), else the Gymnasium sync vector env.
+    init_from: a run folder or agent file to start from (its weights and observation
+    statistics; config.init_from, recorded in config.json); the optimiser starts afresh.
+    callback(row) after each iteration: returning False stops the run cleanly (status
+    "stopped", resumable).
     """
+    if init_from is not None:
+        config.init_from = str(init_from)
     if seeds is not None and len(seeds) > 1:
         if config.vector not in ("auto", "torch"):
             raise ConfigError(f"a population of seeds runs on the batched collector: drop "
@@ -384,9 +399,13 @@ def train(
     config.validate()
     seeds = list(seeds) if seeds else [config.seed]
     config.seed = seeds[0]
-    check_env(config.env_id)  # bad env id: fail before a run folder exists
+    check_env(env_factory(config))  # bad env id, kwargs, wrappers: before a run folder exists
+    check_tracker(config.track, len(seeds))
+    source = _load_source(config)
     learner = make_learner(config, seeds)  # envs and networks built before any folder
     try:
+        if source is not None:
+            _init_from(learner, config, source)
         root, members = _create_folders(config, seeds)
     except BaseException:
         learner.close()
@@ -398,17 +417,26 @@ def resume(
     run_path: str | Path,
     progress: bool = False,
     callback: Callable[[dict[str, Any]], Any] | None = None,
+    total_steps: int | None = None,
 ) -> TrainResult:
     """Continue a run from its last checkpoint (logs after it are dropped first); a run with
-    no checkpoint yet starts again from scratch in its own folder."""
+    no checkpoint yet starts again from scratch in its own folder.
+
+    total_steps: extend the run (finished or stopped) to this new total; config.json records
+    it. The learning-rate schedule is a function of (iteration, total): annealed linearly over
+    the new total, so from the checkpoint on the run takes the rates of a run of that total.
+    """
     root = RunDir.open(run_path)
     d = root.read_config()
     if not isinstance(d, dict):
         raise RunError(f"{root.path}/config.json does not hold a config (a JSON object)")
     seeds = d.pop("seeds", None)
     cfg = config_from_dict(d)
+    if total_steps is not None:
+        cfg.total_steps = total_steps
     cfg.resolve_vector()
     cfg.validate()
+    check_tracker(cfg.track, len(seeds) if seeds else 1)
     if seeds is None:
         seeds, members = [cfg.seed], [root]
     else:
@@ -422,14 +450,28 @@ def resume(
                            f"{len(seeds)} seeds")
     fresh = not root.checkpoint_path.is_file()
     ck = None if fresh else root.load_checkpoint()
+    if ck is not None and total_steps is not None:
+        done = int(ck.get("iteration", 0))
+        if cfg.num_iterations < done:
+            raise ConfigError(f"--total-steps {total_steps:,}: {root.path} has already trained "
+                              f"{done * cfg.batch_size:,} steps ({done} iterations of "
+                              f"{cfg.batch_size}); give more to train it further")
+    source = _load_source(cfg) if fresh else None
     learner = make_learner(cfg, list(seeds))
     trainer = Trainer(cfg, learner, root, members, progress)
     try:
         if ck is not None:
             trainer.restore(ck)
+        if source is not None:
+            _init_from(learner, cfg, source)
     except BaseException:
         learner.close()
         raise
+    if total_steps is not None:  # the new total, in every config.json of the run
+        for r in [root, *members] if len(members) > 1 else [root]:
+            saved = r.read_config()
+            saved["total_steps"] = cfg.total_steps
+            atomic_write_text(r.path / "config.json", json.dumps(saved, indent=2) + "\n")
     for m in members:
         m.truncate_logs(learner.iteration)
     if learner.restart_note and learner.iteration < cfg.num_iterations:
@@ -448,3 +490,65 @@ def resume(
         learner.close()
         return trainer.finish()
     return trainer.run(callback, initial_eval=fresh)
+
+
+# ----- fine-tuning: a new run from a trained agent ------------------------------------------------
+def _load_source(cfg: RunConfig) -> Agent | None:
+    """The agent cfg.init_from names (a run folder or an agent file), or None."""
+    if cfg.init_from is None:
+        return None
+    path = Path(cfg.init_from)
+    if not path.exists():
+        raise ConfigError(f"init_from {cfg.init_from}: no such run folder or agent file")
+    return Agent.load(path)
+
+
+def _init_from(learner: Learner, cfg: RunConfig, source: Agent) -> None:
+    """Every member starts from `source`'s weights and observation statistics; the spaces, the
+    networks and the observation normalisation must match (ConfigError in one line)."""
+    import torch
+
+    from trustrl.popnet import PopActorCritic
+
+    where = f"init_from {cfg.init_from}"
+    mine, theirs = learner.spec, source.spec
+    if (mine.obs_dim, mine.obs_kind, mine.action) != (theirs.obs_dim, theirs.obs_kind,
+                                                      theirs.action):
+        raise ConfigError(f"{where}: that agent was trained on {theirs.env_id}, whose "
+                          f"observation or action space differs from {mine.env_id}'s")
+    template = learner.agent(0).policy  # the run's network (the live one on the Gymnasium path)
+    kw_mine, kw_theirs = template.kwargs(), source.policy.kwargs()
+    diff = sorted(k for k in set(kw_mine) | set(kw_theirs) if kw_mine.get(k) != kw_theirs.get(k))
+    if diff:
+        k = diff[0]
+        raise ConfigError(f"{where}: the networks differ in {', '.join(diff[:4])} ({k}: "
+                          f"{kw_theirs.get(k)!r:.40} in that agent, {kw_mine.get(k)!r:.40} in "
+                          "this config)")
+    if (source.obs_normalizer is not None) != bool(cfg.normalize_obs):
+        raise ConfigError(f"{where}: that agent was trained with normalize_obs "
+                          f"{source.obs_normalizer is not None}; set normalize_obs the same")
+    try:
+        template.load_state_dict(source.policy.state_dict())
+    except RuntimeError as e:
+        raise ConfigError(f"{where}: the weights do not fit this network "
+                          f"({str(e).splitlines()[0][:120]})") from None
+    net = learner.net  # type: ignore[attr-defined]
+    if isinstance(net, PopActorCritic):
+        row = PopActorCritic._flatten(template)
+    else:
+        row = torch.cat([p.detach().reshape(-1).float().cpu() for p in template.parameters()])
+    with torch.no_grad():
+        net.flat.copy_(row.to(net.flat.device).expand_as(net.flat))
+    norm = source.obs_normalizer
+    if norm is None:
+        return
+    if learner.kind == "gym":
+        live = learner._agent.obs_normalizer  # type: ignore[attr-defined]
+        live.load_state_dict(norm.state_dict())
+        live.frozen = False
+        return
+    col = learner.collector  # type: ignore[attr-defined]
+    with torch.no_grad():
+        col.obs_mean.copy_(torch.as_tensor(norm.rms.mean).to(col.obs_mean))
+        col.obs_var.copy_(torch.as_tensor(norm.rms.var).to(col.obs_var))
+        col.obs_count.fill_(float(norm.rms.count))

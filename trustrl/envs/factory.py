@@ -69,6 +69,11 @@ def resolve(path: str, what: str) -> Any:
     return obj
 
 
+def _one_line(e: BaseException) -> str:
+    msg = (str(e).splitlines() or [""])[0].strip()
+    return f"{type(e).__name__}: {msg[:200]}" if msg else type(e).__name__
+
+
 def _label(target: Any) -> str:
     if isinstance(target, str):
         return target
@@ -239,13 +244,21 @@ class EnvFactory:
         if fn is None:
             env = gym.make(self.env, **self.kwargs)
         else:
-            env = fn(**self.kwargs)
+            try:
+                env = fn(**self.kwargs)
+            except Exception as e:  # noqa: BLE001 - the user's constructor: one line
+                raise EnvError(f"cannot make env {self.label!r}: {_one_line(e)}") from None
             if not isinstance(env, gym.Env):
                 raise EnvError(f"env {self.label!r} returned {_short(env, 40)} "
                                f"({type(env).__name__}), not a gymnasium.Env")
         for w, kw in self.wrappers:
             wrap = resolve(w, "wrapper") if isinstance(w, str) else w
-            env = wrap(env, **kw)
+            try:
+                env = wrap(env, **kw)
+            except Exception as e:  # noqa: BLE001 - a wrapper that rejects its kwargs or env
+                env.close()
+                raise EnvError(f"wrapper {_label(w)!r} on env {self.label!r}: "
+                               f"{_one_line(e)}") from None
             if not isinstance(env, gym.Env):
                 raise EnvError(f"wrapper {_label(w)!r} returned {_short(env, 40)}, not a "
                                "gymnasium.Env")

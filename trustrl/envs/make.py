@@ -10,7 +10,8 @@ import gymnasium as gym
 import numpy as np
 
 from trustrl.envs.spaces import UnsupportedSpace, flatten_obs, obs_layout, top_kind
-from trustrl.errors import EnvError
+from trustrl.envs.factory import EnvFactory, as_factory
+from trustrl.errors import EnvError, TrustrlError
 from trustrl.policies import ActionSpec
 
 SUPPORTED_ACTIONS = "Discrete, Box (any shape), MultiDiscrete (1-D), MultiBinary"
@@ -88,14 +89,20 @@ def _register_ale(env_id: str) -> None:
         raise _missing_dependency(env_id, "atari", e) from None
 
 
-def _make_one(env_id: str) -> gym.Env:
-    if not isinstance(env_id, str) or not env_id.strip():
-        raise EnvError(f"env id must be a non-empty string, got {env_id!r:.60}")
-    _register_ale(env_id)
+def _make_one(env: str | EnvFactory) -> gym.Env:
+    """One env from an id or an EnvFactory (kwargs, wrappers), or EnvError in one line."""
+    if not isinstance(env, EnvFactory) and (not isinstance(env, str) or not env.strip()):
+        raise EnvError(f"env id must be a non-empty string, got {env!r:.60}")
+    factory = as_factory(env)
+    env_id = factory.label  # in messages
+    if isinstance(factory.env, str):
+        _register_ale(factory.env)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return gym.make(env_id)
+            return factory.make()
+    except TrustrlError:  # an import path that does not import, a factory returning no env
+        raise
     except gym.error.DependencyNotInstalled as e:
         raise _missing_dependency(env_id, _extra_for(env_id), e) from None
     except gym.error.Error as e:
@@ -154,9 +161,15 @@ def spaces_spec(env_id: str, obs_space: gym.Space, act_space: gym.Space) -> EnvS
     return EnvSpec(env_id, obs_dim, kind, obs_n, action, tuple(layout))
 
 
-def check_env(env_id: str) -> EnvSpec:
+def env_label(env: str | EnvFactory) -> str:
+    """An env id, or an EnvFactory's label (its id or import path)."""
+    return env.label if isinstance(env, EnvFactory) else env
+
+
+def check_env(env_id: str | EnvFactory) -> EnvSpec:
     """Make one env and return its EnvSpec, or raise EnvError naming what is unsupported."""
     env = _make_one(env_id)
+    env_id = env_label(env_id)  # an EnvFactory's id or import path
     try:
         obs_space, act_space = env.observation_space, env.action_space
     finally:
@@ -202,16 +215,24 @@ def obs_to_array(obs: np.ndarray, spec: EnvSpec) -> np.ndarray:
     return flatten_obs(obs, spec.layout())
 
 
-def make_vec_env(env_id: str, num_envs: int, vector: str = "sync") -> gym.vector.VectorEnv:
-    """A vector env in same-step autoreset mode.
+def make_vec_env(env_id: str | EnvFactory, num_envs: int, vector: str = "sync"
+                 ) -> gym.vector.VectorEnv:
+    """A vector env in same-step autoreset mode, of an id or an EnvFactory (an env class or
+    function, kwargs, wrappers: trustrl.envs.factory).
 
     In SAME_STEP mode a step that ends an episode returns the reset observation and puts the
     true last observation in info['final_obs']: every step is then a real transition, and the
     final observation is there for bootstrapping on truncation.
     """
     _make_one(env_id).close()  # turns a bad id into EnvError before workers start
+    factory = as_factory(env_id)
+    mode = gym.vector.AutoresetMode.SAME_STEP
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if factory.plain_id is None:
+            cls = gym.vector.SyncVectorEnv if vector == "sync" else gym.vector.AsyncVectorEnv
+            return cls([factory.make] * num_envs, autoreset_mode=mode)
+        env_id = factory.plain_id
         return gym.make_vec(
             env_id,
             num_envs=num_envs,
