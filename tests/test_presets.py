@@ -65,7 +65,7 @@ def test_every_zoo_env_has_a_preset():
     assert len(atari) == 10 and all(e.endswith("NoFrameskip-v4") for e in atari)
 
 
-@pytest.mark.parametrize("key", sorted(ZOO_PRESETS))
+@pytest.mark.parametrize("key", sorted(ZOO_PRESETS), ids=lambda k: f"{k[0]}-{k[1]}")
 def test_every_zoo_preset_validates_and_names_its_source(key):
     algo, env = key
     entry = ENTRIES[key]
