@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="folder of the sweeps (one per algorithm)")
     p.add_argument("--algo", nargs="+", default=["ppo", "trpo"], choices=("ppo", "trpo"))
     p.add_argument("--env", nargs="+", help="only these envs (default: every preset env)")
-    p.add_argument("--seeds", default="1..3", help="seeds of every env: A..B or a list 1,2,5 (default 1..3)")
+    p.add_argument("--seeds", default="1..3",
+                   help="seeds of every env: A..B or a list 1,2,5 (default 1..3)")
     p.add_argument("--max-steps", type=int, help="cap each trial's budget (default: the "
                    "zoo's n_timesteps)")
     p.add_argument("--workers", type=int, help="trials at once (default: the cores)")

@@ -104,6 +104,7 @@ def test_zoo_mapping_spot_checks():
     assert (tr["max_kl"], tr["cg_iters"], tr["damping"], tr["vf_epochs"], tr["vf_lr"],
             tr["vf_minibatch_size"], tr["backtrack_ratio"], tr["backtrack_iters"],
             tr["num_envs"], tr["num_steps"]) == (0.04, 25, 0.1, 20, 1e-3, 128, 0.8, 10, 2, 1024)
+    assert tr["fisher_subsample"] == 1  # sub_sampling_factor
     assert ZOO_PRESETS[("trpo", "CartPole-v1")]["damping"] == 1e-3
     assert ZOO_PRESETS[("trpo", "LunarLander-v3")]["max_kl"] == 0.01  # sb3-contrib default
 

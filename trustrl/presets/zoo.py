@@ -12,8 +12,9 @@ Sources (every number below comes from one of these; nothing else is copied):
   tanh MLPs, orthogonal init, log std 0), sb3-contrib 2.x's `TRPO` (learning_rate 1e-3 for the
   critic, n_steps 2048, batch_size 128, gamma 0.99, gae_lambda 0.95, cg_max_steps 15,
   cg_damping 0.1, line_search_shrinking_factor 0.8, line_search_max_iter 10,
-  n_critic_updates 10, target_kl 0.01) and the zoo's own (n_envs 1, n_timesteps 1e6 from the
-  `default` block; VecNormalize clips at 10 and discounts with the algorithm's gamma).
+  n_critic_updates 10, target_kl 0.01, sub_sampling_factor 1) and the zoo's own (n_envs 1,
+  n_timesteps 1e6 from the `default` block; VecNormalize clips at 10 and discounts with the
+  algorithm's gamma).
 
 The mapping (`to_config`), the same for every env:
 
@@ -30,7 +31,8 @@ The mapping (`to_config`), the same for every env:
                   activation_fn ReLU -> activation relu; log_std_init; ortho_init
     TRPO: target_kl -> max_kl, cg_max_steps -> cg_iters, cg_damping -> damping,
           line_search_shrinking_factor -> backtrack_ratio, line_search_max_iter ->
-          backtrack_iters, n_critic_updates -> vf_epochs
+          backtrack_iters, n_critic_updates -> vf_epochs, sub_sampling_factor ->
+          fisher_subsample (1 unless given)
 
 Every preset also sets the keys whose trustrl default could differ from SB3's (Adam eps,
 network, normalisation off, advantage normalisation), so that it keeps meaning the zoo's
@@ -121,7 +123,8 @@ class ZooEntry:
     def source(self) -> str:
         where = self.zoo_id or self.env_id
         block = "the `atari` block" if where == "atari" else f"entry {where}"
-        return f"{SOURCES[self.algo]}, {block}; the keys it leaves out: {DEFAULTS_SOURCE[self.algo]}"
+        return (f"{SOURCES[self.algo]}, {block}; the keys it leaves out: "
+                f"{DEFAULTS_SOURCE[self.algo]}")
 
 
 def _lin(v: Any) -> tuple[float, bool]:
@@ -177,9 +180,8 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     elif algo == "trpo":
         if anneal:
             raise ValueError("a TRPO critic learning-rate schedule has no trustrl key")
-        if int(z.pop("sub_sampling_factor", 1)) != 1:
-            raise ValueError("sub_sampling_factor other than 1 has no trustrl key")
-        out.update(vf_lr=lr, vf_minibatch_size=minibatch,
+        out.update(fisher_subsample=int(z.pop("sub_sampling_factor", 1)), vf_lr=lr,
+                   vf_minibatch_size=minibatch,
                    vf_epochs=int(z.pop("n_critic_updates")),
                    max_kl=float(z.pop("target_kl")), cg_iters=int(z.pop("cg_max_steps")),
                    damping=float(z.pop("cg_damping")),
