@@ -40,27 +40,35 @@ NATURE_MIN = 36
 """NatureCNN's smallest input side (8x8 stride 4, 4x4 stride 2, 3x3 stride 1)."""
 
 
-def _conv(c_in: int, c_out: int, k: int, s: int, p: int = 0) -> nn.Conv2d:
-    conv = nn.Conv2d(c_in, c_out, k, s, p)
-    nn.init.orthogonal_(conv.weight, math.sqrt(2.0))
-    nn.init.zeros_(conv.bias)
-    return conv
+def _ortho(layer: nn.Module, ortho_init: bool) -> nn.Module:
+    """Orthogonal weights with gain sqrt(2) and zero biases (PyTorch's default init if not
+    ortho_init, e.g. for a network whose weights are loaded next)."""
+    if ortho_init:
+        nn.init.orthogonal_(layer.weight, math.sqrt(2.0))  # type: ignore[arg-type]
+        nn.init.zeros_(layer.bias)  # type: ignore[arg-type]
+    return layer
+
+
+def _conv(c_in: int, c_out: int, k: int, s: int, p: int, ortho_init: bool) -> nn.Module:
+    return _ortho(nn.Conv2d(c_in, c_out, k, s, p), ortho_init)
 
 
 class NatureCNN(nn.Module):
     """Mnih et al. (2015): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1, each ReLU, then
     linear to `features_dim` (512) and ReLU. Input [B, C, H, W] in [0, 1], H, W >= 36."""
 
-    def __init__(self, chw: Sequence[int], features_dim: int = 512):
+    def __init__(self, chw: Sequence[int], features_dim: int = 512, ortho_init: bool = True):
         super().__init__()
         c, h, w = chw
-        self.convs = nn.Sequential(_conv(c, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
-                                   _conv(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+        o = ortho_init
+        self.convs = nn.Sequential(_conv(c, 32, 8, 4, 0, o), nn.ReLU(), _conv(32, 64, 4, 2, 0, o),
+                                   nn.ReLU(), _conv(64, 64, 3, 1, 0, o), nn.ReLU(), nn.Flatten())
+        self._head(c, h, w, features_dim, o)
+
+    def _head(self, c: int, h: int, w: int, features_dim: int, ortho_init: bool) -> None:
         with torch.no_grad():
             n = self.convs(torch.zeros(1, c, h, w)).shape[1]
-        self.linear = nn.Linear(n, features_dim)
-        nn.init.orthogonal_(self.linear.weight, math.sqrt(2.0))
-        nn.init.zeros_(self.linear.bias)
+        self.linear = _ortho(nn.Linear(n, features_dim), ortho_init)
         self.features_dim = features_dim
 
     def forward(self, x: Tensor) -> Tensor:
@@ -71,22 +79,19 @@ class SmallCNN(NatureCNN):
     """For images smaller than NatureCNN takes: conv 32 3x3/2, conv 64 3x3/2, conv 64 3x3/1
     (padding 1), then linear 512 and ReLU."""
 
-    def __init__(self, chw: Sequence[int], features_dim: int = 512):
+    def __init__(self, chw: Sequence[int], features_dim: int = 512, ortho_init: bool = True):
         nn.Module.__init__(self)
         c, h, w = chw
-        self.convs = nn.Sequential(_conv(c, 32, 3, 2, 1), nn.ReLU(), _conv(32, 64, 3, 2, 1),
-                                   nn.ReLU(), _conv(64, 64, 3, 1, 1), nn.ReLU(), nn.Flatten())
-        with torch.no_grad():
-            n = self.convs(torch.zeros(1, c, h, w)).shape[1]
-        self.linear = nn.Linear(n, features_dim)
-        nn.init.orthogonal_(self.linear.weight, math.sqrt(2.0))
-        nn.init.zeros_(self.linear.bias)
-        self.features_dim = features_dim
+        o = ortho_init
+        self.convs = nn.Sequential(_conv(c, 32, 3, 2, 1, o), nn.ReLU(), _conv(32, 64, 3, 2, 1, o),
+                                   nn.ReLU(), _conv(64, 64, 3, 1, 1, o), nn.ReLU(), nn.Flatten())
+        self._head(c, h, w, features_dim, o)
 
 
-def image_cnn(chw: Sequence[int]) -> NatureCNN:
+def image_cnn(chw: Sequence[int], ortho_init: bool = True) -> NatureCNN:
     """NatureCNN where the image is large enough, else SmallCNN."""
-    return NatureCNN(chw) if min(chw[1], chw[2]) >= NATURE_MIN else SmallCNN(chw)
+    cls = NatureCNN if min(chw[1], chw[2]) >= NATURE_MIN else SmallCNN
+    return cls(chw, ortho_init=ortho_init)
 
 
 def needs_extractor(layout: Sequence[dict[str, Any]]) -> bool:
@@ -98,10 +103,10 @@ class CombinedExtractor(nn.Module):
     """A CNN per image part, the other parts of the row passed through as they are (already
     flat, one-hot or float), concatenated: [B, obs_dim] -> [B, features_dim]."""
 
-    def __init__(self, layout: Sequence[dict[str, Any]]):
+    def __init__(self, layout: Sequence[dict[str, Any]], ortho_init: bool = True):
         super().__init__()
         self.layout = [dict(p) for p in layout]
-        self.cnns = nn.ModuleList(image_cnn(p["chw"]) for p in self.layout
+        self.cnns = nn.ModuleList(image_cnn(p["chw"], ortho_init) for p in self.layout
                                   if p["kind"] == "image")
         self.features_dim = (sum(c.features_dim for c in self.cnns)
                              + sum(p["size"] for p in self.layout if p["kind"] != "image"))

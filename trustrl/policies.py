@@ -143,10 +143,10 @@ class _Acting:
         return d.log_prob(actions), d.entropy(), self.value(obs)  # type: ignore[attr-defined]
 
 
-def _build_extractor(spec: dict, action: ActionSpec) -> nn.Module:
+def _build_extractor(spec: dict, action: ActionSpec, ortho_init: bool = True) -> nn.Module:
     """A feature extractor from its plain description (saved in agent files)."""
     if spec["kind"] == "combined":
-        return CombinedExtractor(spec["layout"])
+        return CombinedExtractor(spec["layout"], ortho_init)
     module = call_factory(spec["factory"], layout_space(spec["layout"]), action.space())
     if features_dim(module) is None:
         raise ConfigError(f"policy {spec['factory']!r} is used as a feature extractor but has "
@@ -188,9 +188,9 @@ class ActorCritic(_Acting, nn.Module):
         if extractor is None:
             self.actor_extractor = self.critic_extractor = None
         else:
-            self.actor_extractor = _build_extractor(extractor, action)
+            self.actor_extractor = _build_extractor(extractor, action, ortho_init)
             self.critic_extractor = (self.actor_extractor if shared_trunk
-                                     else _build_extractor(extractor, action))
+                                     else _build_extractor(extractor, action, ortho_init))
             n_in = int(self.actor_extractor.features_dim)  # type: ignore[arg-type]
         width = hidden_sizes[-1] if hidden_sizes else n_in
         self.actor_trunk = mlp_trunk(n_in, hidden_sizes, activation, ortho_init)
@@ -270,8 +270,10 @@ class ActorCritic(_Acting, nn.Module):
 
     @classmethod
     def from_kwargs(cls, kw: dict) -> ActorCritic:
+        """The network of kwargs(), its weights left to load (no orthogonal init: a CNN's QR
+        decompositions take seconds)."""
         kw = dict(kw)
-        return cls(action=ActionSpec.from_dict(kw.pop("action")), **kw)
+        return cls(action=ActionSpec.from_dict(kw.pop("action")), ortho_init=False, **kw)
 
 
 class CustomActorCritic(_Acting, nn.Module):
