@@ -231,8 +231,13 @@ class RunDir:
         except (OSError, ValueError):
             ids = {}
         ids = ids if isinstance(ids, dict) else {}
-        tracker = (_WandbTracker if kind == "wandb" else _MlflowTracker)(
-            self.path, config, ids.get(kind))
+        try:
+            tracker = (_WandbTracker if kind == "wandb" else _MlflowTracker)(
+                self.path, config, ids.get(kind))
+        except Exception as e:  # noqa: BLE001 - the tracker's own errors, as one line
+            msg = (str(e).splitlines() or [""])[0][:200] or type(e).__name__
+            raise RunError(f"track {kind!r} could not start: {type(e).__name__}: {msg}"
+                           ) from None
         if ids.get(kind) != tracker.run_id:
             atomic_write_text(ids_path, json.dumps({**ids, kind: tracker.run_id}) + "\n")
         self._tracker = tracker
@@ -304,7 +309,7 @@ class _WandbTracker:
 
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "trustrl"),
                               name=path.name, dir=str(path), config=config,
-                              id=run_id or wandb.util.generate_id(), resume="allow",
+                              id=run_id, resume="allow",
                               reinit="create_new")
         self.run.define_metric("global_step")
         self.run.define_metric("*", step_metric="global_step")

@@ -243,13 +243,13 @@ class Trainer:
 
         if cfg.tensorboard and not self.population:
             self.root.open_tensorboard(purge_step=lr.global_step or None)
-        if cfg.track != "none":
-            self.root.open_tracker(cfg.track, config_to_dict(cfg))
         stop = _Stop()
         previous = _on_signals(stop)
         stopped = False
         self._last_checkpoint = time.monotonic()
         try:
+            if cfg.track != "none":  # a tracker that cannot start fails the run in one line
+                self.root.open_tracker(cfg.track, config_to_dict(cfg))
             if initial_eval:
                 self.evaluate_initial()
             with TrainProgress(cfg, lr.global_step, self.show_progress) as bar:
