@@ -349,3 +349,35 @@ def test_async_vector_env_of_a_factory(tmp_path, envmod):
                               vector="async", total_steps=64))
     assert np.isfinite(res.final_eval["mean"])
     assert isinstance(gym.make("CartPole-v1"), gym.Env)
+
+
+# ----- a run folder from someone else is data: the code its config.json names is not run -------
+def test_code_named_by_a_config_json_from_someone_else_is_not_run(tmp_path, envmod,
+                                                                   monkeypatch):
+    res = trustrl.train(small(tmp_path / "runs", f"{envmod}:make_reach",
+                              env_kwargs={"horizon": 3}, wrappers=[f"{envmod}:Counted"]))
+    import os
+
+    own_key = os.environ["TRUSTRL_KEY_FILE"]
+    run = res.run_dir
+    assert (run / "env.sig").is_file()
+    rc, _, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
+    assert rc == 0, err
+    # another user's key: the folder came from elsewhere
+    monkeypatch.setenv("TRUSTRL_KEY_FILE", str(tmp_path / "other.key"))
+    for args in (["eval", str(run), "--episodes", "1"],
+                 ["eval", str(run / "agent.pt"), "--episodes", "1"],
+                 ["train", "--resume", str(run), "--total-steps", "512"]):
+        rc, _, err = run_cli(args, tmp_path)
+        assert_one_line_error(rc, err, "names code to build its env", "not signed with your key")
+    monkeypatch.setenv("TRUSTRL_TRUST_FILES", "1")  # the user's opt-in
+    rc, _, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
+    assert rc == 0, err
+    # the user's own key again, but config.json edited to name other code: refused
+    monkeypatch.delenv("TRUSTRL_TRUST_FILES")
+    monkeypatch.setenv("TRUSTRL_KEY_FILE", own_key)
+    saved = config(run)
+    saved["wrappers"] = ["os:system"]
+    (run / "config.json").write_text(json.dumps(saved))
+    rc, _, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
+    assert_one_line_error(rc, err, "os:system", "not signed with your key")

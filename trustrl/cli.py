@@ -254,8 +254,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if env_id != agent.spec.env_id:
         check_compatible(agent.spec, env_id)  # the agent's network fits the env's spaces
     elif saved.get("env_kwargs") or saved.get("wrappers") or ":" in env_id:
-        # the run's env: its class or function, kwargs and wrappers
-        env_id = _run_env({"env_id": env_id, **saved}, cfg_path)
+        # the run's env: its class or function, kwargs and wrappers (from the user's own runs)
+        from trustrl.runs import check_env_code
+
+        recipe = {"env_id": env_id, **saved}
+        check_env_code(cfg_path.parent if saved else None, recipe,
+                       "rerun with TRUSTRL_TRUST_FILES=1")
+        env_id = _run_env(recipe, cfg_path)
     seed = args.seed
     if seed is None:
         base = saved.get("seed", 0)

@@ -13,6 +13,9 @@
         tb/                  TensorBoard events, when tensorboard is installed
         wandb/               W&B's files of the run (track = 'wandb')
         trackers.json        the tracker's run id, so that a resumed run logs to the same run
+        env.sig              where config.json names code (an env class or function, wrappers):
+                             its HMAC under the user's key, so that eval and resume build the
+                             env only from a config.json the user wrote
         .trustrl.lock        the writer's lock (trustrl.locks): one writer process at a time
 
 Files are written with mode 0666 & ~umask; .pt files hold tensors and plain values only
@@ -22,6 +25,8 @@ Files are written with mode 0666 & ~umask; .pt files hold tensors and plain valu
 from __future__ import annotations
 
 import csv
+import hashlib
+import hmac
 import io
 import json
 import re
@@ -33,7 +38,8 @@ from typing import Any
 from trustrl.errors import ConfigError, RunError
 from trustrl.locks import FolderLock
 from trustrl.safeio import (
-    atomic_write_bytes, load_safe, remove_stale_tmp, save_safe, sign_pickle, verify_pickle,
+    UntrustedFileError, atomic_write_bytes, key_path, load_safe, remove_stale_tmp, save_safe,
+    sign_pickle, signing_key, trusted, verify_pickle,
 )
 
 # Columns every algorithm writes; each algorithm appends its own (Algorithm.extra_columns).
@@ -109,6 +115,7 @@ class RunDir:
         run = cls(path)
         run._take_lock()
         atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
+        sign_env(path, config)
         run.set_status("running", 0)
         return run
 
@@ -270,6 +277,61 @@ def _tb_name(key: str) -> str:
     if key in ("policy_loss", "value_loss", "value_loss_fresh", "kl_penalty"):
         return f"losses/{key}"
     return f"diagnostics/{key}"
+
+
+# ----- config.json naming code: built only from the user's own runs --------------------------
+ENV_SIGNATURE = "env.sig"
+_ENV_DOMAIN = b"trustrl env recipe v1\0"
+_CODE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def env_code(config: dict[str, Any]) -> list[str]:
+    """The import paths of code a config's env is built with: an env class or function
+    ('module:Name'; a registered id 'module:Env-v0' is data) and every wrapper."""
+    env_id, wrappers = config.get("env_id"), config.get("wrappers") or []
+    names = [env_id] if isinstance(env_id, str) and _CODE_PATH.match(env_id) else []
+    for w in wrappers if isinstance(wrappers, list) else [wrappers]:
+        names.append(str(w.get("wrapper") if isinstance(w, dict) else w))
+    return names
+
+
+def _env_mac(key: bytes, config: dict[str, Any]) -> str:
+    recipe = {k: config.get(k) for k in ("env_id", "env_kwargs", "wrappers")}
+    data = json.dumps(recipe, sort_keys=True).encode()
+    return hmac.new(key, _ENV_DOMAIN + data, hashlib.sha256).hexdigest()
+
+
+def sign_env(folder: Path, config: dict[str, Any]) -> None:
+    """env.sig beside a config.json that names code (nothing otherwise)."""
+    key = signing_key(create=True) if env_code(config) else None
+    if key is not None:
+        atomic_write_text(Path(folder) / ENV_SIGNATURE,
+                          json.dumps({"hmac": _env_mac(key, config)}) + "\n")
+
+
+def check_env_code(folder: Path | None, config: dict[str, Any], opt_in: str) -> None:
+    """A config.json read from disk builds its env by importing and calling the code it names
+    only when its env.sig is this user's (or the user opted in: TRUSTRL_TRUST_FILES=1): a run
+    folder from someone else is data. UntrustedFileError in one line otherwise."""
+    names = env_code(config)
+    if not names or trusted():
+        return
+    key = signing_key(create=False)
+    mac = None
+    if folder is not None:
+        try:
+            mac = json.loads((Path(folder) / ENV_SIGNATURE).read_text()).get("hmac")
+        except (OSError, ValueError, AttributeError):
+            mac = None
+    if key is not None and isinstance(mac, str) and hmac.compare_digest(mac,
+                                                                         _env_mac(key, config)):
+        return
+    where = f"{folder}/config.json" if folder is not None else "the agent file"
+    listed = ", ".join(names)
+    raise UntrustedFileError(
+        f"{where} names code to build its env ({listed[:120]}) and is not signed with your key "
+        f"({key_path()}): a run from another user or machine, or edited; importing and calling "
+        f"that code can run anything; if you trust it, {opt_in}")
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:

@@ -43,7 +43,7 @@ from trustrl.envs.factory import env_factory
 from trustrl.envs.make import check_env
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
-from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_tracker
+from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_env_code, check_tracker
 from trustrl.seeding import seed_everything
 
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
@@ -430,6 +430,8 @@ def resume(
     d = root.read_config()
     if not isinstance(d, dict):
         raise RunError(f"{root.path}/config.json does not hold a config (a JSON object)")
+    check_env_code(root.path, d, f"resume with `trustrl train --resume {root.path} "
+                   "--trust-checkpoint`")
     seeds = d.pop("seeds", None)
     cfg = config_from_dict(d)
     if total_steps is not None:
