@@ -181,6 +181,30 @@ def test_images_detected_scaled_transposed_and_not_normalised(shape, chw):
     assert spaces_spec("f", gym.spaces.Box(0, 1, shape), gym.spaces.Discrete(2)).obs_kind == "box"
 
 
+def test_action_shapes_bounds_and_starts_reach_env_step_as_the_space_has_them():
+    """Box (2, 3) actions: per-entry bounds in the space's (row-major) order, the flat
+    Gaussian sample reshaped; MultiDiscrete and Discrete starts added; MultiBinary as int8
+    bits in the space's shape."""
+    low = np.arange(6, dtype=np.float32).reshape(2, 3)
+    spec = spaces_spec("b", gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(low, low + 0.5))
+    agent = Agent(build_policy(spec.obs_dim, spec.action, spec.layout()), spec)
+    a = agent.env_action(torch.full((4, 6), 100.0))
+    assert a.shape == (4, 2, 3) and np.array_equal(a[1], low + 0.5)
+    assert agent.act(np.zeros(3)).shape == (2, 3)
+    assert gym.spaces.Box(low, low + 0.5).contains(agent.act(np.zeros(3), deterministic=False))
+    spec = spaces_spec("m", gym.spaces.Discrete(2), gym.spaces.MultiDiscrete([3, 2], start=[-1, 5]))
+    agent = Agent(build_policy(spec.obs_dim, spec.action, spec.layout()), spec)
+    assert agent.env_action(torch.tensor([[0, 1], [2, 0]])).tolist() == [[-1, 6], [1, 5]]
+    spec = spaces_spec("d", gym.spaces.Discrete(2), gym.spaces.Discrete(3, start=-1))
+    agent = Agent(build_policy(spec.obs_dim, spec.action, spec.layout()), spec)
+    assert agent.env_action(torch.tensor([0, 2])).tolist() == [-1, 1]
+    spec = spaces_spec("mb", gym.spaces.Discrete(2), gym.spaces.MultiBinary([2, 2]))
+    agent = Agent(build_policy(spec.obs_dim, spec.action, spec.layout()), spec)
+    bits = agent.act(np.array([0, 1]), deterministic=False)
+    assert bits.shape == (2, 2, 2) and bits.dtype == np.int8
+    assert gym.spaces.MultiBinary([2, 2]).contains(bits[0])
+
+
 def test_agent_acts_on_dict_obs_and_saves_and_loads_with_weights_only(tmp_path):
     spec = spaces_spec("d", gym.spaces.Dict({
         "img": gym.spaces.Box(0, 255, (16, 16, 1), np.uint8), "k": gym.spaces.Discrete(4)}),
