@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from trustrl.envs.spaces import UnsupportedSpace, flatten_obs, obs_layout, top_kind
 from trustrl.envs.factory import EnvFactory, as_factory
+from trustrl.envs.spaces import UnsupportedSpace, flatten_obs, obs_layout, top_kind
 from trustrl.errors import EnvError, TrustrlError
 from trustrl.policies import ActionSpec
 
