@@ -381,3 +381,23 @@ def test_code_named_by_a_config_json_from_someone_else_is_not_run(tmp_path, envm
     (run / "config.json").write_text(json.dumps(saved))
     rc, _, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
     assert_one_line_error(rc, err, "os:system", "not signed with your key")
+
+
+def test_a_run_written_before_the_env_keys_still_resumes(tmp_path):
+    """config.json and the checkpoint of a run from before env_kwargs, wrappers, init_from
+    and track: those keys take their defaults, and the run resumes."""
+    from trustrl.safeio import load_safe, save_safe
+
+    res = trustrl.train(make_config("ppo", "CartPole-v1", flags=dict(
+        total_steps=2 * 64, num_envs=2, num_steps=32, eval_every=0, eval_episodes=1,
+        tensorboard=False, minibatch_size=32, update_epochs=2, runs_dir=str(tmp_path),
+        vector="sync")), callback=lambda row: False)
+    new_keys = ("env_kwargs", "wrappers", "init_from", "track")
+    saved = {k: v for k, v in config(res.run_dir).items() if k not in new_keys}
+    (res.run_dir / "config.json").write_text(json.dumps(saved))
+    ck_path = res.run_dir / "checkpoints" / "latest.pt"
+    ck = load_safe(ck_path)
+    ck["config"] = {k: v for k, v in ck["config"].items() if k not in new_keys}
+    save_safe(ck, ck_path)
+    trustrl.resume(res.run_dir)
+    assert len(rows(res.run_dir)) == 2

@@ -929,6 +929,8 @@ def check_checkpoint_config(saved: Any, cfg: Any, where: str) -> None:
     for f in fields(cfg):  # a key added after the checkpoint was written: its default then
         if f.name not in theirs and f.name != "runs_dir" and f.default is not dataclasses.MISSING:
             theirs[f.name] = f.default
+        elif f.name not in theirs and f.default_factory is not dataclasses.MISSING:
+            theirs[f.name] = f.default_factory()  # env_kwargs {}, wrappers []
     if isinstance(theirs.get("hidden_sizes"), tuple):
         theirs["hidden_sizes"] = list(theirs["hidden_sizes"])
     diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
