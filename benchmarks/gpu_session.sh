@@ -1,18 +1,24 @@
 #!/bin/bash
 # Issue 7's GPU figures in one command, for a device session (one H200, no network):
-#   run(command="bash benchmarks/gpu_session.sh", carry=[".whl", ".bench"], timeout_s=560)
-# carrying the git-ignored .whl/ (gymnax, distrax and their pure-Python dependencies) and
-# .bench/purejaxrl/ (PureJaxRL's ppo.py and wrappers.py, unmodified; see PEERS_SETUP.md).
+#   run(command="bash benchmarks/gpu_session.sh", carry=[".bench"], timeout_s=560)
+# carrying the git-ignored .bench/ that
+#   python benchmarks/setup_peers.py --dest .bench --only gpu --purejaxrl-git $PUREJAXRL_GIT
+# fills: .bench/whl/ (gymnax, distrax and their pure-Python dependencies) and .bench/purejaxrl/
+# (PureJaxRL's ppo.py and wrappers.py, unmodified; see PEERS_SETUP.md). BENCH, WHL and SITE
+# (where the wheels are unpacked; a new temporary folder by default) can be set instead.
 # Every step has its own time limit, so that one slow step cannot eat the others' time; the
 # sum stays under 9 minutes. Results go to $OUT (or ./gpu_out): JSON lines and a log.
 set -u
 OUT=${OUT:-gpu_out}
+BENCH=${BENCH:-.bench}
+WHL=${WHL:-$BENCH/whl}
+SITE=${SITE:-$(mktemp -d)}
 mkdir -p "$OUT"
 log() { echo "== $* ($(date -u +%T))" | tee -a "$OUT/log.txt"; }
 log "machine"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$OUT/log.txt" 2>&1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" >> "$OUT/log.txt" 2>&1
 log "wheels for PureJaxRL"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >> "$OUT/log.txt" 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHL"/*.whl >> "$OUT/log.txt" 2>&1
 pip install -q --no-deps -e . >> "$OUT/log.txt" 2>&1 || export PYTHONPATH=$PWD
 log "CUDA tests of the fast path"
 timeout 120 python3 -m pytest -q -x tests/test_fast.py tests/test_torch_envs.py -k "gpu or cuda" >> "$OUT/log.txt" 2>&1
@@ -22,6 +28,6 @@ log "trustrl TRPO, CUDA graph"
 timeout 50 python3 benchmarks/gpu_fast.py --algo trpo --modes graph --settings single,envs2048 \
     --out "$OUT/gpu_fast.jsonl" >> "$OUT/log.txt" 2>&1
 log "PureJaxRL"
-PYTHONPATH=/tmp/site:${PYTHONPATH:-} timeout 170 python3 benchmarks/purejaxrl_gpu.py \
-    --purejaxrl .bench/purejaxrl --scale 0.5 > "$OUT/purejaxrl.jsonl" 2>> "$OUT/log.txt"
+PYTHONPATH="$SITE":${PYTHONPATH:-} timeout 170 python3 benchmarks/purejaxrl_gpu.py \
+    --purejaxrl "$BENCH/purejaxrl" --scale 0.5 > "$OUT/purejaxrl.jsonl" 2>> "$OUT/log.txt"
 log "done"

@@ -21,11 +21,14 @@ PureJaxRL's wrappers.py imports brax and navix at module level but uses them onl
 and Navix wrappers; when they are not installed this script puts empty placeholder modules in
 their place (any use of them raises), so CartPole needs only gymnax and distrax.
 
-GPU machine (no network): carry .whl/ (wheels of gymnax, distrax, tfp-nightly, dm-tree, gast,
-decorator, gymnasium, farama-notifications) and .bench/purejaxrl, then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \\
-      && export PYTHONPATH=/tmp/site \\
+GPU machine (no network): `python benchmarks/setup_peers.py --dest .bench --only gpu
+--purejaxrl-git $PUREJAXRL_GIT` fills .bench/whl/ (wheels of gymnax, distrax, tfp-nightly,
+dm-tree, gast, decorator, gymnasium, farama-notifications) and .bench/purejaxrl/; carry .bench,
+then, with SITE a new empty folder (e.g. SITE=$(mktemp -d)):
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .bench/whl/*.whl \\
+      && export PYTHONPATH="$SITE" \\
       && python3 benchmarks/purejaxrl_gpu.py --purejaxrl .bench/purejaxrl
+On a CPU, the purejaxrl-venv that setup_peers.py builds runs it as is (e.g. with --tiny).
 """
 
 from __future__ import annotations
