@@ -1,0 +1,128 @@
+"""The benchmark docs can be rerun by anyone (issue 17, point 5).
+
+No absolute path of a development machine in benchmarks/ or docs/ Markdown (places are
+variables such as $PEERS, $SWEEPS, $OUT or --out arguments), every script a doc names exists,
+and the scripts that build the peers and time the processes start and refuse bad input with one
+line.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+
+# An absolute path under a folder that only exists on some machine. Not matched: a variable
+# ($TMPDIR/x, ${PEERS}/x), a relative path (.bench/x), a path inside a URL or another path
+# (github.com/a/home/b), and ~/ (each reader's own home).
+MACHINE_PATH = re.compile(r"(?<![\w$.}~/-])/(?:work|home|root|opt|tmp|Users|mnt|scratch)(?![\w-])")
+
+
+def _docs() -> list[Path]:
+    files = sorted(BENCH.rglob("*.md")) + sorted((ROOT / "docs").rglob("*.md"))
+    return [f for f in files + [ROOT / "README.md"] if "runs" not in f.relative_to(ROOT).parts]
+
+
+def _machine_paths(text: str) -> list[str]:
+    return [f"line {i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1)
+            if MACHINE_PATH.search(line)]
+
+
+def test_pattern_catches_machine_paths_and_spares_variables() -> None:
+    bad = ["cd /tmp && python x.py", "--target /tmp/site .whl/*.whl", "--out /work/x",
+           "`/home/me/peers/sb3-venv/bin/python`", "PYTHONPATH=/tmp/site:x", "/opt/wheels"]
+    good = ["--target \"$SITE\" .bench/whl/*.whl", "--out $SWEEPS/classic", "$TMPDIR/acc",
+            "${PEERS}/cleanrl", "https://example.org/home/page", "e.g. ~/peers",
+            "--out sweeps/classic", "benchmarks/tmp/x", "a /tmpfs mount"]
+    assert all(_machine_paths(b) for b in bad), [b for b in bad if not _machine_paths(b)]
+    assert not any(_machine_paths(g) for g in good), [g for g in good if _machine_paths(g)]
+
+
+@pytest.mark.parametrize("doc", _docs(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_hold_no_machine_path(doc: Path) -> None:
+    found = _machine_paths(doc.read_text(encoding="utf-8"))
+    assert not found, (f"{doc.relative_to(ROOT)} names a machine-specific path; use a variable "
+                       "($PEERS, $SWEEPS, $OUT, ...) or an --out argument:\n" + "\n".join(found))
+
+
+def test_benchmark_docs_name_only_existing_scripts() -> None:
+    missing = []
+    for doc in sorted(BENCH.glob("*.md")):
+        for name in set(re.findall(r"benchmarks/[\w/]+\.(?:py|sh)", doc.read_text())):
+            if not (ROOT / name).is_file():
+                missing.append(f"{doc.name}: {name}")
+    assert not missing, missing
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+
+
+def test_setup_peers_help_runs() -> None:
+    r = _run("benchmarks/setup_peers.py", "--help")
+    assert r.returncode == 0, r.stderr
+    for flag in ("--dest", "--cleanrl-git", "--purejaxrl-git", "--only", "--torch-index"):
+        assert flag in r.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--only", "sb3,nope"], "unknown peer nope"),
+    (["--only", "cleanrl"], "cleanrl needs --cleanrl-git"),
+    (["--only", "purejaxrl", "--purejaxrl-git", "."], "not a git clone holding commit"),
+    (["--only", "sb3", "--python", "no-such-python-here"], "--python no-such-python-here"),
+])
+def test_setup_peers_bad_arguments_are_one_line(tmp_path: Path, args: list[str],
+                                                says: str) -> None:
+    r = _run("benchmarks/setup_peers.py", "--dest", str(tmp_path / "peers"), *args)
+    assert r.returncode == 2
+    assert says in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "peers").exists()  # nothing built before the arguments are checked
+
+
+def test_setup_peers_extracts_files_byte_for_byte(tmp_path: Path) -> None:
+    """The scripts come out of the clone unmodified, at the commit asked for."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import setup_peers
+    finally:
+        sys.path.remove(str(BENCH))
+    clone = tmp_path / "clone"
+    (clone / "purejaxrl").mkdir(parents=True)
+    body = b"# peer script\r\nprint('\xc3\xa9')\n\tno newline at the end"
+    (clone / "purejaxrl" / "ppo.py").write_bytes(body)
+    (clone / "LICENSE").write_bytes(b"license text\n")
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t",
+           "-c", "core.autocrlf=false"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    (clone / "purejaxrl" / "ppo.py").write_bytes(b"changed after the commit\n")
+    builder = setup_peers.Builder(setup_peers.parse(["--dest", str(tmp_path / "d"),
+                                                     "--only", "sb3"]))
+    out = tmp_path / "d" / "purejaxrl"
+    builder.extract("t", clone, commit, ["purejaxrl/ppo.py", "LICENSE"], out)
+    assert (out / "ppo.py").read_bytes() == body
+    assert (out / "LICENSE").read_bytes() == b"license text\n"
+    with pytest.raises(setup_peers.Failed, match="no-such-file"):
+        builder.extract("t", clone, commit, ["no-such-file.py"], out)
+
+
+def test_paired_time_alternates_and_reports_ratio() -> None:
+    r = _run("benchmarks/paired_time.py", "-n", "2", "--warmup", "0", "--vs",
+             f"{sys.executable} -c pass", "--", sys.executable, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    runs = [ln.split(":")[0] for ln in r.stdout.splitlines() if ln.startswith("run ")]
+    assert runs == ["run 1 A", "run 1 B", "run 2 A", "run 2 B"]
+    assert "A/B wall:" in r.stdout
+    bad = _run("benchmarks/paired_time.py", "-n", "1", "--", "no-such-command-here")
+    assert bad.returncode == 2 and "cannot start" in bad.stderr and "Traceback" not in bad.stderr
