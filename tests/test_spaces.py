@@ -560,3 +560,44 @@ def test_cli_policy_and_its_bad_values(mynets):
         assert_one_line_error(rc, err)
         assert words in err, (bad, err)
     assert not (mynets / "bad").exists()
+
+
+class _Walk(gym.Env):
+    """Never terminates: episodes end by the time limit only (truncation), so the collector
+    bootstraps from V(final observation), taken from info["final_obs"]."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), float(action), False, False, {}
+
+
+class DictWalk(_Walk):
+    observation_space = gym.spaces.Dict({"k": gym.spaces.Discrete(3),
+                                         "img": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)})
+
+
+class TupleWalk(_Walk):
+    observation_space = gym.spaces.Tuple((gym.spaces.MultiBinary(2), gym.spaces.Discrete(2)))
+
+
+@pytest.mark.parametrize("cls", [DictWalk, TupleWalk], ids=["dict", "tuple"])
+def test_truncated_episodes_bootstrap_from_structured_final_observations(cls):
+    env_id = f"trustrl-test/{cls.__name__}-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=cls, max_episode_steps=3)
+    cfg = make_config("ppo", env_id, sets={"num_envs": 2, "num_steps": 8, "vector": "sync",
+                                           "minibatch_size": 16, "preset": "none"},
+                      flags={"total_steps": 16})
+    learner = GymLearner(cfg)
+    try:
+        rollout, episodes = learner.collector.collect()
+    finally:
+        learner.close()
+    assert len(episodes) == 4 and rollout.truncated.sum() == 4 and not rollout.terminated.any()
+    t, n = map(int, torch.nonzero(rollout.truncated)[0])
+    assert rollout.next_values[t, n] != 0 and torch.isfinite(rollout.next_values).all()

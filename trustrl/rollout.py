@@ -17,6 +17,7 @@ from torch import Tensor
 
 from trustrl.agent import Agent
 from trustrl.envs.make import obs_to_array
+from trustrl.envs.spaces import stack_obs
 from trustrl.errors import NonFiniteError
 from trustrl.normalize import RewardScaler
 
@@ -157,9 +158,10 @@ class Collector:
                 agent.obs_normalizer.update(next_x)
             if trunc.any():
                 idx = np.flatnonzero(trunc)
-                final = np.stack([info["final_obs"][i] for i in idx])
+                final = obs_to_array(stack_obs([info["final_obs"][i] for i in idx]),
+                                     agent.spec)  # any space: Dict, Tuple, images...
                 self._check_finite("final observation", final, idx)
-                final_val[t, torch.as_tensor(idx)] = policy.value(agent.obs_tensor(final))
+                final_val[t, torch.as_tensor(idx)] = policy.value(agent.array_tensor(final))
             if self.reward_scaler is not None:
                 reward = self.reward_scaler(reward, done)
             rew_buf[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)

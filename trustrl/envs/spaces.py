@@ -119,6 +119,17 @@ def add_batch_dim(obs: Any) -> Any:
     return np.asarray(obs)[None]
 
 
+def stack_obs(items: Sequence[Any]) -> Any:
+    """A list of single observations (e.g. a vector env's info["final_obs"] rows) -> one batch
+    (dicts and tuples part by part)."""
+    first = items[0]
+    if isinstance(first, dict):
+        return {k: stack_obs([x[k] for x in items]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(stack_obs([x[i] for x in items]) for i in range(len(first)))
+    return np.stack([np.asarray(x) for x in items])
+
+
 def flatten_obs(obs: Any, layout: Sequence[dict[str, Any]]) -> np.ndarray:
     """A batch of observations [N, ...] (Dict: a dict of batches) -> float [N, obs_dim]."""
     cols = []
