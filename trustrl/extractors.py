@@ -214,12 +214,16 @@ def import_path(obj: Any) -> str:
 
 def load_factory(path: str) -> Callable[..., Any]:
     """The callable named by "package.module:attr" (attr may be dotted), imported with the
-    current folder on the path; ConfigError with one line when it cannot be."""
+    current folder on the path; ConfigError with one line when it cannot be. The standard
+    library's callables are refused (an agent file naming os:system is refused, not run)."""
     if not isinstance(path, str) or path.count(":") != 1:
         raise ConfigError(f"policy must be 'module:factory' (an import path), got {path!r:.80}")
     mod_name, _, attr = path.partition(":")
     if not all(s.isidentifier() for s in mod_name.split(".") + attr.split(".")):
         raise ConfigError(f"policy must be 'module:factory' (an import path), got {path!r:.80}")
+    if mod_name.split(".")[0] in sys.stdlib_module_names:
+        # an agent file or config naming os:system & co. is data, not a way to run them
+        raise ConfigError(f"policy {path!r} names the standard library, not a network factory")
     cwd = os.getcwd()
     added = cwd not in sys.path
     if added:
