@@ -5,7 +5,7 @@ table of our final greedy returns beside the zoo's.
     python benchmarks/presets_sweep.py --out $SWEEPS/presets                  # zoo budgets
     python benchmarks/presets_sweep.py --out $SWEEPS/presets --max-steps 1000000 --workers 2
     python benchmarks/presets_sweep.py --out $SWEEPS/presets --table          # table only
-    python benchmarks/presets_sweep.py --out /tmp/smoke --algo ppo --env CartPole-v1 \
+    python benchmarks/presets_sweep.py --out "$(mktemp -d)" --algo ppo --env CartPole-v1 \
         --max-steps 2048 --seeds 1                                            # a smoke run
 
 Each algorithm's SPEC is written to OUT/<algo>.yaml and run into OUT/<algo>/ (an existing
