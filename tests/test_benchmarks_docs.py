@@ -51,6 +51,24 @@ def test_docs_hold_no_machine_path(doc: Path) -> None:
                        "($PEERS, $SWEEPS, $OUT, ...) or an --out argument:\n" + "\n".join(found))
 
 
+def test_no_tracked_file_names_a_machine_path() -> None:
+    """Code, configs and scripts too (a docstring's example command is copied as often as a
+    doc's): every text file git tracks, but this test's own examples."""
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT,
+                           check=True).stdout.split()
+    found = []
+    for name in files:
+        path = ROOT / name
+        if path == Path(__file__).resolve() or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # binary: figures, checkpoints
+            continue
+        found += [f"{name} {hit}" for hit in _machine_paths(text)]
+    assert not found, "machine-specific paths (use a variable or an argument):\n" + "\n".join(found)
+
+
 def test_benchmark_docs_name_only_existing_scripts() -> None:
     missing = []
     for doc in sorted(BENCH.glob("*.md")):
