@@ -396,6 +396,16 @@ def test_learns_each_space(env, threshold, optimum, random_play, sets):
     assert all(r >= threshold for r in returns), (env, returns, threshold)
 
 
+@pytest.mark.parametrize("env,algo,threshold", [("MultiBinaryActions", "npg", 3.9),
+                                                ("DictObs", "trpo", 1.9)])
+def test_trust_region_methods_learn_new_spaces(env, algo, threshold):
+    """NPG on MultiBinary actions and TRPO on Dict observations with MultiDiscrete actions
+    (Fisher products and exact KL of the new distributions, on the default networks through
+    ModuleNet): 4.0, 4.0 and 2.0, 2.0 on seeds 0 and 1 when written (margin +0.1 each)."""
+    returns = _greedy_returns(env, algo=algo, steps=6144)
+    assert all(r >= threshold for r in returns), (env, algo, returns)
+
+
 # --- user networks (issue 15, point 4) ------------------------------------------------------
 
 MYNETS = textwrap.dedent('''
