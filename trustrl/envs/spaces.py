@@ -147,7 +147,8 @@ def flatten_obs(obs: Any, layout: Sequence[dict[str, Any]]) -> np.ndarray:
             x = x.reshape(n, *p["shape"])
             if p["channels_last"]:
                 x = x.transpose(0, 3, 1, 2)
-            cols.append(x.reshape(n, -1).astype(np.float64) / 255.0)
+            # float32 (what the networks take): an 84x84x4 frame is 28k values a step
+            cols.append(x.reshape(n, -1).astype(np.float32) * np.float32(1.0 / 255.0))
         else:  # box, multibinary
             cols.append(np.asarray(x, np.float64).reshape(n, -1))
     return cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
