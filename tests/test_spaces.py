@@ -563,8 +563,11 @@ def test_cli_policy_and_its_bad_values(mynets):
                        ("os:system", "standard library"), ("shutil:rmtree", "standard library"),
                        ("mynets:not_a_module", "not a torch.nn.Module"),
                        ("mynets:wrong_shape", "needs (2, 2)"),
-                       ("mynets:actor_critic", "vector 'torch'")):
-        extra = ["--set", "vector=torch"] if words == "vector 'torch'" else []
+                       ("mynets:actor_critic", "vector 'torch'"),
+                       ("mynets:extractor", "grad_backend 'closed-form' needs")):
+        extra = {"vector 'torch'": ["--set", "vector=torch"],
+                 "grad_backend 'closed-form' needs": ["--set", "grad_backend=closed-form"]
+                 }.get(words, [])
         rc, _, err = run_cli(["train", "--set", f"policy={bad}", "--set", "runs_dir=bad",
                               *extra, *TINY], mynets)
         assert rc == 2, (bad, err)

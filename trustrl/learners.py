@@ -36,7 +36,7 @@ from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env
-from trustrl.errors import RunError
+from trustrl.errors import ConfigError, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
@@ -133,6 +133,10 @@ def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | tor
 
 
 def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
+    if cfg.grad_backend == "closed-form" and not net.closed_form:
+        raise ConfigError("grad_backend 'closed-form' needs the default MLPs with Discrete or "
+                          "Box actions and no image (this network runs on autograd); use "
+                          "'auto' or 'autograd'")
     backend = backends.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
     return make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
 
