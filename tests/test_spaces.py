@@ -455,6 +455,10 @@ MYNETS = textwrap.dedent('''
         return Extractor(observation_space, action_space)
 
 
+    class Shared(ActorCritic):
+        actor_parameters = critic_parameters = None  # no split: every parameter in both
+
+
     def actor_critic(observation_space, action_space):
         return ActorCritic(observation_space, action_space)
 
@@ -564,11 +568,13 @@ def test_cli_policy_and_its_bad_values(mynets):
                        ("mynets:not_a_module", "not a torch.nn.Module"),
                        ("mynets:wrong_shape", "needs (2, 2)"),
                        ("mynets:actor_critic", "vector 'torch'"),
-                       ("mynets:extractor", "grad_backend 'closed-form' needs")):
+                       ("mynets:extractor", "grad_backend 'closed-form' needs"),
+                       ("mynets:Shared", "trpo needs separate actor and critic parameters")):
         extra = {"vector 'torch'": ["--set", "vector=torch"],
-                 "grad_backend 'closed-form' needs": ["--set", "grad_backend=closed-form"]
+                 "grad_backend 'closed-form' needs": ["--set", "grad_backend=closed-form"],
                  }.get(words, [])
-        rc, _, err = run_cli(["train", "--set", f"policy={bad}", "--set", "runs_dir=bad",
+        algo = ["trpo"] if words.startswith("trpo") else []
+        rc, _, err = run_cli(["train", *algo, "--set", f"policy={bad}", "--set", "runs_dir=bad",
                               *extra, *TINY], mynets)
         assert rc == 2, (bad, err)
         assert_one_line_error(rc, err)

@@ -137,6 +137,10 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
         raise ConfigError("grad_backend 'closed-form' needs the default MLPs with Discrete or "
                           "Box actions and no image (this network runs on autograd); use "
                           "'auto' or 'autograd'")
+    if cfg.algo in ("trpo", "npg") and bool(net.actor_mask.all()):  # type: ignore[attr-defined]
+        raise ConfigError(f"{cfg.algo} needs separate actor and critic parameters: a policy "
+                          "module gives them by actor_parameters() and critic_parameters() "
+                          "(docs/custom_networks.md)")
     backend = backends.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
     return make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
 
