@@ -40,6 +40,16 @@ def test_a_missing_tracker_package_is_one_line_naming_the_extra(tmp_path, monkey
     assert not (tmp_path / "runs").exists()
 
 
+def test_mlflow_without_a_store_it_can_use_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow", reason="mlflow (the [mlflow] extra) is not installed")
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # mlflow-skinny: no database store
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    rc, _, err = run_cli(["train", *TINY, "--set", "track=mlflow", "--runs-dir", "runs"],
+                         tmp_path)
+    assert_one_line_error(rc, err, "MLFLOW_TRACKING_URI", "sqlite")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_population_with_a_tracker_is_refused_before_any_folder(tmp_path):
     pytest.importorskip("mlflow", reason="mlflow (the [mlflow] extra) is not installed")
     rc, _, err = run_cli(["train", *TINY, "--seeds", "0-1", "--set", "track=mlflow",

@@ -358,6 +358,18 @@ def check_tracker(kind: str, members: int = 1) -> None:
                           f'pip install "trustrl[{extra}]"')
     if members > 1:
         raise ConfigError(f"track {kind!r} follows one-seed runs: drop --seeds (or use a sweep)")
+    if kind == "mlflow":
+        import os
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+        database = not uri or uri.split(":")[0].split("+")[0] in (
+            "sqlite", "postgresql", "mysql", "mssql")
+        if database and importlib.util.find_spec("sqlalchemy") is None:
+            raise ConfigError(
+                f"track 'mlflow': the tracking store {uri or 'sqlite:///mlflow.db (default)'} "
+                "needs the full mlflow package (pip install mlflow); with trustrl[mlflow] "
+                "(mlflow-skinny) set MLFLOW_TRACKING_URI to a server (http://...) or a local "
+                "file store (file:./mlruns, with MLFLOW_ALLOW_FILE_STORE=true)")
 
 
 class _WandbTracker:
