@@ -67,6 +67,9 @@ class Counted(gym.Wrapper):
     def __init__(self, env):
         super().__init__(env)
         Counted.made += 1
+
+
+gym.register(id=f"Reach{__name__[-8:]}-v0", entry_point=Reach, max_episode_steps=11)
 '''
 
 
@@ -178,6 +181,14 @@ def test_cli_imports_from_the_current_folder_and_eval_remakes_the_env(tmp_path):
         assert rc == 0, err
         assert float(re.search(r"episodes: (-?[\d.]+)", out2).group(1)) == pytest.approx(
             json.loads((run / "eval.json").read_text())["mean"], abs=0.01)
+        # an id the module registers on import ('module:Env-v0'), from the current folder
+        rc, out, err = run_cli(["train", "--env", f"{name}:Reach{name[-8:]}-v0",
+                                "--total-steps", "128", "--set", "num_envs=2", "--set",
+                                "num_steps=64", "--quiet", "--runs-dir", "runs2"], tmp_path)
+        assert rc == 0, err
+        run = next((tmp_path / "runs2").iterdir())
+        with open(run / "episodes.csv", newline="") as f:
+            assert {int(e["length"]) for e in csv.DictReader(f)} == {11}
     finally:
         sys.modules.pop(name, None)
         while str(tmp_path) in sys.path:
