@@ -621,3 +621,20 @@ def test_truncated_episodes_bootstrap_from_structured_final_observations(cls):
     assert len(episodes) == 4 and rollout.truncated.sum() == 4 and not rollout.terminated.any()
     t, n = map(int, torch.nonzero(rollout.truncated)[0])
     assert rollout.next_values[t, n] != 0 and torch.isfinite(rollout.next_values).all()
+
+
+def test_shared_extractor_sample_step_equals_separate_calls():
+    spec = spaces_spec("img", gym.spaces.Box(0, 255, (1, 16, 16), np.uint8),
+                       gym.spaces.Discrete(3))
+    torch.manual_seed(0)
+    pol = build_policy(spec.obs_dim, spec.action, spec.layout(), shared_trunk=True)
+    assert pol.critic_extractor is pol.actor_extractor
+    x = torch.rand(5, spec.obs_dim)
+    torch.manual_seed(1)
+    a, lp, v = pol.sample_step(x)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        d = pol.dist(x)
+        a2 = d.sample()
+        assert torch.equal(a, a2) and torch.allclose(lp, d.log_prob(a2))
+        assert torch.allclose(v, pol.value(x))
