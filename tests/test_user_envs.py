@@ -309,6 +309,15 @@ def test_resume_with_total_steps_extends_a_finished_and_a_stopped_run(tmp_path, 
     # a plain resume after an extension keeps the new total (the checkpoint agrees)
     trustrl.resume(res.run_dir)
     assert len(rows(res.run_dir)) == 6
+    if vector == "torch":  # a population: every member's folder goes on, and records the total
+        pop = trustrl.train(make_config("ppo", "CartPole-v1", flags=dict(
+            total_steps=2 * 64, num_envs=2, num_steps=32, eval_every=0, eval_episodes=1,
+            tensorboard=False, minibatch_size=32, update_epochs=2,
+            runs_dir=str(tmp_path / "p"))), seeds=[3, 4])
+        trustrl.resume(pop.run_dir, total_steps=3 * 64)
+        assert config(pop.run_dir)["total_steps"] == 3 * 64
+        for m in pop.member_dirs:
+            assert len(rows(m)) == 3 and config(m)["total_steps"] == 3 * 64
 
 
 # ----- fine-tuning ------------------------------------------------------------------------------

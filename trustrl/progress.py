@@ -29,7 +29,8 @@ class TrainProgress:
             )
             self.progress.start()
             self.task = self.progress.add_task(
-                f"{self.cfg.algo} {self.cfg.env_id}", total=self.total,
+                f"{self.cfg.algo} {getattr(self.cfg.env_id, '__name__', self.cfg.env_id)}",
+                total=self.total,
                 completed=self.start_step, info="")
         return self
 
