@@ -2,6 +2,7 @@
 
     SB3_PYTHON benchmarks/peer_sb3.py train --params JSON --seed 1
     SB3_PYTHON benchmarks/peer_sb3.py solve --seed 1 [--eval-steps 10000] [--max-steps 100000]
+    SB3_PYTHON benchmarks/peer_sb3.py default --env ENV --seed 1 --total-steps 100000
 
 Only SB3's public API (PPO, make_vec_env, VecNormalize, EvalCallback,
 StopTrainingOnRewardThreshold). Prints one line `RESULT {json}` on stdout at the end.
@@ -17,6 +18,12 @@ before it), and VecNormalize keeps one running statistic shared by all envs.
 `solve` is rl-baselines3-zoo's tuned CartPole-v1 PPO setting (see time_to_solve.py for the
 source) with a deterministic 10-episode evaluation every `--eval-steps` env steps that stops
 training once the mean is 500.
+
+`default` is SB3's PPO as a user gets it, nothing set: `PPO("MlpPolicy", ENV, seed=S)` (one
+env, n_steps 2048, batch 64, 10 epochs, lr 3e-4 constant, no normalisation) learning for
+`--total-steps`, then a greedy evaluation of 10 episodes (`predict(deterministic=True)`, episode
+i reset with seed S + 10000 + i, trustrl's protocol); the curve is every training episode's
+(step, return) from SB3's Monitor (benchmarks/defaults_vs_sb3.py).
 """
 
 from __future__ import annotations
@@ -132,6 +139,41 @@ def solve(seed: int, eval_steps: int, max_steps: int) -> dict[str, Any]:
             "evaluations": len(callback.evaluations_timesteps)}
 
 
+def default(env_id: str, seed: int, total_steps: int, episodes: int = 10) -> dict[str, Any]:
+    import gymnasium as gym
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import PPO
+
+    torch.set_num_threads(1)
+    # What PPO("MlpPolicy", "ENV") builds from an id (a Monitor-wrapped env in a DummyVecEnv),
+    # with the Monitor writing to a file for the curve.
+    from stable_baselines3.common.env_util import make_vec_env
+    monitor_dir = tempfile.mkdtemp(prefix="sb3-monitor-")
+    env = make_vec_env(env_id, n_envs=1, seed=seed, monitor_dir=monitor_dir)
+    model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=total_steps)
+    seconds = time.perf_counter() - t0
+    eval_env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = eval_env.reset(seed=seed + 10_000 + i)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = eval_env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return {"env_id": env_id, "seed": seed, "steps": int(model.num_timesteps),
+            "train_seconds": seconds, "final_returns": returns,
+            "final_mean": sum(returns) / len(returns),
+            "versions": {"stable_baselines3": stable_baselines3.__version__,
+                         "gymnasium": gym.__version__, "torch": torch.__version__},
+            "curve": monitor_curve(monitor_dir, 1)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -142,9 +184,15 @@ def main() -> None:
     s.add_argument("--seed", type=int, default=1)
     s.add_argument("--eval-steps", type=int, default=10_000)
     s.add_argument("--max-steps", type=int, default=ZOO_CARTPOLE["n_timesteps"])
+    d = sub.add_parser("default", help="SB3's default PPO on an env, then 10 greedy episodes")
+    d.add_argument("--env", required=True)
+    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--total-steps", type=int, default=100_000)
     a = p.parse_args()
     if a.mode == "train":
         result = train(json.loads(a.params), a.seed)
+    elif a.mode == "default":
+        result = default(a.env, a.seed, a.total_steps)
     else:
         result = solve(a.seed, a.eval_steps, a.max_steps)
     print("RESULT " + json.dumps(result), flush=True)
