@@ -154,6 +154,8 @@ def test_a_callable_without_an_import_path_cannot_be_remade(tmp_path, envmod):
                               env_kwargs={"horizon": 4}))
     saved = config(res.run_dir)
     assert saved["env_id"].startswith("<not importable> ") and "lambda" in saved["env_id"]
+    note = json.loads((res.run_dir / "status.json").read_text())["note"]
+    assert "cannot re-make the env" in note and "lambda" in note
     rc, _, err = run_cli(["eval", str(res.run_dir), "--episodes", "1"], tmp_path)
     assert_one_line_error(rc, err, "cannot re-make", "import path")
     rc, _, err = run_cli(["train", "--resume", str(res.run_dir), "--total-steps", "512"],

@@ -410,7 +410,26 @@ def train(
     except BaseException:
         learner.close()
         raise
+    _note_unimportable(config, root)
     return Trainer(config, learner, root, members, progress).run(callback)
+
+
+def _note_unimportable(cfg: RunConfig, root: RunDir) -> None:
+    """An env or wrapper given as a callable with no import path: config.json cannot re-make
+    the env. Said once on stderr and kept as a note in status.json."""
+    from trustrl.envs.factory import NOT_IMPORTABLE
+
+    rec = config_to_dict(cfg)
+    names = [str(x)[len(NOT_IMPORTABLE):] for x in [rec["env_id"], *(
+        w["wrapper"] if isinstance(w, dict) else w for w in rec["wrappers"])]
+        if str(x).startswith(NOT_IMPORTABLE)]
+    if not names:
+        return
+    root.note = (f"config.json cannot re-make the env: {', '.join(names)} has no import path "
+                 "(eval and resume of this folder will refuse; define it at the top level of "
+                 "a module)")
+    print(f"trustrl: {root.path}: {root.note}", file=sys.stderr)
+    root.set_status("running", 0)
 
 
 def resume(
