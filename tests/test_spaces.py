@@ -257,17 +257,18 @@ class MultiDiscreteActions(_Bandit):
 
 
 class MultiBinaryActions(_Bandit):
-    """Context: signs x in {-1, 1}^2 (Box); MultiBinary(4) actions, 1 per bit equal to
-    [x0 > 0, x1 > 0, x0 * x1 > 0, 1]: optimum 4, uniform random 2."""
+    """Context: signs x in {-1, 1}^2 as a Box of shape (2, 1) (observations of 2 dimensions);
+    MultiBinary(4) actions, 1 per bit equal to [x0 > 0, x1 > 0, x0 * x1 > 0, 1]: optimum 4,
+    uniform random 2."""
 
-    observation_space = gym.spaces.Box(-1, 1, (2,))
+    observation_space = gym.spaces.Box(-1, 1, (2, 1))
     action_space = gym.spaces.MultiBinary(4)
 
     def context(self):
-        return self.np_random.choice([-1.0, 1.0], 2).astype(np.float32)
+        return self.np_random.choice([-1.0, 1.0], (2, 1)).astype(np.float32)
 
     def reward(self, a):
-        x = self.obs
+        x = self.obs[:, 0]
         return int((np.asarray(a) == [x[0] > 0, x[1] > 0, x[0] * x[1] > 0, 1]).sum())
 
 
