@@ -224,10 +224,15 @@ def load_factory(path: str) -> Callable[..., Any]:
     if mod_name.split(".")[0] in sys.stdlib_module_names:
         # an agent file or config naming os:system & co. is data, not a way to run them
         raise ConfigError(f"policy {path!r} names the standard library, not a network factory")
-    cwd = os.getcwd()
-    added = cwd not in sys.path
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the folder was removed
+        cwd = ""
+    # searched after the installed packages (as the CLI does), so that a stray file in the
+    # current folder cannot shadow a module the user's module imports
+    added = bool(cwd) and "" not in sys.path and cwd not in sys.path
     if added:
-        sys.path.insert(0, cwd)
+        sys.path.append(cwd)
     try:
         obj: Any = importlib.import_module(mod_name)
     except ImportError as e:
