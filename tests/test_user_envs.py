@@ -161,6 +161,12 @@ def test_a_callable_without_an_import_path_cannot_be_remade(tmp_path, envmod):
     rc, _, err = run_cli(["train", "--resume", str(res.run_dir), "--total-steps", "512"],
                          tmp_path)
     assert_one_line_error(rc, err, "cannot re-make")
+    # from Python, given the callable again (it records as config.json does), it goes on
+    make = lambda horizon: mod.Reach(horizon)  # noqa: E731 - the same qualname: <lambda>
+    trustrl.resume(res.run_dir, total_steps=4 * 64, env=make)
+    assert len(rows(res.run_dir)) == 4
+    with pytest.raises(trustrl.ConfigError, match="not this run's env"):
+        trustrl.resume(res.run_dir, env=mod.Reach)
 
 
 # ----- the CLI: kwargs and wrappers, imports from the current folder, bad input ------------------

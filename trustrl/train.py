@@ -20,6 +20,7 @@ stderr and kept as a note in status.json).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -437,6 +438,7 @@ def resume(
     progress: bool = False,
     callback: Callable[[dict[str, Any]], Any] | None = None,
     total_steps: int | None = None,
+    env: Any = None,
 ) -> TrainResult:
     """Continue a run from its last checkpoint (logs after it are dropped first); a run with
     no checkpoint yet starts again from scratch in its own folder.
@@ -444,6 +446,8 @@ def resume(
     total_steps: extend the run (finished or stopped) to this new total; config.json records
     it. The learning-rate schedule is a function of (iteration, total): annealed linearly over
     the new total, so from the checkpoint on the run takes the rates of a run of that total.
+    env: the env class or function again, for a run whose env had no import path (config.json
+    records its name only); it must record as config.json does.
     """
     root = RunDir.open(run_path)
     d = root.read_config()
@@ -453,6 +457,11 @@ def resume(
                    "--trust-checkpoint`")
     seeds = d.pop("seeds", None)
     cfg = config_from_dict(d)
+    if env is not None:
+        recorded = config_to_dict(dataclasses.replace(cfg, env_id=env))["env_id"]
+        if recorded != cfg.env_id:
+            raise ConfigError(f"env {recorded} is not this run's env {cfg.env_id}")
+        cfg.env_id = env
     if total_steps is not None:
         cfg.total_steps = total_steps
     cfg.resolve_vector()
