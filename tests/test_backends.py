@@ -10,9 +10,9 @@ import copy
 import pytest
 import torch
 
-from trustrl import rng
+from trustrl import policies, rng
 from trustrl.algos import make_algorithm
-from trustrl.backends import Autograd, ClosedForm, pick
+from trustrl.backends import Autograd, ClosedForm, LossTerms, pick
 from trustrl.config import make_config
 from trustrl.losses import (
     clipped_surrogate_objective,
@@ -178,3 +178,34 @@ def test_module_network_with_a_shared_trunk_matches_the_module():
     n_trunk = sum(p.numel() for p in pol.actor_trunk.parameters())
     assert bool(net.actor_mask[:n_trunk].all())
     assert int((~net.actor_mask).sum()) == sum(p.numel() for p in pol.value_head.parameters())
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_module_network_runs_a_shared_trunk_once_per_minibatch_gradient(shared, monkeypatch):
+    """The autograd backend asks a module network for actor and critic in one call: a shared
+    trunk (the CNN of an image policy, an MLP trunk) runs once per minibatch gradient, not once
+    for pi and once for V; separate trunks run once each. The pair equals the two calls."""
+    torch.manual_seed(4)
+    pol = ActorCritic(4, BOX, (16,), "tanh", shared_trunk=shared)
+    net = ModuleNet.from_policies([pol], BOX, "cpu")
+    calls = []
+    plain = policies._plain_forward
+
+    def counting(trunk, x):
+        calls.append(trunk)
+        return plain(trunk, x)
+
+    monkeypatch.setattr(policies, "_plain_forward", counting)
+    obs = torch.randn(1, 8, 4)
+    out, v = net.actor_critic(obs)
+    assert torch.equal(out, net.actor(obs)) and torch.equal(v, net.critic(obs))
+    mb = {"obs": obs, "actions": torch.randn(1, 8, 1), "logp_old": torch.zeros(1, 8),
+          "advantages": torch.randn(1, 8), "returns": torch.randn(1, 8)}
+
+    def loss(h, mb, want):
+        return LossTerms(-(h.logp * mb["advantages"]).mean(1)
+                         + ((h.value - mb["returns"]) ** 2).mean(1))
+
+    calls.clear()
+    Autograd().value_and_grad(net, net.views(), mb, loss)
+    assert len(calls) == 2 - shared

@@ -89,11 +89,11 @@ class Autograd:
         flat = net.flat
         with torch.enable_grad():
             v = net.views(flat)  # type: ignore[attr-defined]
-            value = net.critic(mb["obs"], v)  # type: ignore[attr-defined]
             if policy:
-                out = net.actor(mb["obs"], v)  # type: ignore[attr-defined]
+                out, value = net.actor_critic(mb["obs"], v)
                 logp, ent = net.log_prob_entropy(out, mb["actions"], v)
             else:
+                value = net.critic(mb["obs"], v)  # type: ignore[attr-defined]
                 out = logp = ent = value
             t = loss_fn(Heads(net, v, out, logp, ent, value), mb, False)
             (g,) = torch.autograd.grad(t.loss.sum(), flat)

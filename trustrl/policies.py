@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import torch
@@ -235,11 +236,19 @@ class ActorCritic(_Acting, nn.Module):
         """The action distribution at each state. obs: [B, obs_dim]."""
         return make_dist(self.action, self.forward(obs), self.log_std)
 
-    def forward(self, obs: Tensor, part: str = "actor") -> Tensor:
-        """The actor's output (logits or Gaussian means) for part "actor", V(s) for "critic":
-        what a population network calls through torch.func.functional_call."""
+    def forward(self, obs: Tensor, part: str = "actor") -> Any:
+        """The actor's output (logits or Gaussian means) for part "actor", V(s) for "critic",
+        both as a pair for "both" (a shared extractor and trunk run once): what a population
+        network calls through torch.func.functional_call."""
         if part == "critic":
             return self.value(obs)
+        if part == "both":
+            if not self.shared_trunk:
+                return self.forward(obs), self.value(obs)
+            x = obs if self.actor_extractor is None else self.actor_extractor(obs)
+            h = _plain_forward(self.actor_trunk, x)
+            return (F.linear(h, self.policy_head.weight, self.policy_head.bias),
+                    F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1))
         if self.actor_extractor is not None:
             obs = self.actor_extractor(obs)
         return self._actor_head(obs)
@@ -325,9 +334,9 @@ class CustomActorCritic(_Acting, nn.Module):
         a, v = out
         return a, v.reshape(v.shape[0]) if v.dim() == 2 and v.shape[-1] == 1 else v
 
-    def forward(self, obs: Tensor, part: str = "actor") -> Tensor:
+    def forward(self, obs: Tensor, part: str = "actor") -> Any:
         a, v = self._both(obs)
-        return v if part == "critic" else a
+        return (a, v) if part == "both" else v if part == "critic" else a
 
     def value(self, obs: Tensor) -> Tensor:
         return self._both(obs)[1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +99,12 @@ class PopNet:
 
     def _params(self, flat: Tensor | dict[str, Tensor] | None) -> dict[str, Tensor]:
         return flat if isinstance(flat, dict) else self.views(flat)
+
+    def actor_critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None
+                     ) -> tuple[Tensor, Tensor]:
+        """(the actor's output, V(s)) at once: a network whose actor and critic share layers
+        (a CNN, a trunk) computes them once."""
+        return self.actor(obs, flat), self.critic(obs, flat)  # type: ignore[attr-defined]
 
     @functools.cached_property
     def critic_slice(self) -> slice:
@@ -478,12 +485,19 @@ class ModuleNet(PopNet):
         return out
 
 
-    def _call(self, part: str, obs: Tensor, flat: Tensor | dict[str, Tensor] | None) -> Tensor:
+    def _call(self, part: str, obs: Tensor, flat: Tensor | dict[str, Tensor] | None) -> Any:
         v = self._params(flat)
         outs = [torch.func.functional_call(self.module, {n: t[p] for n, t in v.items()},
                                            (obs[p], part))
                 for p in range(obs.shape[0])]
+        if part == "both":
+            return torch.stack([o[0] for o in outs]), torch.stack([o[1] for o in outs])
         return torch.stack(outs)
+
+    def actor_critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None
+                     ) -> tuple[Tensor, Tensor]:
+        """One call of the module's forward(obs, "both"): shared layers run once."""
+        return self._call("both", obs, flat)
 
     def actor(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         return self._call("actor", obs, flat)
