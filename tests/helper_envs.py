@@ -36,6 +36,20 @@ class MultiDiscreteEnv(gym.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
+class TextObsEnv(gym.Env):
+    """An observation space trustrl cannot encode (Text)."""
+
+    observation_space = gym.spaces.Text(8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "a", {}
+
+    def step(self, action):
+        return "a", 0.0, False, False, {}
+
+
 class ConstantRewardEnv(gym.Env):
     """Reward 1 every step, never terminates; a TimeLimit truncates it. The observation is the
     same every step, so V(s) has one true value: 1/(1-gamma) when truncation is bootstrapped."""
@@ -87,6 +101,7 @@ for _id, _entry, _kw in (
     ("EvalRaisesCartPole-v0", EvalRaisesCartPole, {"max_episode_steps": 500}),
     ("NaNCartPole-v0", NaNCartPole, {"max_episode_steps": 500}),
     ("MultiDiscreteToy-v0", MultiDiscreteEnv, {"max_episode_steps": 10}),
+    ("TextObsToy-v0", TextObsEnv, {"max_episode_steps": 10}),
     ("ConstantReward-v0", ConstantRewardEnv, {"max_episode_steps": 50}),
     ("LockedCartPole-v0", LockedCartPole, {"max_episode_steps": 500}),
 ):

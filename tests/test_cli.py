@@ -87,7 +87,7 @@ def test_help_lists_every_config_field_with_its_docstring(tmp_path, cli_env):
 BAD = [
     (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
     (["--env", "NoSuchEnv-v0"], "unknown env id"),
-    (["--env", "helper_envs:MultiDiscreteToy-v0"], "supports Discrete, Box"),
+    (["--env", "helper_envs:TextObsToy-v0"], "observation space Text"),
     (["--total-steps", "0"], "total_steps must be in [1, 1,000,000,000,000], got 0"),
     (["--total-steps", "-100"], "total_steps must be in [1, "),
     (["--total-steps", "abc"], "bad value for total_steps"),
