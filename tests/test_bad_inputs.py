@@ -107,7 +107,7 @@ def tiny_run(tmp_path_factory) -> Path:
     (["--set", "num_envs=4096", "--set", "num_steps=4096"], "bound 4,194,304 samples"),
     (["--set", "hidden_sizes=100000,100000"], "each in [1, 8192]"),
     (["--set", "hidden_sizes=8192,8192,8192"], "hidden weights per network; the bound is"),
-    (["--set", "hidden_sizes=" + ",".join(["4"] * 40)], "1 to 32 widths"),
+    (["--set", "hidden_sizes=" + ",".join(["4"] * 40)], "0 to 32 widths"),
     (["--set", "eval_max_steps=0"], "eval_max_steps must be in [1, 10,000,000]"),
     (["--set", "total_steps=1e400"], "bad value for total_steps"),
     (["--set", "total_steps=" + "9" * 5000], "bad value for total_steps"),

@@ -62,7 +62,7 @@ def test_set_values_are_parsed_to_the_field_type(key, raw, value):
     ({"vector": "threads"}, "vector must be"),
     ({"target_kl": "0"}, "target_kl must be in (0, 100], got 0"),
     ({"num_envs": "0"}, "num_envs must be in [1, 4096], got 0"),
-    ({"hidden_sizes": "64,0"}, "hidden_sizes must be 1 to 32 widths, each in [1, 8192]"),
+    ({"hidden_sizes": "64,0"}, "hidden_sizes must be 0 to 32 widths, each in [1, 8192]"),
 ])
 def test_bad_values_raise_one_line_config_errors(sets, message):
     with pytest.raises(ConfigError, match=None) as e:

@@ -11,7 +11,7 @@ from test_bad_inputs import assert_bad, run_cli
 
 from trustrl.config import CONFIGS, PRESETS, ZOO_PRESETS, config_from_dict, make_config
 from trustrl.errors import ConfigError
-from trustrl.presets import select_preset, summary
+from trustrl.presets import CLEANRL_PRESETS, select_preset, summary
 from trustrl.presets import zoo as zoo_module
 from trustrl.presets.zoo import ENTRIES, ZOO_COMMIT
 
@@ -22,9 +22,12 @@ ZOO_PPO_ENVS = {
     *(f"{e}-{v}" for e in ("Ant", "Swimmer", "HalfCheetah", "Hopper", "HumanoidStandup",
                            "Humanoid", "InvertedDoublePendulum", "InvertedPendulum", "Reacher",
                            "Walker2d") for v in ("v4", "v5")),
+    *(f"{g}NoFrameskip-v4" for g in ("Asteroids", "BeamRider", "Breakout", "Enduro", "MsPacman",
+                                     "Pong", "Qbert", "RoadRunner", "Seaquest", "SpaceInvaders")),
 }
 """Every env of hyperparams/ppo.yml that runs on Gymnasium 1.x (not CarRacing, PyBullet,
-MiniGrid), MuJoCo under its v4 and v5 ids."""
+MiniGrid), MuJoCo under its v4 and v5 ids, the Atari benchmark's games (the `atari` block,
+behind trustrl's Atari preprocessing)."""
 ZOO_TRPO_ENVS = {
     "CartPole-v1", "Pendulum-v1", "LunarLander-v3", "LunarLanderContinuous-v3", "Acrobot-v1",
     "MountainCar-v0", "MountainCarContinuous-v0", "BipedalWalker-v3",
@@ -61,8 +64,7 @@ def test_every_zoo_env_has_a_preset():
         == ZOO_PPO_ENVS
     assert {e for (a, e) in ZOO_PRESETS if a == "trpo"} == ZOO_TRPO_ENVS
     assert {a for a, _ in ZOO_PRESETS} == {"ppo", "trpo"}
-    atari = [e for (a, e), entry in ENTRIES.items() if entry.unusable]
-    assert len(atari) == 10 and all(e.endswith("NoFrameskip-v4") for e in atari)
+    assert not [e for e in ENTRIES.values() if e.unusable]  # Atari now runs (envs/atari.py)
 
 
 @pytest.mark.parametrize("key", sorted(ZOO_PRESETS), ids=lambda k: f"{k[0]}-{k[1]}")
@@ -122,7 +124,9 @@ def test_auto_chapter_zoo_none_and_the_layers_above():
     assert make_config("trpo", "Hopper-v5").preset == "zoo:Hopper-v5"
     assert make_config("npg", "Hopper-v5").preset is None  # the zoo does not tune NPG
     assert make_config("ppo", "FrozenLake-v1").preset is None
-    assert make_config("ppo", "PongNoFrameskip-v4").preset is None  # not usable: skipped
+    assert make_config("ppo", "PongNoFrameskip-v4").preset == "zoo:PongNoFrameskip-v4"
+    assert make_config("ppo", "ALE/Pong-v5").preset == "cleanrl:ALE/Pong-v5"
+    assert make_config("trpo", "ALE/Pong-v5").preset is None  # CleanRL's is for PPO
     cfg = make_config("ppo", "CartPole-v1", sets={"preset": "zoo"})
     assert (cfg.preset, cfg.num_envs, cfg.num_steps, cfg.update_epochs) == \
         ("zoo:CartPole-v1", 8, 32, 20)
@@ -145,7 +149,8 @@ def test_auto_chapter_zoo_none_and_the_layers_above():
     ("npg", "LunarLander-v3", "zoo", "no zoo preset for npg on LunarLander-v3"),
     ("ppo-penalty", "Hopper-v5", "zoo", "are for ppo, trpo"),
     ("ppo", "Foo-v0", "zoo", "no zoo preset for Foo-v0"),
-    ("ppo", "PongNoFrameskip-v4", "zoo", "not usable yet"),
+    ("ppo", "CartPole-v1", "cleanrl", "no cleanrl preset for CartPole-v1"),
+    ("trpo", "ALE/Breakout-v5", "cleanrl", "no cleanrl preset for trpo on ALE/Breakout-v5"),
     ("ppo", "Hopper-v4", "zoo:Hopper-v5", "is for Hopper-v5"),
 ])
 def test_bad_preset_requests(algo, env, request_, fragment):
@@ -169,7 +174,8 @@ def test_help_summary_lists_the_preset_envs():
     text = "\n".join(summary())
     for env in ("LunarLander-v3", "Walker2d-v5", "BipedalWalkerHardcore-v3", "Acrobot-v1"):
         assert env in text
-    assert "not usable yet" in text and "PongNoFrameskip-v4" in text
+    assert "PongNoFrameskip-v4" in text and "ALE/Breakout-v5" in text
+    assert "not usable yet" not in text  # no preset is refused at present
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -195,8 +201,8 @@ def test_cli_preset_errors_are_one_line(tmp_path):
                "no zoo preset for npg on LunarLander-v3")
     assert_bad(["train", "--env", "LunarLander-v3", "--preset", "chapter"], tmp_path,
                "no chapter preset")
-    assert_bad(["train", "--env", "BreakoutNoFrameskip-v4", "--preset", "zoo"], tmp_path,
-               "not usable yet")
+    assert_bad(["train", "trpo", "--env", "ALE/Breakout-v5", "--preset", "cleanrl"], tmp_path,
+               "no cleanrl preset for trpo on ALE/Breakout-v5")
     assert_bad(["train", "--set", "preset=lab"], tmp_path, "unknown preset 'lab'")
     assert_bad(["presets", "Foo-v0"], tmp_path, "no preset for Foo-v0")
     assert_bad(["presets", "--algo", "sac"], tmp_path, "unknown algorithm 'sac'")
@@ -209,3 +215,39 @@ def test_presets_command_lists_and_shows(tmp_path):
     assert rc == 0, err
     assert "hyperparams/ppo.yml" in out and "Hopper-v4" in out and "lr=9.80828e-05" in out
     assert "trpo" not in out.replace("hyperparams/trpo", "")
+
+
+def test_an_unusable_preset_is_refused_and_skipped(monkeypatch):
+    """The `unusable` mark stays for settings trustrl cannot run (none at present)."""
+    import dataclasses
+
+    key = ("ppo", "BreakoutNoFrameskip-v4")
+    monkeypatch.setitem(ENTRIES, key, dataclasses.replace(ENTRIES[key], unusable="a reason"))
+    with pytest.raises(ConfigError, match="not usable yet: a reason"):
+        select_preset("ppo", "BreakoutNoFrameskip-v4", "zoo")
+    assert select_preset("ppo", "BreakoutNoFrameskip-v4", "auto") == (None, {})
+    assert "not usable yet: BreakoutNoFrameskip-v4" in "\n".join(summary())
+
+
+def test_atari_presets_cleanrl_and_zoo():
+    """CleanRL's ppo_atari.py setting on the ALE v5 ids; the zoo's `atari` block mapped with
+    CnnPolicy (one shared NatureCNN, no hidden layers) and AtariWrapper (trustrl's chain)."""
+    assert {e for (_, e) in CLEANRL_PRESETS} >= {"ALE/Breakout-v5", "ALE/Pong-v5"}
+    c = CLEANRL_PRESETS[("ppo", "ALE/Breakout-v5")]
+    assert (c["num_envs"], c["num_steps"], c["update_epochs"], c["minibatch_size"], c["lr"],
+            c["anneal_lr"], c["clip_eps"], c["clip_value_loss"], c["ent_coef"], c["vf_coef"],
+            c["gamma"], c["gae_lambda"], c["max_grad_norm"], c["adam_eps"]) == \
+        (8, 128, 4, 256, 2.5e-4, True, 0.1, True, 0.01, 0.5, 0.99, 0.95, 0.5, 1e-5)
+    assert (c["hidden_sizes"], c["shared_trunk"], c["atari_wrappers"]) == ((), True, True)
+    z = ZOO_PRESETS[("ppo", "BreakoutNoFrameskip-v4")]
+    assert (z["hidden_sizes"], z["shared_trunk"], z["atari_wrappers"], z["clip_eps"],
+            z["clip_value_loss"], z["minibatch_size"]) == ((), True, True, 0.1, False, 256)
+    assert any("VecFrameStack" in n for n in ENTRIES[("ppo", "BreakoutNoFrameskip-v4")].notes)
+    for (algo, env), values in CLEANRL_PRESETS.items():
+        cfg = make_config(algo, env)  # auto: no chapter or zoo preset for the v5 ids
+        assert cfg.preset == f"cleanrl:{env}"
+        assert all(getattr(cfg, k) == v for k, v in values.items()), env
+    with pytest.raises(ValueError, match="no mapping"):
+        zoo_module.to_config("ppo", {"env_wrapper": "AtariWrapper", "frame_stack": 2})
+    with pytest.raises(ValueError, match="policy"):
+        zoo_module.to_config("ppo", {"policy": "MultiInputPolicy"})

@@ -227,8 +227,9 @@ def _report(result: Any) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from trustrl.agent import Agent
     from trustrl.config import MAX_EVAL_EPISODES, MAX_SEED, RANGES, check_type
+    from trustrl.envs.factory import EnvFactory
     from trustrl.envs.make import check_compatible
-    from trustrl.evaluate import DEFAULT_EVAL_MAX_STEPS, EVAL_SEED_OFFSET, evaluate
+    from trustrl.evaluate import DEFAULT_EVAL_MAX_STEPS, EVAL_SEED_OFFSET, evaluate, evaluation_env
 
     if not 1 <= args.episodes <= MAX_EVAL_EPISODES:
         raise TrustrlError(f"--episodes must be in [1, {MAX_EVAL_EPISODES:,}], got "
@@ -251,8 +252,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         saved = saved if isinstance(saved, dict) else {}
     agent = Agent.load(args.run)
     env_id: Any = args.env_id or agent.spec.env_id
-    if env_id != agent.spec.env_id:
-        check_compatible(agent.spec, env_id)  # the agent's network fits the env's spaces
+    bare = saved.get("atari_wrappers") is False  # an Atari id trained without preprocessing
+    if env_id != agent.spec.env_id:  # the agent's network fits the env's spaces
+        check_compatible(agent.spec, EnvFactory(env_id) if bare else evaluation_env(env_id))
     elif saved.get("env_kwargs") or saved.get("wrappers") or ":" in env_id:
         # the run's env: its class or function, kwargs and wrappers (from the user's own runs)
         from trustrl.runs import check_env_code
@@ -261,6 +263,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         check_env_code(cfg_path.parent if saved else None, recipe,
                        "rerun with TRUSTRL_TRUST_FILES=1")
         env_id = _run_env(recipe, cfg_path)
+    if bare and isinstance(env_id, str):
+        env_id = EnvFactory(env_id)  # evaluate() then leaves it bare
     seed = args.seed
     if seed is None:
         base = saved.get("seed", 0)
@@ -293,7 +297,8 @@ def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
         raise TrustrlError(f"env_id in {cfg_path} must be a string, got {env_id!r:.40}")
     return env_factory(SimpleNamespace(
         env_id=env_id, env_kwargs=_parse_value("env_kwargs", dict, saved.get("env_kwargs")),
-        wrappers=_parse_value("wrappers", list, saved.get("wrappers"))))
+        wrappers=_parse_value("wrappers", list, saved.get("wrappers")),
+        atari_wrappers=saved.get("atari_wrappers") is not False))
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -195,6 +195,11 @@ class RunConfig:
     """Wrappers applied in order, each 'module:Class' (a callable through the Python API):
     --set wrappers=gymnasium.wrappers:ClipReward,mymod:MyWrapper; with keyword arguments as
     a JSON list: '[{"wrapper": "module:Class", "kwargs": {"k": 1}}]'."""
+    atari_wrappers: bool = True
+    """Atari ids (ALE/..., ...NoFrameskip-v4; pip install "trustrl[atari]") run behind the
+    standard preprocessing (trustrl.envs.atari: no-op reset, frame skip 4, 84x84 grey, 4 stacked
+    frames; episodic life and rewards clipped to their sign in training only; evaluation plays
+    whole games with raw scores); false: the env as gym.make gives it."""
     init_from: str | None = None
     """Start from a trained agent's weights and observation statistics: a run folder or an
     agent file (fine-tuning; the networks and spaces must match). None: from scratch."""
@@ -235,7 +240,9 @@ class RunConfig:
     """Normalise advantages to mean 0, std 1 (per minibatch for SGD methods, per batch else)."""
 
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the actor and of the critic MLPs, e.g. 64,64."""
+    """Hidden layer widths of the actor and of the critic MLPs, e.g. 64,64; empty (--set
+    hidden_sizes=) for none: the heads read the features (an image's CNN, as CleanRL's and
+    SB3's Atari networks) or the observation itself."""
     activation: str = "tanh"
     """Hidden activation: 'tanh' (the PPO default) or 'relu'."""
     shared_trunk: bool = False
@@ -335,8 +342,8 @@ class RunConfig:
             raise ConfigError(f"policy must be 'module:factory' (an import path), got "
                               f"{_short(self.policy)}")
         h = self.hidden_sizes
-        if not h or len(h) > MAX_DEPTH or any(not 1 <= w <= MAX_WIDTH for w in h):
-            raise ConfigError(f"hidden_sizes must be 1 to {MAX_DEPTH} widths, each in "
+        if len(h) > MAX_DEPTH or any(not 1 <= w <= MAX_WIDTH for w in h):
+            raise ConfigError(f"hidden_sizes must be 0 to {MAX_DEPTH} widths, each in "
                               f"[1, {MAX_WIDTH}], got {_short(h)}")
         params = sum(a * b for a, b in zip(h, h[1:], strict=False))
         if params > MAX_HIDDEN_PARAMS:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from trustrl.agent import Agent
+from trustrl.envs.atari import is_atari_id
 from trustrl.envs.factory import EnvFactory
 from trustrl.envs.make import make_vec_env
 
@@ -23,6 +26,15 @@ def own_time_limit(envs: object) -> int | None:
     return int(limit) if limit else None
 
 
+def evaluation_env(env_id: str | EnvFactory) -> str | EnvFactory:
+    """The env evaluations play: an Atari id (or a run's Atari EnvFactory) behind the
+    evaluation chain of trustrl.envs.atari (whole games, raw scores); others as they are. An
+    EnvFactory without `atari` stays bare (a run with atari_wrappers false)."""
+    if isinstance(env_id, EnvFactory):
+        return dataclasses.replace(env_id, atari="eval") if env_id.atari else env_id
+    return EnvFactory(env_id, atari="eval") if is_atari_id(env_id) else env_id
+
+
 @torch.no_grad()
 def evaluate(
     agent: Agent,
@@ -38,12 +50,14 @@ def evaluate(
 
     An env with no time limit of its own (no max_episode_steps in its spec) has its episodes
     cut after `max_steps` steps (the config key eval_max_steps), so that a policy that never
-    reaches a terminal state cannot make the evaluation run for ever.
+    reaches a terminal state cannot make the evaluation run for ever. Atari games are played
+    whole with raw scores (`evaluation_env`).
 
     The agent's normaliser is frozen for the evaluation. Greedy acts at the mode (argmax or the
     Gaussian mean); stochastic samples and so uses the global torch RNG.
     """
     agent = agent.frozen()
+    env_id = evaluation_env(env_id)
     returns: list[float] = []
     for first in range(0, episodes, max_parallel):
         n = min(max_parallel, episodes - first)

@@ -195,6 +195,8 @@ class EnvFactory:
     env: Any  # a Gymnasium id, 'module:Id', 'module:Name' of a class/function, or a callable
     kwargs: dict[str, Any] = field(default_factory=dict)
     wrappers: tuple[tuple[Any, dict[str, Any]], ...] = ()
+    atari: str | None = None
+    """'train' or 'eval': an Atari id behind trustrl.envs.atari's preprocessing (None: not)."""
 
     @property
     def label(self) -> str:
@@ -204,7 +206,8 @@ class EnvFactory:
     @property
     def plain_id(self) -> str | None:
         """The Gymnasium id when this is a bare id (no kwargs, no wrappers), else None."""
-        if isinstance(self.env, str) and not self.kwargs and not self.wrappers:
+        if isinstance(self.env, str) and not self.kwargs and not self.wrappers \
+                and not self.atari:
             return self.env
         return None
 
@@ -241,7 +244,11 @@ class EnvFactory:
         import gymnasium as gym
 
         fn = self._callable()
-        if fn is None:
+        if fn is None and self.atari:
+            from trustrl.envs.atari import atari_env
+
+            env = atari_env(self.env, self.kwargs, train=self.atari == "train")
+        elif fn is None:
             env = gym.make(self.env, **self.kwargs)
         else:
             try:
@@ -285,8 +292,11 @@ def env_factory(cfg: Any) -> EnvFactory:
             raise EnvError(f"this run's wrapper {w[len(NOT_IMPORTABLE):]} was a callable with "
                            "no import path: config.json cannot re-make it; define it at the "
                            "top level of a module")
+    from trustrl.envs.atari import is_atari_id
+
+    atari = "train" if getattr(cfg, "atari_wrappers", True) and is_atari_id(cfg.env_id) else None
     factory = EnvFactory(cfg.env_id, parse_env_kwargs(getattr(cfg, "env_kwargs", None)),
-                         tuple(pairs))
+                         tuple(pairs), atari)
     factory.check_wrappers()
     return factory
 

@@ -4,11 +4,13 @@ flags (defaults < preset < file < --set < flags). Two sources:
 - `chapter` (presets/chapter.py): the chapter's lab and the blog's settings on CartPole-v1
   and Pendulum-v1, for every algorithm (tested and reproduced);
 - `zoo` (presets/zoo.py): rl-baselines3-zoo's tuned PPO and TRPO settings for the classic
-  control, Box2D, MuJoCo (v4, v5) and Atari envs, each number's source named there.
+  control, Box2D, MuJoCo (v4, v5) and Atari (NoFrameskip-v4) envs, each number's source
+  named there;
+- `cleanrl` (presets/cleanrl.py): CleanRL's ppo_atari.py setting for the ALE/...-v5 games.
 
 A run asks for one with `--preset` (or the config key `preset`): `auto` (the default: the
-chapter's where there is one, else the zoo's, else none), `chapter`, `zoo` or `none`. The
-run's config.json records the one applied as `chapter:ENV` or `zoo:ENV`, or null.
+chapter's where there is one, else the zoo's, else CleanRL's, else none), `chapter`, `zoo`,
+`cleanrl` or `none`. The run's config.json records the one applied as `SOURCE:ENV`, or null.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from typing import Any
 
 from trustrl.errors import ConfigError
 from trustrl.presets.chapter import PRESETS
+from trustrl.presets.cleanrl import CLEANRL_PRESETS
 from trustrl.presets.zoo import ENTRIES, ZOO_PRESETS
 
-SOURCES = ("chapter", "zoo")
-REQUESTS = ("auto", "chapter", "zoo", "none")
+SOURCES = ("chapter", "zoo", "cleanrl")
+REQUESTS = ("auto", "chapter", "zoo", "cleanrl", "none")
 """What `--preset` takes; config.json's `chapter:ENV` / `zoo:ENV` is taken too."""
 
 
 def table(source: str) -> dict[tuple[str, str], dict[str, Any]]:
     """The presets of one source by (algo, env id)."""
-    return {"chapter": PRESETS, "zoo": ZOO_PRESETS}[source]
+    return {"chapter": PRESETS, "zoo": ZOO_PRESETS, "cleanrl": CLEANRL_PRESETS}[source]
 
 
 def unusable(source: str, algo: str, env_id: str) -> str | None:
@@ -95,8 +98,8 @@ def check_label(label: Any, env_id: str) -> None:
     source, sep, env = str(label).partition(":")
     if not isinstance(label, str) or not sep or source not in SOURCES or not env.strip():
         raise ConfigError(f"preset {str(label)[:60]!r} is not the record of a preset (null, "
-                          f"'chapter:ENV' or 'zoo:ENV'); choose a preset with --preset or "
-                          "--set preset=auto|chapter|zoo|none")
+                          f"'chapter:ENV', 'zoo:ENV' or 'cleanrl:ENV'); choose a preset with "
+                          "--preset or --set preset=auto|chapter|zoo|cleanrl|none")
 
 
 def summary() -> list[str]:
@@ -105,6 +108,8 @@ def summary() -> list[str]:
     chapter_envs = sorted({e for (_, e) in PRESETS})
     chapter_algos = list(dict.fromkeys(a for (a, _) in PRESETS))
     lines.append(f"  chapter ({', '.join(chapter_algos)}): {', '.join(chapter_envs)}")
+    cleanrl_envs = sorted({e for (_, e) in CLEANRL_PRESETS})
+    lines.append(f"  cleanrl (ppo): {', '.join(cleanrl_envs)}")
     for algo in dict.fromkeys(a for (a, _) in ZOO_PRESETS):
         usable = [e for (a, e) in ZOO_PRESETS if a == algo and not unusable("zoo", a, e)]
         not_yet = [e for (a, e) in ZOO_PRESETS if a == algo and unusable("zoo", a, e)]
@@ -115,5 +120,5 @@ def summary() -> list[str]:
             for w in textwrap.wrap(line, 96, subsequent_indent="      ", break_on_hyphens=False)]
 
 
-__all__ = ["PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset", "check_label",
-           "summary", "table", "unusable"]
+__all__ = ["CLEANRL_PRESETS", "PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset",
+           "check_label", "summary", "table", "unusable"]

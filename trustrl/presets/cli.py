@@ -8,10 +8,10 @@ import argparse
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
-        "presets", help="list the tuned presets (the chapter's and rl-baselines3-zoo's)",
+        "presets", help="list the tuned presets (the chapter's, rl-baselines3-zoo's, CleanRL's)",
         description="Without ENV: every env that has a preset, and for which algorithms. With "
         "ENV: its presets' config values, their source and what the mapping left out. "
-        "`trustrl train --env ENV` applies the preset (--preset auto|chapter|zoo|none).")
+        "`trustrl train --env ENV` applies the preset (--preset auto|chapter|zoo|cleanrl|none).")
     p.add_argument("env", nargs="?", help="an env id, e.g. LunarLander-v3")
     p.add_argument("--algo", help="only this algorithm's presets")
     p.set_defaults(func=cmd_presets)
@@ -27,6 +27,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
     from trustrl.config import CONFIGS
     from trustrl.errors import TrustrlError
     from trustrl.presets import SOURCES, table, unusable
+    from trustrl.presets.cleanrl import CLEANRL_SOURCE
     from trustrl.presets.zoo import ENTRIES
 
     if args.algo is not None and args.algo not in CONFIGS:
@@ -42,7 +43,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
             mark = "" if not unusable(s, a, e) else " (not usable yet)"
             envs.setdefault(e, {}).setdefault(s, []).append(a + mark)
         width = max(len(e) for e in envs)
-        print(f"{'env':<{width}}  presets (--preset auto takes the chapter's, else the zoo's)")
+        print(f"{'env':<{width}}  presets (--preset auto takes the chapter's, else the "
+              "zoo's, else CleanRL's)")
         for e, by_source in envs.items():
             print(f"{e:<{width}}  " + "; ".join(f"{s}: {', '.join(algos)}"
                                                for s, algos in by_source.items()))
@@ -55,6 +57,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
             print(f"  source: {entry.source}")
             for note in entry.notes:
                 print(f"  note: {note}")
+        elif s == "cleanrl":
+            print(f"  source: {CLEANRL_SOURCE}; trustrl/presets/cleanrl.py says what differs")
         else:
             print("  source: trustrl/presets/chapter.py (the chapter's and the blog's settings)")
         why = unusable(s, a, e)

@@ -29,6 +29,12 @@ The mapping (`to_config`), the same for every env:
     normalize true -> normalize_obs and normalize_reward, obs_clip 10, reward_clip 10
     policy_kwargs: net_arch pi/vf [w, w] -> hidden_sizes (w, w), shared_trunk false;
                   activation_fn ReLU -> activation relu; log_std_init; ortho_init
+    policy CnnPolicy -> hidden_sizes () and shared_trunk true (SB3's CNN policy: one
+                  NatureCNN shared by the two heads, no hidden layers after it); trustrl
+                  puts its NatureCNN in front of image observations itself
+    env_wrapper AtariWrapper with frame_stack 4 -> atari_wrappers true (trustrl.envs.atari:
+                  the same no-op reset, frame skip 4 with max-pooling, episodic life, fire
+                  reset, 84x84 grey frames, reward sign; then 4 stacked frames)
     TRPO: target_kl -> max_kl, cg_max_steps -> cg_iters, cg_damping -> damping,
           line_search_shrinking_factor -> backtrack_ratio, line_search_max_iter ->
           backtrack_iters, n_critic_updates -> vf_epochs, sub_sampling_factor ->
@@ -47,12 +53,12 @@ Zoo settings with no trustrl key, left out (each env's `notes` says which):
   MountainCarContinuous's PPO setting (20k steps, log std -3.29) leans on it, so expect the
   sweep to say it does not reach the zoo's score without it.
 - clip_range lin_X (CartPole-v1, BipedalWalkerHardcore-v3, Atari): held at X.
-- Atari (`atari` block: SB3's AtariWrapper, frame_stack 4, CnnPolicy): trustrl builds a CNN
-  for image observations, but has no preset wrapper chain equal to AtariWrapper (no-op
-  reset, frame skip 4 with max-pooling, episodic life, fire reset, 84x84 grey frames, reward
-  clipping) plus frame stacking, checked against it; without it the CNN would see raw RGB
-  frames at every emulator step. So the Atari presets are written out but marked unusable
-  (`unusable`): `--preset zoo` on them is refused with the reason, and `auto` skips them.
+- Atari (`atari` block: SB3's AtariWrapper, frame_stack 4, CnnPolicy): mapped as above onto
+  trustrl's Atari chain, which differs from SB3's in small ways named in each game's notes:
+  the grey frame is ALE's own (SB3 converts the RGB frame with OpenCV), the frame stack
+  starts filled with the first frame (SB3's VecFrameStack with zeros), and evaluation plays
+  whole games with raw scores (trustrl.envs.atari). `unusable` (a preset written out but
+  refused with its reason) is kept for settings trustrl cannot run; none is at present.
 
 Envs the zoo tunes PPO for that are not here: CarRacing-v3 (its setting rests on the zoo's
 own frame-skip and resize wrappers, 2 stacked frames, gSDE and GELU activations, none of
@@ -96,9 +102,6 @@ _ZOO_DEFAULTS: dict[str, dict[str, Any]] = {
 _LEFT_OUT = {
     "use_sde": "use_sde (gSDE exploration; trustrl samples independent Gaussian noise)",
     "sde_sample_freq": None,  # goes with use_sde
-    "frame_stack": "frame_stack {v} (no frame stacking in trustrl)",
-    "env_wrapper": "env_wrapper {v} (no Atari preprocessing in trustrl)",
-    "policy": "policy {v} (trustrl's policies are MLPs on flat observations)",
 }
 """Zoo keys with no trustrl key: how the env's notes name them."""
 
@@ -144,8 +147,6 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     for key in list(z):
         if key in _LEFT_OUT:
             v = z.pop(key)
-            if key == "policy" and v == "MlpPolicy":
-                continue
             if _LEFT_OUT[key] and (key != "use_sde" or v):
                 left_out.append(_LEFT_OUT[key].format(v=v))
     n_envs, n_steps, total = int(z.pop("n_envs")), int(z.pop("n_steps")), z.pop("n_timesteps")
@@ -159,6 +160,12 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     out.update(normalize_obs=normalize, normalize_reward=normalize)
     if normalize:
         out.update(obs_clip=10.0, reward_clip=10.0)
+    policy = z.pop("policy", "MlpPolicy")
+    wrapper, stack = z.pop("env_wrapper", None), z.pop("frame_stack", None)
+    if (wrapper, stack) == ("AtariWrapper", 4):
+        out["atari_wrappers"] = True
+    elif (wrapper, stack) != (None, None):
+        raise ValueError(f"env_wrapper {wrapper} with frame_stack {stack} has no mapping")
     pk = dict(z.pop("policy_kwargs", {}))
     out.update(hidden_sizes=tuple(pk.pop("net_arch", (64, 64))),
                activation=pk.pop("activation_fn", "tanh"),
@@ -166,6 +173,10 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
                ortho_init=bool(pk.pop("ortho_init", True)), shared_trunk=False)
     if pk:
         raise ValueError(f"unknown policy_kwargs {sorted(pk)}")
+    if policy == "CnnPolicy":
+        out.update(hidden_sizes=(), shared_trunk=True)
+    elif policy != "MlpPolicy":
+        raise ValueError(f"unknown zoo policy {policy!r}")
     lr, anneal = _lin(z.pop("learning_rate"))
     minibatch = min(int(z.pop("batch_size")), batch)
     if algo == "ppo":
@@ -278,9 +289,10 @@ ATARI_GAMES = ("Asteroids", "BeamRider", "Breakout", "Enduro", "MsPacman", "Pong
                "RoadRunner", "Seaquest", "SpaceInvaders")
 """The games of the zoo's published PPO benchmark (benchmark.md), as NoFrameskip-v4 ids."""
 
-ATARI_UNUSABLE = ("the zoo trains Atari behind SB3's AtariWrapper (no-op reset, frame skip 4, "
-                  "episodic life, fire reset, 84x84 grey frames, reward clipping) and 4 stacked "
-                  "frames; trustrl has no checked equivalent of that preprocessing yet")
+ATARI_NOTES = ("Atari preprocessing: trustrl's chain (trustrl.envs.atari) for SB3's "
+               "AtariWrapper and VecFrameStack(4): ALE's grey frame (SB3: OpenCV's of the RGB "
+               "frame), the first stack filled with the first frame (SB3: zeros); evaluation "
+               "plays whole games with raw scores",)
 
 # ----- TRPO: hyperparams/trpo.yml ---------------------------------------------------------
 _TRPO_MUJOCO_DEFAULTS = dict(normalize=True, n_envs=2, n_timesteps=2e6, batch_size=128,
@@ -321,9 +333,9 @@ def _entries() -> list[ZooEntry]:
     out: list[ZooEntry] = []
 
     def add(algo: str, env_id: str, zoo: dict[str, Any], zoo_id: str = "",
-            unusable: str | None = None) -> None:
+            unusable: str | None = None, extra_notes: tuple[str, ...] = ()) -> None:
         _, left_out = to_config(algo, zoo)
-        notes = [f"left out: {x}" for x in left_out]
+        notes = [f"left out: {x}" for x in left_out] + list(extra_notes)
         if zoo_id not in ("", "atari", env_id):
             notes.append(f"the zoo tuned this on {zoo_id}; applied unchanged to {env_id}")
         out.append(ZooEntry(algo, env_id, dict(zoo), "" if zoo_id == env_id else zoo_id,
@@ -338,7 +350,7 @@ def _entries() -> list[ZooEntry]:
             else:
                 add(algo, zoo_id, zoo)
     for game in ATARI_GAMES:
-        add("ppo", f"{game}NoFrameskip-v4", _PPO_ATARI, "atari", ATARI_UNUSABLE)
+        add("ppo", f"{game}NoFrameskip-v4", _PPO_ATARI, "atari", extra_notes=ATARI_NOTES)
     return out
 
 

@@ -1,0 +1,177 @@
+"""Atari (issue 15, point 3): the preprocessing chain of trustrl/envs/atari.py (training and
+evaluation), its choice by env id and config key, and a tiny training run through the CLI.
+Skipped where ale-py (the [atari] extra) is not installed."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_bad_inputs import assert_bad, run_cli
+
+pytest.importorskip("ale_py", reason="the [atari] extra (ale-py) is not installed")
+pytest.importorskip("cv2", reason="the [atari] extra (opencv-python-headless) is not installed")
+
+from trustrl.envs.atari import SignReward, atari_env, is_atari_id  # noqa: E402
+from trustrl.envs.factory import EnvFactory, env_factory  # noqa: E402
+from trustrl.evaluate import evaluation_env  # noqa: E402
+
+BREAKOUT = "ALE/Breakout-v5"
+
+
+def _wrappers(env) -> list[str]:
+    names = []
+    while hasattr(env, "env"):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def _play(env, steps: int, seed: int = 0):
+    """Random actions for `steps` steps (resetting at episode ends): per episode end
+    (step, lives, terminated), the rewards seen, the observations' shapes and dtypes."""
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    ends, rewards, kinds = [], [], {(obs.shape, obs.dtype)}
+    for t in range(steps):
+        obs, r, term, trunc, info = env.step(int(rng.integers(env.action_space.n)))
+        rewards.append(r)
+        kinds.add((obs.shape, obs.dtype))
+        if term or trunc:
+            ends.append((t, info["lives"], term))
+            obs, _ = env.reset()
+            kinds.add((obs.shape, obs.dtype))
+    return ends, rewards, kinds
+
+
+def test_observations_are_four_stacked_84x84_grey_uint8_frames():
+    for train in (True, False):
+        env = atari_env(BREAKOUT, train=train)
+        try:
+            assert env.observation_space.shape == (4, 84, 84)
+            assert env.observation_space.dtype == np.uint8
+            ends, _, kinds = _play(env, 40)
+            assert kinds == {((4, 84, 84), np.dtype(np.uint8))}
+        finally:
+            env.close()
+    names = _wrappers(atari_env(BREAKOUT, train=True))
+    assert names == ["FrameStackObservation", "SignReward", "FireReset", "EpisodicLife",
+                     "AtariPreprocessing", "OrderEnforcing", "PassiveEnvChecker"][:len(names)]
+    env = atari_env(BREAKOUT, train=True)
+    assert env.unwrapped._frameskip == 1  # the chain skips frames itself
+    assert env.spec.kwargs["repeat_action_probability"] == 0.0  # as NoFrameskip-v4
+
+
+def test_episodic_life_in_training_whole_games_in_evaluation():
+    """Random play in Breakout loses a life every few dozen steps: in training each lost
+    life ends the episode (terminated, lives left > 0) and the game goes on at the next
+    reset; in evaluation an episode ends only when the game does (no lives left)."""
+    env = atari_env(BREAKOUT, train=True)
+    ends, _, _ = _play(env, 400)
+    env.close()
+    assert len(ends) >= 5 and all(term for _, _, term in ends)
+    lives = [lv for _, lv, _ in ends]
+    assert lives[:5] == [4, 3, 2, 1, 0]  # one episode per life, the same game continued
+    env = atari_env(BREAKOUT, train=False)
+    ends, _, _ = _play(env, 400)
+    env.close()
+    assert ends and all(lv == 0 for _, lv, _ in ends)  # only the game's own end
+    assert ends[0][0] > 4 * 20  # the first game outlasted several lives
+
+
+def test_rewards_clipped_to_sign_in_training_only(monkeypatch):
+    """The same actions from the same seed in both chains: the game goes through the same
+    frames (after a lost life training's reset plays NOOP, FIRE, 2, as evaluation does within
+    the episode), so step by step training's reward is the sign of evaluation's raw one.
+    Raw rewards are scaled by 7 under the chain (Breakout's lower bricks are worth 1), so that
+    a missing clip shows."""
+    import gymnasium as gym
+
+    step = gym.wrappers.AtariPreprocessing.step
+
+    def scaled(self, action):
+        obs, r, term, trunc, info = step(self, action)
+        return obs, 7.0 * r, term, trunc, info
+
+    monkeypatch.setattr(gym.wrappers.AtariPreprocessing, "step", scaled)
+    assert [SignReward.reward(None, r) for r in (7.0, 4.0, -3.0, 0.0)] == [1, 1, -1, 0]
+    actions = np.random.default_rng(1).integers(4, size=1000)
+    got = {}
+    for train in (True, False):
+        env = atari_env(BREAKOUT, train=train)
+        env.reset(seed=1)
+        out = []
+        for a in actions:
+            _, r, term, trunc, _ = env.step(int(a))
+            out.append(r)
+            if term or trunc:
+                env.reset()
+        env.close()
+        got[train] = np.array(out)
+    assert (got[False] == 7.0).sum() >= 5  # raw scores in evaluation
+    assert np.array_equal(got[True], np.sign(got[False]))  # their signs in training
+
+
+def test_choice_by_id_and_config_key_and_the_evaluation_chain():
+    assert is_atari_id(BREAKOUT) and is_atari_id("BreakoutNoFrameskip-v4")
+    assert not is_atari_id("CartPole-v1") and not is_atari_id("NoSuchEnv-v0")
+
+    class Cfg:
+        env_id, env_kwargs, wrappers = BREAKOUT, {}, []
+
+    assert env_factory(Cfg).atari == "train"
+    Cfg.atari_wrappers = False
+    assert env_factory(Cfg).atari is None and env_factory(Cfg).plain_id == BREAKOUT
+    assert evaluation_env(EnvFactory(BREAKOUT, atari="train")).atari == "eval"
+    assert evaluation_env(BREAKOUT).atari == "eval"  # a bare Atari id given to evaluate()
+    assert evaluation_env(EnvFactory(BREAKOUT)).atari is None  # atari_wrappers false stays
+    assert evaluation_env("CartPole-v1") == "CartPole-v1"
+    names = _wrappers(EnvFactory(BREAKOUT, atari="eval").make())
+    assert "EpisodicLife" not in names and "SignReward" not in names and "FireReset" in names
+
+
+def test_evaluate_plays_the_evaluation_chain(monkeypatch):
+    """evaluate() (trustrl eval, the run's evaluations) turns a run's training factory or a
+    bare Atari id into the evaluation chain before it makes its envs."""
+    ev = importlib.import_module("trustrl.evaluate")  # the module (trustrl.evaluate: a function)
+
+    made = []
+
+    def capture(env, n, vector):
+        made.append(env)
+        raise KeyboardInterrupt  # stop before any env or network is needed
+
+    monkeypatch.setattr(ev, "make_vec_env", capture)
+    for env in (EnvFactory(BREAKOUT, atari="train"), BREAKOUT):
+        with pytest.raises(KeyboardInterrupt):
+            ev.evaluate(SimpleNamespace(frozen=lambda: None), env, episodes=1)
+    assert [e.atari for e in made] == ["eval", "eval"]
+
+
+def test_train_then_eval_through_the_cli(tmp_path):
+    """2 iterations of 2 envs x 16 steps on Breakout with the CleanRL preset's network: a run
+    folder, config.json recording atari_wrappers, its final evaluation, and `trustrl eval`."""
+    rc, out, err = run_cli(
+        ["train", "ppo", "--env", BREAKOUT, "--total-steps", "64", "--runs-dir", "runs",
+         "--quiet", "--set", "num_envs=2", "--set", "num_steps=16",
+         "--set", "minibatch_size=16", "--set", "eval_episodes=1",
+         "--set", "eval_max_steps=200", "--set", "tensorboard=false"], tmp_path)
+    assert rc == 0, err
+    (run,) = (tmp_path / "runs").iterdir()
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["preset"] == f"cleanrl:{BREAKOUT}" and cfg["atari_wrappers"] is True
+    assert (cfg["hidden_sizes"], cfg["shared_trunk"], cfg["num_envs"]) == ([], True, 2)
+    assert (run / "agent.pt").is_file() and (run / "eval.json").is_file()
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+    rc, out, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
+    assert rc == 0 and f"{BREAKOUT} greedy over 1 episodes" in out, err
+
+
+def test_bad_atari_input_is_one_line(tmp_path):
+    assert_bad(["train", "--env", BREAKOUT, "--set", 'env_kwargs={"frameskip": 4}',
+                "--total-steps", "2048", "--runs-dir", "runs"], tmp_path,
+               "skips 4 frames itself")
+    assert not (tmp_path / "runs").exists()
