@@ -391,6 +391,8 @@ def train(
     """
     if init_from is not None:
         config.init_from = str(init_from)
+    if config.init_from is not None:  # absolute: a resume from another folder finds it
+        config.init_from = str(Path(config.init_from).expanduser().resolve())
     if seeds is not None and len(seeds) > 1:
         if config.vector not in ("auto", "torch"):
             raise ConfigError(f"a population of seeds runs on the batched collector: drop "
