@@ -30,4 +30,11 @@ timeout 50 python3 benchmarks/gpu_fast.py --algo trpo --modes graph --settings s
 log "PureJaxRL"
 PYTHONPATH="$SITE":${PYTHONPATH:-} timeout 170 python3 benchmarks/purejaxrl_gpu.py \
     --purejaxrl "$BENCH/purejaxrl" --scale 0.5 > "$OUT/purejaxrl.jsonl" 2>> "$OUT/log.txt"
+# Atari, prepared and not run by default (hours: more than a device session holds): trustrl PPO
+# with CleanRL's ppo_atari.py setting (--preset cleanrl) on Breakout for 10M frames = 2.5M steps
+# (ATARI_STEPS=10000000 for CleanRL's own default, 40M frames), on the GPU, 8 CPU envs. The GPU
+# image has no ale-py: put its Python 3.12 wheels in $WHL first (pip download --no-deps
+# --only-binary=:all: --python-version 3.12 -d .bench/whl ale-py opencv-python-headless), then
+# ATARI=1 bash benchmarks/gpu_session.sh
+[ "${ATARI:-0}" = 1 ] && log "Atari Breakout, CleanRL's setting" && python3 -m pip install -q --no-index --no-deps --target "$SITE" "$WHL"/ale_py-*.whl "$WHL"/opencv_python_headless-*.whl >> "$OUT/log.txt" 2>&1 && PYTHONPATH="$SITE":${PYTHONPATH:-} python3 -m trustrl train ppo --env ALE/Breakout-v5 --preset cleanrl --seed 1 --total-steps "${ATARI_STEPS:-2500000}" --set device=cuda --set eval_every=100 --runs-dir "$OUT/atari" --quiet >> "$OUT/log.txt" 2>&1
 log "done"
