@@ -564,7 +564,7 @@ def test_cli_policy_and_its_bad_values(mynets):
     assert load_safe(agent_file)["policy_kwargs"]["custom"] == "mynets:actor_critic"
     for bad, words in (("notapath", "module:factory"), ("a b:c", "module:factory"),
                        ("missingmod:f", "cannot import module"),
-                       ("mynets:nothere", "has no 'nothere'"),
+                       ("mynets:nothere", "has no attribute 'nothere'"),
                        ("os:system", "standard library"), ("shutil:rmtree", "standard library"),
                        ("mynets:not_a_module", "not a torch.nn.Module"),
                        ("mynets:wrong_shape", "needs (2, 2)"),

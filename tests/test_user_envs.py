@@ -207,6 +207,7 @@ def test_cli_imports_from_the_current_folder_and_eval_remakes_the_env(tmp_path):
     (["wrappers=nosuchmodule_xyz:Wrap"], "cannot import module 'nosuchmodule_xyz'"),
     (["wrappers=gymnasium.wrappers:NoSuchWrapper"], "has no attribute 'NoSuchWrapper'"),
     (["wrappers=not a path"], "not an import path"),
+    (["wrappers=os:system"], "names the standard library"),
     (["wrappers=[1, 2]"], "neither an import path"),
     (['wrappers=[{"wrapper": "gymnasium.wrappers:ClipReward", "kw": {}}]'], "kwargs"),
     (["env_kwargs=[1, 2]"], "env_kwargs must be a mapping"),

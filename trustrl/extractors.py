@@ -21,11 +21,8 @@ it takes two arguments, else with none (see docs/custom_networks.md).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +32,8 @@ import torch
 from torch import Tensor, nn
 
 from trustrl.errors import ConfigError
+from trustrl.importing import import_path as _import_path
+from trustrl.importing import resolve
 
 NATURE_MIN = 36
 """NatureCNN's smallest input side (8x8 stride 4, 4x4 stride 2, 3x3 stride 1)."""
@@ -205,52 +204,18 @@ class UserExtractor(nn.Module):
 
 def import_path(obj: Any) -> str:
     """The "module:qualname" of a top-level function or class (ConfigError otherwise)."""
-    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not callable(obj) or not mod or not qual or "<" in qual or mod == "__main__":
+    path = _import_path(obj) if callable(obj) else None
+    if path is None:
         raise ConfigError(f"policy {obj!r:.60} must be a function or class defined at the top "
                           "level of an importable module (given as 'module:name')")
-    return f"{mod}:{qual}"
+    return path
 
 
 def load_factory(path: str) -> Callable[..., Any]:
     """The callable named by "package.module:attr" (attr may be dotted), imported with the
     current folder on the path; ConfigError with one line when it cannot be. The standard
     library's callables are refused (an agent file naming os:system is refused, not run)."""
-    if not isinstance(path, str) or path.count(":") != 1:
-        raise ConfigError(f"policy must be 'module:factory' (an import path), got {path!r:.80}")
-    mod_name, _, attr = path.partition(":")
-    if not all(s.isidentifier() for s in mod_name.split(".") + attr.split(".")):
-        raise ConfigError(f"policy must be 'module:factory' (an import path), got {path!r:.80}")
-    if mod_name.split(".")[0] in sys.stdlib_module_names:
-        # an agent file or config naming os:system & co. is data, not a way to run them
-        raise ConfigError(f"policy {path!r} names the standard library, not a network factory")
-    try:
-        cwd = os.getcwd()
-    except OSError:  # the folder was removed
-        cwd = ""
-    # searched after the installed packages (as the CLI does), so that a stray file in the
-    # current folder cannot shadow a module the user's module imports
-    added = bool(cwd) and "" not in sys.path and cwd not in sys.path
-    if added:
-        sys.path.append(cwd)
-    try:
-        obj: Any = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConfigError(f"policy {path!r}: cannot import module {mod_name!r} ({e})") from None
-    except Exception as e:  # noqa: BLE001 - the user's module fails on import
-        raise ConfigError(f"policy {path!r}: importing {mod_name!r} failed: "
-                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                          ) from None
-    finally:
-        if added and cwd in sys.path:
-            sys.path.remove(cwd)
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"policy {path!r}: module {mod_name!r} has no {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ConfigError(f"policy {path!r} is not callable")
-    return obj
+    return resolve(path, "policy", ConfigError)
 
 
 def call_factory(path: str, observation_space: gym.Space, action_space: gym.Space

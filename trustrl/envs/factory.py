@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trustrl.errors import ConfigError, EnvError
+from trustrl.importing import IMPORT_PATH as _PATH
+from trustrl.importing import import_path
+from trustrl.importing import resolve as _resolve
 
 NOT_IMPORTABLE = "<not importable> "
 """Prefix of a recorded env or wrapper that was a callable with no import path."""
 
-_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
 _MAX_KWARGS_CHARS = 100_000
 
 
@@ -32,41 +34,10 @@ def _short(v: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-# ----- import paths ------------------------------------------------------------------------
-def import_path(obj: Any) -> str | None:
-    """'module:qualname' of a class or function that imports back to the same object, else
-    None (a lambda, a local function, an object of the script run as __main__)."""
-    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qual, str) or module == "__main__" \
-            or "<" in qual:
-        return None
-    try:
-        found: Any = importlib.import_module(module)
-        for part in qual.split("."):
-            found = getattr(found, part)
-    except Exception:  # noqa: BLE001 - anything that does not import back
-        return None
-    return f"{module}:{qual}" if found is obj else None
-
-
+# ----- import paths (trustrl.importing) ---------------------------------------------------
 def resolve(path: str, what: str) -> Any:
-    """The object at 'module:attr[.attr]' (the module imported), or EnvError in one line."""
-    if not isinstance(path, str) or not _PATH.match(path.strip()):
-        raise EnvError(f"{what} {_short(path)} is not an import path 'module:Name'")
-    module, _, attrs = path.strip().partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-    except Exception as e:  # noqa: BLE001 - ImportError, or an error inside the module
-        msg = (str(e).splitlines() or [""])[0] or type(e).__name__
-        raise EnvError(f"{what} {path!r}: cannot import module {module!r} "
-                       f"({type(e).__name__}: {msg[:160]})") from None
-    for part in attrs.split("."):
-        if not hasattr(obj, part):
-            raise EnvError(f"{what} {path!r}: module {module!r} has no attribute {part!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise EnvError(f"{what} {path!r} is a {type(obj).__name__}, not a class or function")
-    return obj
+    """The callable at 'module:attr[.attr]' (the module imported), or EnvError in one line."""
+    return _resolve(path, what, EnvError)
 
 
 def _one_line(e: BaseException) -> str:
