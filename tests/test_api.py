@@ -94,6 +94,10 @@ def test_ale_py_installed_but_not_imported_is_imported(monkeypatch, tmp_path):
         "                   entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "ale_py", raising=False)
+    # with the [atari] extra installed, an earlier test may have registered the real ALE ids
+    monkeypatch.setattr(gym.envs.registration, "registry", {
+        k: v for k, v in gym.registry.items() if not k.startswith("ALE/")})
+    monkeypatch.setattr(gym, "registry", gym.envs.registration.registry)
     assert not any(k.startswith("ALE/") for k in gym.registry)
     try:
         spec = check_env("ALE/Fake-v5")

@@ -175,3 +175,14 @@ def test_bad_atari_input_is_one_line(tmp_path):
                 "--total-steps", "2048", "--runs-dir", "runs"], tmp_path,
                "skips 4 frames itself")
     assert not (tmp_path / "runs").exists()
+
+
+def test_missing_opencv_names_the_atari_extra(monkeypatch, tmp_path):
+    """ale-py installed, OpenCV (AtariPreprocessing's resize) missing: one line naming the
+    extra, before any folder."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cv2", None)  # import cv2 raises ImportError
+    assert_bad(["train", "--env", BREAKOUT, "--runs-dir", "runs"], tmp_path,
+               'pip install "trustrl[atari]"', "OpenCV")
+    assert not (tmp_path / "runs").exists()

@@ -45,7 +45,7 @@ class EnvSpec:
                  "offset": 0}]
 
 
-EXTRAS = {"box2d": "Box2D", "mujoco": "MuJoCo", "atari": "the Atari emulator ale-py"}
+EXTRAS = {"box2d": "Box2D", "mujoco": "MuJoCo", "atari": "the Atari emulator ale-py or OpenCV"}
 _EXTRA_NOTE = {"box2d": " (Box2D builds with swig: pip install swig first if it fails)"}
 """trustrl's optional extras (pyproject.toml) for Gymnasium's env families, and what they hold."""
 
