@@ -22,7 +22,6 @@ are the unclipped sample's), as on the Gymnasium collector (trustrl.rollout).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 

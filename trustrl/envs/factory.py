@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
