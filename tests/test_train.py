@@ -185,3 +185,24 @@ def test_run_folder_claim_survives_a_lost_race(tmp_path, monkeypatch):
     third = runs.RunDir.create(tmp_path, "X-v0", "ppo", 1, {})
     assert first.path.name == "X-v0__ppo__1__20260101-000000"
     assert second.path.name.endswith("-2") and third.path.name.endswith("-3")
+
+
+@pytest.mark.parametrize("vector", ["sync", "torch"])
+def test_final_evaluation_is_the_last_iterations_not_a_second_one(tmp_path, vector, monkeypatch):
+    """Greedy evaluation is deterministic, so the one the last iteration makes is the
+    finished run's eval.json: evaluated once at the start, every eval_every iterations and at
+    the end, never twice for the same policy."""
+    calls = []
+    for cls in (learners_mod.GymLearner, learners_mod.BatchedLearner):
+        orig = cls.evaluate
+
+        def counted(self, episodes, _orig=orig):
+            calls.append(self.iteration)
+            return _orig(self, episodes)
+
+        monkeypatch.setattr(cls, "evaluate", counted)
+    res = trustrl.train(small(tmp_path, vector=vector, total_steps=3 * 256, eval_every=2))
+    assert calls == [0, 2, 3]  # the initial evaluation, iteration 2, the last iteration
+    final = json.loads((res.run_dir / "eval.json").read_text())
+    assert final["mean"] == pytest.approx(float(rows(res.run_dir / "metrics.csv")[-1]
+                                                ["eval_return_mean"]))

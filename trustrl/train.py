@@ -136,6 +136,7 @@ class Trainer:
         self.metrics: list[dict[str, Any]] = []
         self._last_checkpoint = time.monotonic()
         self._checkpointed = learner.iteration  # the iteration of the checkpoint on disk
+        self._evaluated: tuple[int, np.ndarray] | None = None  # the last evaluation and when
 
     @property
     def population(self) -> bool:
@@ -209,6 +210,7 @@ class Trainer:
         evals = None
         if (cfg.eval_every and it % cfg.eval_every == 0) or last:
             evals = lr.evaluate(cfg.eval_episodes)
+            self._evaluated = (it, evals)
         dt = time.perf_counter() - t0
         self.elapsed += dt
         sps = cfg.batch_size * len(self.members) / dt
@@ -297,7 +299,10 @@ class Trainer:
         from trustrl.plotting import plot_runs
 
         lr = self.learner
-        returns = lr.evaluate(self.cfg.eval_episodes)
+        # greedy evaluation is deterministic: the last iteration's, if it was this policy's
+        done = self._evaluated
+        returns = (done[1] if done is not None and done[0] == lr.iteration
+                   else lr.evaluate(self.cfg.eval_episodes))
         means = []
         for p, m in enumerate(self.members):
             lr.agent(p).save(m.path / "agent.pt")
