@@ -59,7 +59,8 @@ def test_observations_are_four_stacked_84x84_grey_uint8_frames():
             env.close()
     names = _wrappers(atari_env(BREAKOUT, train=True))
     assert names == ["FrameStackObservation", "SignReward", "FireReset", "EpisodicLife",
-                     "AtariPreprocessing", "OrderEnforcing", "PassiveEnvChecker"][:len(names)]
+                     "RecordEpisodeStatistics", "AtariPreprocessing", "OrderEnforcing",
+                     "PassiveEnvChecker"][:len(names)]
     env = atari_env(BREAKOUT, train=True)
     assert env.unwrapped._frameskip == 1  # the chain skips frames itself
     assert env.spec.kwargs["repeat_action_probability"] == 0.0  # as NoFrameskip-v4
@@ -113,6 +114,51 @@ def test_rewards_clipped_to_sign_in_training_only(monkeypatch):
         got[train] = np.array(out)
     assert (got[False] == 7.0).sum() >= 5  # raw scores in evaluation
     assert np.array_equal(got[True], np.sign(got[False]))  # their signs in training
+
+
+def test_training_logs_whole_games_with_raw_scores(monkeypatch):
+    """The learner's episodes are lives with clipped rewards; what the collector logs
+    (episodes.csv, ep_return_mean) is each whole game with its raw score, as CleanRL's and
+    SB3's Atari logs are. Raw rewards are scaled by 7 under the chain, so a clipped score
+    or a life logged as a game shows."""
+    import gymnasium as gym
+    import torch
+
+    from trustrl.agent import Agent
+    from trustrl.envs.make import check_env, make_vec_env
+    from trustrl.rollout import Collector
+
+    step = gym.wrappers.AtariPreprocessing.step
+
+    def scaled(self, action):
+        obs, r, term, trunc, info = step(self, action)
+        return obs, 7.0 * r, term, trunc, info
+
+    monkeypatch.setattr(gym.wrappers.AtariPreprocessing, "step", scaled)
+    factory = EnvFactory(BREAKOUT, atari="train")
+    spec = check_env(factory)
+    gen = torch.Generator().manual_seed(0)
+
+    class Random:  # uniform actions: a game of 5 lives lasts a few hundred steps
+        def sample_step(self, obs):
+            n = obs.shape[0]
+            a = torch.randint(spec.action.n, (n,), generator=gen)
+            return a, torch.zeros(n), torch.zeros(n)
+
+        def value(self, obs):
+            return torch.zeros(obs.shape[0])
+
+    envs = make_vec_env(factory, 2)
+    agent = Agent(Random(), spec, None, "cpu")
+    col = Collector(envs, agent, 1200, None, Collector.start(envs, agent, 0),
+                    game_episodes=True)
+    r, episodes = col.collect()
+    envs.close()
+    lives_lost = int(r.terminated.sum())
+    assert len(episodes) >= 2 and lives_lost >= 5 * len(episodes)  # games, not lives
+    scores = [e.ret for e in episodes]
+    assert all(s % 7 == 0 for s in scores) and max(scores) >= 7  # raw, not clipped
+    assert all(e.length > 40 for e in episodes)
 
 
 def test_choice_by_id_and_config_key_and_the_evaluation_chain():

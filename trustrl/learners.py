@@ -180,7 +180,8 @@ class GymLearner:
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
                   if cfg.normalize_reward else None)
         state = Collector.start(self.envs, self._agent, cfg.seed)
-        self.collector = Collector(self.envs, self._agent, cfg.num_steps, scaler, state)
+        self.collector = Collector(self.envs, self._agent, cfg.num_steps, scaler, state,
+                                   game_episodes=getattr(self.env, "atari", None) == "train")
         self._iteration = 0
 
     @property

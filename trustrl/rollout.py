@@ -90,10 +90,15 @@ class Collector:
         num_steps: int,
         reward_scaler: RewardScaler | None,
         state: RolloutState,
+        game_episodes: bool = False,
     ):
         self.envs, self.agent, self.num_steps = envs, agent, num_steps
         self.reward_scaler, self.state = reward_scaler, state
         self.num_envs = envs.num_envs
+        # True: the env records its own episodes (Gymnasium's RecordEpisodeStatistics inside
+        # the wrappers, as the Atari chain does: whole games with raw scores, while its
+        # learner's episodes are lives with clipped rewards); they are what gets logged
+        self.game_episodes = game_episodes
 
     @staticmethod
     def start(envs: Any, agent: Agent, seed: int) -> RolloutState:
@@ -148,9 +153,17 @@ class Collector:
 
             st.ep_return += reward
             st.ep_length += 1
-            for i in np.flatnonzero(done):
-                episodes.append(Episode(st.global_step, int(i), float(st.ep_return[i]),
-                                        int(st.ep_length[i])))
+            if self.game_episodes:  # the env's own record of whole games (raw scores)
+                fin = info.get("final_info", {})
+                if "episode" in fin:
+                    rec = fin["episode"]
+                    for i in np.flatnonzero(fin["_episode"]):
+                        episodes.append(Episode(st.global_step, int(i), float(rec["r"][i]),
+                                                int(rec["l"][i])))
+            else:
+                for i in np.flatnonzero(done):
+                    episodes.append(Episode(st.global_step, int(i), float(st.ep_return[i]),
+                                            int(st.ep_length[i])))
             st.ep_return[done] = 0.0
             st.ep_length[done] = 0
 

@@ -7,6 +7,9 @@ For training (`atari_env(env_id, train=True)`), in order from the emulator outwa
                                    BreakoutNoFrameskip-v4: no sticky actions)
     gymnasium AtariPreprocessing   no-op reset (1 to 30 NOOPs), frame skip 4 with the max of the
                                    last two frames, 84x84 greyscale (ALE's grey, INTER_AREA)
+    RecordEpisodeStatistics        (training) the whole game's raw score and length in steps,
+                                   info["episode"] when the game ends: what the collector logs
+                                   as an episode (episodes.csv, ep_return_mean), not the lives
     EpisodicLife                   a lost life ends the training episode; the next reset goes on
                                    with the same game (a no-op step) until the game is over
     FireReset                      presses FIRE (then action 2) after every reset, in games that
@@ -179,8 +182,8 @@ def atari_env(env_id: str, kwargs: dict[str, Any] | None = None, train: bool = T
     env = gym.wrappers.AtariPreprocessing(env, noop_max=NOOP_MAX, frame_skip=FRAME_SKIP,
                                           screen_size=SCREEN_SIZE, terminal_on_life_loss=False,
                                           grayscale_obs=True, scale_obs=False)
-    if train:
-        env = EpisodicLife(env)
+    if train:  # the whole game's raw score, as info["episode"] at its end (GAME_SCORES)
+        env = EpisodicLife(gym.wrappers.RecordEpisodeStatistics(env))
     if "FIRE" in env.unwrapped.get_action_meanings():  # type: ignore[attr-defined]
         env = FireReset(env, on_life_loss=not train)
     if train:
