@@ -639,3 +639,16 @@ def test_shared_extractor_sample_step_equals_separate_calls():
         a2 = d.sample()
         assert torch.equal(a, a2) and torch.allclose(lp, d.log_prob(a2))
         assert torch.allclose(v, pol.value(x))
+
+
+def test_nature_cnn_channels_last_batches_equal_the_plain_layout():
+    """Large CPU batches run NatureCNN in channels-last layout (faster convolutions); the
+    features are the same, flattened in the same (C, H, W) order."""
+    from trustrl.extractors import CHANNELS_LAST_MIN, NatureCNN
+
+    torch.manual_seed(0)
+    m = NatureCNN((4, 40, 44))
+    for n in (2, CHANNELS_LAST_MIN, 3 * CHANNELS_LAST_MIN):
+        x = torch.rand(n, 4, 40, 44)
+        ref = torch.relu(m.linear(torch.flatten(m.convs[:-1](x), 1)))
+        assert torch.allclose(m(x), ref, atol=1e-5)

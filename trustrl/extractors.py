@@ -52,6 +52,10 @@ def _conv(c_in: int, c_out: int, k: int, s: int, p: int, ortho_init: bool) -> nn
     return _ortho(nn.Conv2d(c_in, c_out, k, s, p), ortho_init)
 
 
+CHANNELS_LAST_MIN = 32
+"""Batches of at least this many images go through the CNN in channels-last layout (CPU)."""
+
+
 class NatureCNN(nn.Module):
     """Mnih et al. (2015): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1, each ReLU, then
     linear to `features_dim` (512) and ReLU. Input [B, C, H, W] in [0, 1], H, W >= 36."""
@@ -71,6 +75,11 @@ class NatureCNN(nn.Module):
         self.features_dim = features_dim
 
     def forward(self, x: Tensor) -> Tensor:
+        if x.device.type == "cpu" and x.shape[0] >= CHANNELS_LAST_MIN:
+            # oneDNN's convolutions on channels-last input: NatureCNN's forward and backward
+            # on 256 Atari frames took 116 ms against 175 ms (one thread); at a rollout's few
+            # frames the plain layout is the faster
+            x = x.contiguous(memory_format=torch.channels_last)
         return torch.relu(self.linear(self.convs(x)))
 
 
