@@ -29,9 +29,9 @@ episode is a whole game); trustrl, its final greedy evaluation (10 whole games, 
 `trustrl eval --stochastic` over 20 games (sampled actions, as CleanRL's). Not run by the
 test suite.
 
-CleanRL's Atari venv is not the one of PEERS_SETUP.md's `cleanrl-venv`: see "CleanRL's
-ppo_atari.py" in benchmarks/PEERS_SETUP.md (ale-py 0.8.1 with its ROMs, OpenCV, shimmy, and
-cleanrl_utils/atari_wrappers.py beside ppo_atari.py, which this script puts on PYTHONPATH).
+CleanRL's Atari venv and folder: `python benchmarks/setup_peers.py --dest $PEERS
+--cleanrl-git CLONE --only cleanrl-atari` (benchmarks/PEERS_SETUP.md, "CleanRL's
+ppo_atari.py"); this script puts the folder on PYTHONPATH for cleanrl_utils.
 """
 
 from __future__ import annotations

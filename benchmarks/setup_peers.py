@@ -1,7 +1,8 @@
 """Build the peer environments of trustrl's benchmarks from the package registries.
 
     python benchmarks/setup_peers.py --dest $PEERS --cleanrl-git CLEANRL_CLONE \\
-        --purejaxrl-git PUREJAXRL_CLONE [--only sb3,cleanrl,purejaxrl,gpu] [--python PYTHON]
+        --purejaxrl-git PUREJAXRL_CLONE [--only sb3,cleanrl,cleanrl-atari,purejaxrl,gpu]
+        [--python PYTHON]
 
 Run from anywhere (standard library only). DEST is a folder of your choice outside the
 repository; afterwards it holds:
@@ -9,6 +10,9 @@ repository; afterwards it holds:
     sb3-venv/          torch 2.13.0 (CPU) + stable-baselines3, for peers_cpu.py / time_to_solve.py
     cleanrl-venv/      torch 2.13.0 (CPU) + CleanRL's pinned requirements
     cleanrl/           CleanRL's ppo.py, ppo_continuous_action.py and LICENSE, unmodified
+    cleanrl-atari-venv/  (--only cleanrl-atari) the same plus ale-py 0.9.0 and OpenCV, for
+                       benchmarks/atari_cpu.py
+    cleanrl-atari/     CleanRL's ppo_atari.py, cleanrl_utils/atari_wrappers.py and LICENSE
     purejaxrl-venv/    jax 0.10.2 (CPU), gymnax 0.0.9, flax, optax, distrax (no torch: not used)
     purejaxrl/         PureJaxRL's ppo.py, wrappers.py and LICENSE, unmodified
     whl/               (--only gpu) Python 3.12 wheels of gymnax, distrax & co. for the GPU machine
@@ -27,7 +31,8 @@ where the default index serves only CUDA builds, add
 
 Each peer ends with one check line, its smallest smoke run: SB3 `peer_sb3.py solve` for 2,048
 steps, CleanRL ppo.py for 2,048 steps and ppo_continuous_action.py for 2,048 steps (in a
-temporary folder: they write ./runs), PureJaxRL `purejaxrl_gpu.py --tiny --runs default`.
+temporary folder: they write ./runs), ppo_atari.py for 2,048 steps, PureJaxRL
+`purejaxrl_gpu.py --tiny --runs default`.
 Exit status 0 when every check passed, 1 when a build or a check failed, 2 on bad arguments.
 """
 
@@ -56,6 +61,12 @@ SB3_PINS = ["stable-baselines3==2.9.2", "gymnasium==1.4.0", "numpy==2.4.6"]
 # protobuf 3.20 and an old setuptools): the version that resolved.
 CLEANRL_PINS = ["gymnasium==0.29.1", "numpy==1.26.4", "tyro==0.5.10", "tensorboard==2.21.0"]
 CLEANRL_FILES = ["cleanrl/ppo.py", "cleanrl/ppo_continuous_action.py", "LICENSE"]
+# ppo_atari.py: ale-py 0.9 ships the ROMs (0.8.1, CleanRL's pin, downloads them through AutoROM
+# at install: not from the package registry); it registers the Atari ids when imported, so the
+# venv imports it at start (ale_register.pth), in place of 0.8's shimmy plugin
+CLEANRL_ATARI_PINS = CLEANRL_PINS + ["ale-py==0.9.0", "opencv-python-headless==4.11.0.86"]
+CLEANRL_ATARI_FILES = ["cleanrl/ppo_atari.py", "LICENSE"]
+CLEANRL_ATARI_UTILS = ["cleanrl_utils/__init__.py", "cleanrl_utils/atari_wrappers.py"]
 # gymnax 0.0.9, not 1.x: 1.0 returns six values from step(), PureJaxRL's wrappers unpack five.
 # jax 0.10.2 is the newest jax pip offers to Python 3.11; flax 0.12.8 the newest flax for it.
 PUREJAXRL_PINS = ["jax[cpu]==0.10.2", "jaxlib==0.10.2", "gymnax==0.0.9", "flax==0.12.8",
@@ -68,7 +79,7 @@ GPU_WHEELS = ["gymnax==0.0.9", "distrax==0.1.9", "tfp-nightly==0.26.0.dev2026102
               "farama-notifications==0.0.6"]
 GPU_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 
-PEERS = ("sb3", "cleanrl", "purejaxrl", "gpu")
+PEERS = ("sb3", "cleanrl", "cleanrl-atari", "purejaxrl", "gpu")
 DEFAULT_PEERS = ("sb3", "cleanrl", "purejaxrl")
 
 
@@ -135,7 +146,7 @@ class Builder:
         (self.versions / f"{name}.txt").write_text(out.stdout)
         wanted = {"torch", "stable-baselines3", "stable_baselines3", "gymnasium", "numpy",
                   "tyro", "tensorboard", "jax", "jaxlib", "gymnax", "flax", "optax", "chex",
-                  "distrax", "tfp-nightly"}
+                  "distrax", "tfp-nightly", "ale-py", "opencv-python-headless"}
         got = [ln for ln in out.stdout.splitlines() if ln.split("==")[0].lower() in wanted]
         say(f"[{name}] resolved: {', '.join(got)} (all: {self.versions / (name + '.txt')})")
 
@@ -151,8 +162,8 @@ class Builder:
         say(f"[{name}] {', '.join(Path(f).name for f in files)} from {commit[:12]} -> {folder}")
 
     def check(self, name: str, what: str, cmd: list[str], *, cwd: Path,
-              timeout: float = 600) -> str:
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+              timeout: float = 600, env: dict[str, str] | None = None) -> str:
+        env = dict(env or os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         t0 = time.monotonic()
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env,
@@ -193,6 +204,22 @@ class Builder:
                                      "--env-id", "Pendulum-v1", "--total-timesteps", "2048"],
                                     cwd=Path(tmp)))
         return "; ".join(lines)
+
+    def cleanrl_atari(self) -> str:
+        folder = self.dest / "cleanrl-atari"
+        self.extract("cleanrl-atari", self.a.cleanrl_git, CLEANRL_COMMIT, CLEANRL_ATARI_FILES,
+                     folder)
+        self.extract("cleanrl-atari", self.a.cleanrl_git, CLEANRL_COMMIT, CLEANRL_ATARI_UTILS,
+                     folder / "cleanrl_utils")
+        py = self.venv("cleanrl-atari", torch=True, pins=CLEANRL_ATARI_PINS)
+        site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                               "['purelib'])"], capture_output=True, text=True, check=True)
+        (Path(site.stdout.strip()) / "ale_register.pth").write_text("import ale_py\n")
+        env = dict(os.environ, PYTHONPATH=str(folder))
+        with tempfile.TemporaryDirectory() as tmp:
+            return self.check("cleanrl-atari", "ppo_atari.py --total-timesteps 2048",
+                              [str(py), str(folder / "ppo_atari.py"), "--total-timesteps",
+                               "2048", "--no-cuda"], cwd=Path(tmp), env=env)
 
     def purejaxrl(self) -> str:
         folder = self.dest / "purejaxrl"
@@ -273,6 +300,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                 f"choose from {', '.join(PEERS)}")
     a.only = [s for s in PEERS if s in only]
     for peer, opt, commit in (("cleanrl", "cleanrl_git", CLEANRL_COMMIT),
+                              ("cleanrl-atari", "cleanrl_git", CLEANRL_COMMIT),
                               ("purejaxrl", "purejaxrl_git", PUREJAXRL_COMMIT),
                               ("gpu", "purejaxrl_git", PUREJAXRL_COMMIT)):
         if peer not in a.only:
@@ -308,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for peer in a.only:
         try:
-            results[peer] = "ok: " + getattr(b, peer)()
+            results[peer] = "ok: " + getattr(b, peer.replace("-", "_"))()
             say(f"[{peer}] {results[peer]}")
         except Failed as e:
             failed = True

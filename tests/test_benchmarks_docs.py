@@ -93,6 +93,7 @@ def test_setup_peers_help_runs() -> None:
 @pytest.mark.parametrize("args, says", [
     (["--only", "sb3,nope"], "unknown peer nope"),
     (["--only", "cleanrl"], "cleanrl needs --cleanrl-git"),
+    (["--only", "cleanrl-atari"], "cleanrl-atari needs --cleanrl-git"),
     (["--only", "purejaxrl", "--purejaxrl-git", "."], "not a git clone holding commit"),
     (["--only", "sb3", "--python", "no-such-python-here"], "--python no-such-python-here"),
 ])
