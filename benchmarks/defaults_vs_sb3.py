@@ -189,6 +189,22 @@ def report(out: Path, envs: list[str] | None = None, plot_tools: list[str] | Non
     lines.append("")
     for tool, (won, n) in sorted(wins.items()):
         lines.append(f"- {tool}: median >= SB3's median on {won} of {n} envs")
+    # The same medians side by side: one row per env, one column per tool ('<' marks a median
+    # below SB3's).
+    lines += ["", "| env | " + " | ".join(tools) + " |", "|---" * (len(tools) + 1) + "|"]
+    for env in env_order:
+        sb3 = data.get("sb3", {}).get(env, [])
+        sb3_med = statistics.median([r["final_mean"] for r in sb3]) if sb3 else None
+        cells = []
+        for tool in tools:
+            runs = data[tool].get(env, [])
+            if not runs:
+                cells.append("")
+                continue
+            med = statistics.median([r["final_mean"] for r in runs])
+            below = tool != "sb3" and sb3_med is not None and med < sb3_med
+            cells.append(f"{_fmt(med)}{' <' if below else ''}")
+        lines.append(f"| {env} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     for env in env_order:

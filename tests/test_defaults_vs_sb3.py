@@ -63,6 +63,8 @@ def test_report_verdict_is_median_against_median(tmp_path: Path) -> None:
     assert "| 100.0 | 0.0 | 400.0 |" in rows[("A-v0", "trustrl")]
     assert rows[("B-v0", "trustrl")].rstrip(" |").endswith("yes")
     assert "trustrl: median >= SB3's median on 1 of 2 envs" in text
+    # the side-by-side table: one row per env, '<' on a median below SB3's
+    assert "| A-v0 | 120.0 | 100.0 < |" in text and "| B-v0 | -3.0 | -3.0 |" in text
     assert (tmp_path / "curves_A-v0.png").stat().st_size > 0
 
 
