@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trustrl.errors import ConfigError
+from trustrl.importing import IMPORT_PATH
 
 
 # ----- bounds: sizes that cannot fit are refused before any work -----------------------------
@@ -337,8 +338,7 @@ class RunConfig:
         elif not self.env_id.isprintable() or len(self.env_id) > 200:
             raise ConfigError(f"env_id {_short(self.env_id)} is not an env id")
         check_label(self.preset, self.env_id)
-        if self.policy and (self.policy.count(":") != 1 or not all(
-                x.isidentifier() for x in self.policy.replace(":", ".").split("."))):
+        if self.policy and not IMPORT_PATH.match(self.policy):
             raise ConfigError(f"policy must be 'module:factory' (an import path), got "
                               f"{_short(self.policy)}")
         h = self.hidden_sizes

@@ -133,15 +133,18 @@ class _Acting:
 
     @torch.no_grad()
     def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(action, log pi(action|s), V(s)) for the rollout, one call per env step."""
-        d = self.dist(obs)
+        """(action, log pi(action|s), V(s)) for the rollout, one call per env step; the
+        actor's output and V from one forward(obs, "both") (shared layers run once)."""
+        out, v = self(obs, "both")  # type: ignore[operator]
+        d = make_dist(self.action, out, self.log_std)
         action = d.sample()
-        return action, d.log_prob(action), self.value(obs)  # type: ignore[attr-defined]
+        return action, d.log_prob(action), v
 
     def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(log pi(a|s), entropy, V(s)), each [B], with gradients: what the update needs."""
-        d = self.dist(obs)
-        return d.log_prob(actions), d.entropy(), self.value(obs)  # type: ignore[attr-defined]
+        out, v = self(obs, "both")  # type: ignore[operator]
+        d = make_dist(self.action, out, self.log_std)
+        return d.log_prob(actions), d.entropy(), v
 
 
 def _build_extractor(spec: dict, action: ActionSpec, ortho_init: bool = True) -> nn.Module:
@@ -251,32 +254,15 @@ class ActorCritic(_Acting, nn.Module):
                     F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1))
         if self.actor_extractor is not None:
             obs = self.actor_extractor(obs)
-        return self._actor_head(obs)
-
-    def _actor_head(self, x: Tensor) -> Tensor:
-        out = _plain_forward(self.actor_trunk, x)
+        out = _plain_forward(self.actor_trunk, obs)
         return F.linear(out, self.policy_head.weight, self.policy_head.bias)
-
-    def _value_head(self, x: Tensor) -> Tensor:
-        h = _plain_forward(self.critic_trunk, x)
-        return F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
 
     def value(self, obs: Tensor) -> Tensor:
         """V(s): [B, obs_dim] -> [B]."""
         if self.critic_extractor is not None:
             obs = self.critic_extractor(obs)
-        return self._value_head(obs)
-
-    @torch.no_grad()
-    def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(action, log pi(action|s), V(s)) for the rollout; a shared extractor (a CNN) runs
-        once for both heads."""
-        if self.actor_extractor is None or self.critic_extractor is not self.actor_extractor:
-            return super().sample_step(obs)
-        f = self.actor_extractor(obs)
-        d = make_dist(self.action, self._actor_head(f), self.log_std)
-        action = d.sample()
-        return action, d.log_prob(action), self._value_head(f)
+        h = _plain_forward(self.critic_trunk, obs)
+        return F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
 
     def kwargs(self) -> dict:
         """Constructor arguments, so an agent file can rebuild the network."""
@@ -340,19 +326,6 @@ class CustomActorCritic(_Acting, nn.Module):
 
     def value(self, obs: Tensor) -> Tensor:
         return self._both(obs)[1]
-
-    @torch.no_grad()
-    def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(action, log-prob, V(s)) from one call of the user's module."""
-        out, v = self._both(obs)
-        d = make_dist(self.action, out, self.log_std)
-        action = d.sample()
-        return action, d.log_prob(action), v
-
-    def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        out, v = self._both(obs)
-        d = make_dist(self.action, out, self.log_std)
-        return d.log_prob(actions), d.entropy(), v
 
     def actor_parameters(self) -> Iterator[nn.Parameter]:
         own = getattr(self.net, "actor_parameters", None)
