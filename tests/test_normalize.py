@@ -232,3 +232,20 @@ def test_reward_scaler_clips_and_state_round_trip():
     np.testing.assert_array_equal(other.returns, scaler.returns)
     r, d = np.array([0.3]), np.array([False])
     np.testing.assert_array_equal(other(r, d), scaler(r, d))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 64])
+def test_running_mean_std_update_is_chan_over_numpy_mean_and_var_bit_for_bit(n):
+    """update() writes np.mean and np.var out (it runs once or twice per env step): the same
+    bits as Chan's update over batch.mean(0) and batch.var(0), for one row and for many."""
+    rng = np.random.default_rng(n)
+    for shape in ((), (5,), (3, 4)):
+        ours, ref = RunningMeanStd(shape), RunningMeanStd(shape)
+        for _ in range(30):
+            x = rng.normal(size=(n, *shape)) * rng.uniform(0.1, 100.0) + rng.normal()
+            ours.update(x)
+            d, total = x.mean(0) - ref.mean, ref.count + n
+            m2 = ref.var * ref.count + x.var(0) * n + d**2 * ref.count * n / total
+            ref.mean, ref.var, ref.count = ref.mean + d * n / total, m2 / total, total
+        assert np.array_equal(ours.mean, ref.mean) and np.array_equal(ours.var, ref.var)
+        assert ours.count == ref.count

@@ -20,9 +20,20 @@ class RunningMeanStd:
         self.count = float(epsilon)
 
     def update(self, batch: np.ndarray) -> None:
-        """Fold in a batch of shape [B, *shape]."""
+        """Fold in a batch of shape [B, *shape].
+
+        The batch's mean and variance are np.mean's and np.var's arithmetic written out (a sum
+        over axis 0 divided by B; the squared deviations from that mean summed and divided by
+        B), so the same bits, without their wrappers: this runs once or twice per env step."""
         batch = np.asarray(batch, np.float64)
-        b_mean, b_var, b_count = batch.mean(axis=0), batch.var(axis=0), batch.shape[0]
+        b_count = batch.shape[0]
+        if b_count == 1:  # one env: its row is the mean, the variance is exactly 0
+            b_mean = batch[0]
+            b_var = np.zeros_like(b_mean)
+        else:
+            b_mean = np.add.reduce(batch, axis=0) / b_count
+            dev = batch - b_mean
+            b_var = np.add.reduce(np.multiply(dev, dev, out=dev), axis=0) / b_count
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean = self.mean + delta * b_count / total
@@ -53,7 +64,8 @@ class ObsNormalizer:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         out = (obs - self.rms.mean) / np.sqrt(self.rms.var + self.epsilon)
-        return np.clip(out, -self.clip, self.clip).astype(np.float32)
+        # np.clip's numbers (NaN kept) without its Python wrapper's cost
+        return np.minimum(np.maximum(out, -self.clip), self.clip).astype(np.float32)
 
     def state_dict(self) -> dict[str, Any]:
         return {"rms": self.rms.state_dict(), "clip": self.clip, "epsilon": self.epsilon}
@@ -80,7 +92,7 @@ class RewardScaler:
         self.rms.update(self.returns)
         scaled = rewards / np.sqrt(self.rms.var + self.epsilon)
         self.returns[dones] = 0.0
-        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+        return np.minimum(np.maximum(scaled, -self.clip), self.clip).astype(np.float32)
 
     def state_dict(self) -> dict[str, Any]:
         return {"rms": self.rms.state_dict(), "returns": self.returns.copy()}

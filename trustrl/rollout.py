@@ -113,6 +113,8 @@ class Collector:
                       ) -> None:
         """Raise NonFiniteError naming the first env whose row holds NaN or inf. rows: one per
         env, or one per entry of env_index."""
+        if np.isfinite(rows).all():  # the usual case, in one call
+            return
         x = np.asarray(rows, np.float64).reshape(len(rows), -1)
         bad = ~np.isfinite(x).all(axis=1)
         if bad.any():
