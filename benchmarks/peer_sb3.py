@@ -3,6 +3,7 @@
     SB3_PYTHON benchmarks/peer_sb3.py train --params JSON --seed 1
     SB3_PYTHON benchmarks/peer_sb3.py solve --seed 1 [--eval-steps 10000] [--max-steps 100000]
     SB3_PYTHON benchmarks/peer_sb3.py default --env ENV --seed 1 --total-steps 100000
+    SB3_PYTHON benchmarks/peer_sb3.py zoo --env ENV --params JSON --seed 1 --total-steps 100000
 
 Only SB3's public API (PPO, make_vec_env, VecNormalize, EvalCallback,
 StopTrainingOnRewardThreshold). Prints one line `RESULT {json}` on stdout at the end.
@@ -24,6 +25,12 @@ env, n_steps 2048, batch 64, 10 epochs, lr 3e-4 constant, no normalisation) lear
 `--total-steps`, then a greedy evaluation of 10 episodes (`predict(deterministic=True)`, episode
 i reset with seed S + 10000 + i, trustrl's protocol); the curve is every training episode's
 (step, return) from SB3's Monitor (benchmarks/defaults_vs_sb3.py).
+
+`zoo` is an rl-baselines3-zoo PPO entry (its keys, the zoo's defaults filled in, passed as JSON
+by benchmarks/mujoco_cpu.py from trustrl.presets.zoo) built the way the zoo builds it:
+make_vec_env with n_envs, VecNormalize when `normalize` (gamma the entry's), lin_X schedules
+as linear ones, policy_kwargs (net_arch for both networks, activation, log_std_init,
+ortho_init); then the same greedy evaluation as `default`, through the frozen VecNormalize.
 """
 
 from __future__ import annotations
@@ -174,6 +181,63 @@ def default(env_id: str, seed: int, total_steps: int, episodes: int = 10) -> dic
             "curve": monitor_curve(monitor_dir, 1)}
 
 
+def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
+        episodes: int = 10) -> dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    torch.set_num_threads(1)
+    z = dict(params)
+
+    def schedule(v: Any) -> Any:
+        return linear(float(v[4:])) if isinstance(v, str) and v.startswith("lin_") else float(v)
+
+    n_envs = int(z["n_envs"])
+    monitor_dir = tempfile.mkdtemp(prefix="sb3-monitor-")
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv,
+                       monitor_dir=monitor_dir)
+    if z.get("normalize"):
+        env = VecNormalize(env, gamma=float(z["gamma"]))
+    pk = dict(z.get("policy_kwargs") or {})
+    width = list(pk.pop("net_arch", (64, 64)))
+    act = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[pk.pop("activation_fn", "tanh")]
+    policy_kwargs = dict(net_arch={"pi": width, "vf": width}, activation_fn=act, **pk)
+    model = PPO("MlpPolicy", env, device="cpu", seed=seed, verbose=0,
+                n_steps=int(z["n_steps"]), batch_size=int(z["batch_size"]),
+                n_epochs=int(z["n_epochs"]), learning_rate=schedule(z["learning_rate"]),
+                gamma=float(z["gamma"]), gae_lambda=float(z["gae_lambda"]),
+                clip_range=schedule(z["clip_range"]), ent_coef=float(z["ent_coef"]),
+                vf_coef=float(z["vf_coef"]), max_grad_norm=float(z["max_grad_norm"]),
+                policy_kwargs=policy_kwargs)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=total_steps)
+    seconds = time.perf_counter() - t0
+    eval_env = gym.make(env_id)
+    norm = env if isinstance(env, VecNormalize) else None
+    returns = []
+    for i in range(episodes):
+        obs, _ = eval_env.reset(seed=seed + 10_000 + i)
+        total, done = 0.0, False
+        while not done:
+            x = norm.normalize_obs(np.asarray(obs)[None])[0] if norm is not None else obs
+            action, _ = model.predict(x, deterministic=True)
+            obs, reward, terminated, truncated, _ = eval_env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return {"env_id": env_id, "seed": seed, "steps": int(model.num_timesteps),
+            "train_seconds": seconds, "final_returns": returns,
+            "final_mean": sum(returns) / len(returns),
+            "versions": {"stable_baselines3": stable_baselines3.__version__,
+                         "gymnasium": gym.__version__, "torch": torch.__version__},
+            "curve": monitor_curve(monitor_dir, n_envs)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -188,8 +252,15 @@ def main() -> None:
     d.add_argument("--env", required=True)
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--total-steps", type=int, default=100_000)
+    zp = sub.add_parser("zoo", help="a zoo PPO entry (JSON) on an env, then 10 greedy episodes")
+    zp.add_argument("--env", required=True)
+    zp.add_argument("--params", required=True, help="the zoo entry as a JSON object")
+    zp.add_argument("--seed", type=int, default=1)
+    zp.add_argument("--total-steps", type=int, default=100_000)
     a = p.parse_args()
-    if a.mode == "train":
+    if a.mode == "zoo":
+        result = zoo(a.env, json.loads(a.params), a.seed, a.total_steps)
+    elif a.mode == "train":
         result = train(json.loads(a.params), a.seed)
     elif a.mode == "default":
         result = default(a.env, a.seed, a.total_steps)
