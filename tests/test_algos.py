@@ -242,3 +242,42 @@ def test_dual_clip_stops_the_pull_of_far_ratios_with_negative_advantages():
         moved[(algo, c)] = float((after - before).abs().max())
     assert moved[("ppo-dualclip", 3.0)] == 0.0
     assert moved[("ppo", None)] > 1e-4 and moved[("ppo-dualclip", 6.0)] == moved[("ppo", None)]
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_gymnasium_rollout_keeps_pi_old_outputs_and_ppo_uses_them(env_id):
+    """The Gymnasium collector keeps the actor's output of every step (logits or Gaussian
+    means) as pi_old's; it equals the actor run over the whole batch afterwards (to float
+    rounding), and PPO's update gives the same numbers from it as from its own pass."""
+    from trustrl.agent import make_policy
+    from trustrl.normalize import ObsNormalizer
+
+    cfg = make_config("ppo", env_id, flags=dict(num_envs=2, num_steps=64, update_epochs=2,
+                                                minibatch_size=32, normalize_obs=True))
+    spec = check_env(env_id)
+    torch.manual_seed(0)
+    policy = make_policy(spec, cfg)
+    envs = make_vec_env(env_id, 2)
+    agent = Agent(policy, spec, ObsNormalizer((spec.obs_dim,)), "cpu")
+    col = Collector(envs, agent, 64, None, Collector.start(envs, agent, 0))
+    r, _ = col.collect()
+    envs.close()
+    assert r.actor_out is not None and r.actor_out.shape[:2] == (64, 2)
+    with torch.no_grad():
+        again = policy(r.obs.reshape(128, -1), "actor").reshape(r.actor_out.shape)
+    torch.testing.assert_close(r.actor_out, again, rtol=1e-5, atol=1e-6)
+
+    adv, ret = gae(r.rewards, r.values, r.next_values, r.terminated, r.truncated, 0.99, 0.95)
+    b = r.flatten(adv, ret)
+    batch = {k: getattr(b, k)[None] for k in ("obs", "actions", "logp_old", "values_old",
+                                               "advantages", "returns")}
+    metrics = []
+    for given in (None, b.old_out, 2.0 * b.old_out):  # the last: not pi_old's outputs
+        net = PopActorCritic.from_policies([policy], "cpu")
+        algo = make_algorithm(cfg, net, pick(net), rng.shuffle_keys([0]))
+        mb = batch if given is None else dict(batch, old_out=given[None])
+        metrics.append((algo.update(mb, 0, 1e-3), net.flat.clone()))
+    (m0, f0), (m1, f1), (m2, _) = metrics
+    torch.testing.assert_close(f0, f1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m0["kl_exact"], m1["kl_exact"], rtol=1e-3, atol=1e-7)
+    assert not torch.allclose(m2["kl_exact"], m0["kl_exact"], rtol=1e-2)  # it reads them

@@ -140,7 +140,7 @@ def test_training_logs_whole_games_with_raw_scores(monkeypatch):
     gen = torch.Generator().manual_seed(0)
 
     class Random:  # uniform actions: a game of 5 lives lasts a few hundred steps
-        def sample_step(self, obs):
+        def sample_step(self, obs, with_out=False):
             n = obs.shape[0]
             a = torch.randint(spec.action.n, (n,), generator=gen)
             return a, torch.zeros(n), torch.zeros(n)

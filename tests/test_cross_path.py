@@ -108,7 +108,7 @@ def test_collectors_agree_on_the_same_stream(env_id, sets, rollouts, numpy_rollo
     agent = Agent(policy, eng.spec, norm, "cpu")
     actions = iter(rec["actions"])
 
-    def replay_step(obs):
+    def replay_step(obs, with_out=False):
         a = next(actions)
         return a, policy.dist(obs).log_prob(a), policy.value(obs)
 
@@ -147,7 +147,7 @@ def test_batched_collector_clips_box_actions_before_the_env(numpy_rollout):
     """MountainCarContinuous charges 0.1 a^2 of the action the env receives: with samples
     far outside [-1, 1], the reward of every step (no goal reached) is -0.1 clip(a)^2; the
     stored action and its log-prob stay those of the unclipped sample."""
-    cfg = _cfg("MountainCarContinuous-v0", log_std_init=1.5)
+    cfg = _cfg("MountainCarContinuous-v0", log_std_init=1.5, normalize_reward=False)
     eng = Pop(cfg, [0, 1], numpy_rollout=numpy_rollout)
     r = eng.collector.collect()
     a = r["actions"][..., 0].double()

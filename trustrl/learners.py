@@ -203,6 +203,8 @@ class GymLearner:
         b = rollout.flatten(adv, ret)
         batch = {k: getattr(b, k)[None] for k in ("obs", "actions", "logp_old", "values_old",
                                                    "advantages", "returns")}
+        if b.old_out is not None:  # pi_old's outputs from the rollout's own forward passes
+            batch["old_out"] = b.old_out[None]
         # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
         lr = self.algo.learning_rate((it - 1) / cfg.num_iterations)
         m = self.algo.update(batch, self._iteration, lr)

@@ -132,12 +132,16 @@ class _Acting:
         return make_dist(self.action, self(obs, "actor"), self.log_std)  # type: ignore[operator]
 
     @torch.no_grad()
-    def sample_step(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def sample_step(self, obs: Tensor, with_out: bool = False) -> tuple[Tensor, ...]:
         """(action, log pi(action|s), V(s)) for the rollout, one call per env step; the
-        actor's output and V from one forward(obs, "both") (shared layers run once)."""
+        actor's output and V from one forward(obs, "both") (shared layers run once). With
+        `with_out`, the actor's output (logits or means) too: the collector keeps it as
+        pi_old's, so the update need not run the actor over the whole batch again."""
         out, v = self(obs, "both")  # type: ignore[operator]
         d = make_dist(self.action, out, self.log_std)
         action = d.sample()
+        if with_out:
+            return action, d.log_prob(action), v, out
         return action, d.log_prob(action), v
 
     def evaluate_actions(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -34,7 +34,9 @@ class Rollout:
     next_values: Tensor
     terminated: Tensor
     truncated: Tensor
-
+    actor_out: Tensor | None = None
+    """pi_old's output (logits or Gaussian means) [T, N, k] from the rollout's own forward
+    passes, when the policy gave it (sample_step with_out)."""
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """[T, N] -> [B = T*N], with the GAE advantages and critic targets attached."""
@@ -46,6 +48,8 @@ class Rollout:
             values_old=self.values.reshape(n),
             advantages=advantages.reshape(n),
             returns=returns.reshape(n),
+            old_out=None if self.actor_out is None else self.actor_out.reshape(
+                n, *self.actor_out.shape[2:]),
         )
 
 
@@ -59,6 +63,7 @@ class Batch:
     values_old: Tensor
     advantages: Tensor
     returns: Tensor
+    old_out: Tensor | None = None
 
     def __len__(self) -> int:
         return self.logp_old.shape[0]
@@ -138,13 +143,19 @@ class Collector:
         trunc_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
         final_val = torch.zeros((T, N), device=device)  # V(final obs) on truncated steps
         episodes: list[Episode] = []
+        out_buf: Tensor | None = None
 
         obs_t = agent.obs_tensor(st.next_obs)
         for t in range(T):
-            # = dist(obs).sample(), .log_prob(action), value(obs), without module overhead
-            action, logp, value = policy.sample_step(obs_t)
+            # = dist(obs).sample(), .log_prob(action), value(obs), without module overhead;
+            # the actor's output kept as pi_old's (a policy may give only the first three)
+            action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
             obs_buf[t], act_buf[t] = obs_t, action
             logp_buf[t], val_buf[t] = logp, value
+            if out:
+                if out_buf is None:
+                    out_buf = torch.zeros((T, *out[0].shape), device=device)
+                out_buf[t] = out[0]
 
             next_obs, reward, term, trunc, info = self.envs.step(agent.env_action(action))
             st.global_step += N
@@ -190,6 +201,7 @@ class Collector:
         next_values = torch.where(trunc_buf, final_val, next_values)
         next_values = torch.where(term_buf, torch.zeros_like(next_values), next_values)
         return (
-            Rollout(obs_buf, act_buf, logp_buf, val_buf, rew_buf, next_values, term_buf, trunc_buf),
+            Rollout(obs_buf, act_buf, logp_buf, val_buf, rew_buf, next_values, term_buf, trunc_buf,
+                    out_buf),
             episodes,
         )

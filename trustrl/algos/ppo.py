@@ -113,10 +113,14 @@ class PPO(Algorithm):
         P = batch["logp_old"].shape[0]
         K, dev = self.epochs, net.flat.device
         with torch.no_grad():
-            old_out = net.actor(batch["obs"])  # type: ignore[attr-defined]
+            # pi_old's outputs: the collector's, from its rollout, or one pass of the actor
+            old_out = batch["old_out"] if "old_out" in batch else net.actor(  # type: ignore[attr-defined]
+                batch["obs"])
             flat_old = net.flat.detach().clone()
         if self.needs_old:
             batch = {**batch, "old_out": old_out, "flat_old": flat_old}
+        elif "old_out" in batch:  # the loss does not read it: no gathers of it per epoch
+            batch = {k: x for k, x in batch.items() if k != "old_out"}
         active = torch.ones(P, dtype=torch.bool, device=dev)
         use_mask = self.target_kl is not None
         epochs_run = torch.zeros(P, device=dev)
