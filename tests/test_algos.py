@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 import csv
 from pathlib import Path
 
@@ -281,3 +282,29 @@ def test_gymnasium_rollout_keeps_pi_old_outputs_and_ppo_uses_them(env_id):
     torch.testing.assert_close(f0, f1, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(m0["kl_exact"], m1["kl_exact"], rtol=1e-3, atol=1e-7)
     assert not torch.allclose(m2["kl_exact"], m0["kl_exact"], rtol=1e-2)  # it reads them
+
+
+@pytest.mark.parametrize("P", [1, 3])
+def test_epoch_copies_into_kept_buffers_equal_fresh_ones(P):
+    """shuffled_epoch with kept buffers (one member: whole rows by index_select; several:
+    gather) yields exactly the minibatches of fresh arrays, epoch after epoch (each copy
+    overwrites the last) and when a batch of another size comes."""
+    from trustrl.algos.common import shuffled_epoch
+
+    keys = rng.shuffle_keys(list(range(P)))
+    buffers: dict[str, torch.Tensor] = {}
+    g = torch.Generator().manual_seed(P)
+    for n in (48, 48, 32):
+        batch = {"obs": torch.randn(P, n, 3, 2, generator=g),
+                 "actions": torch.randint(0, 5, (P, n), generator=g),
+                 "returns": torch.randn(P, n, generator=g), "flat_old": torch.randn(P, 7)}
+        for counter in range(3):
+            fresh = list(shuffled_epoch(batch, keys, counter, 16))
+            with warnings.catch_warnings():  # torch warns when it must resize an out=
+                warnings.simplefilter("error")
+                kept = [{k: x.clone() for k, x in mb.items()}
+                        for mb in shuffled_epoch(batch, keys, counter, 16, buffers)]
+            assert len(fresh) == len(kept) == n // 16
+            for a, b in zip(fresh, kept, strict=True):
+                assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        assert buffers["obs"].shape == (P, n, 3, 2)

@@ -92,27 +92,42 @@ PER_SAMPLE = ("obs", "actions", "logp_old", "values_old", "advantages", "returns
 """The batch entries with one row per sample [P, B, ...]; anything else passes through."""
 
 
-def take(batch: dict[str, Tensor], idx: Tensor) -> dict[str, Tensor]:
-    """The samples idx [P, M] of every per-sample entry of the batch."""
+def take(batch: dict[str, Tensor], idx: Tensor,
+         buffers: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+    """The samples idx [P, M] of every per-sample entry of the batch. With `buffers`, each
+    entry is copied into a kept array (made on first use, or when its shape changes) rather
+    than a new one: a new array of an Atari batch (about 100 MB) costs more in page faults
+    than the copy. One member copies whole rows (index_select); several gather."""
     out = {}
     for k, x in batch.items():
-        if k in PER_SAMPLE:
-            i = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
-            out[k] = x.gather(1, i)
-        else:
+        if k not in PER_SAMPLE:
             out[k] = x
+            continue
+        buf = None
+        if buffers is not None:
+            shape = (x.shape[0], idx.shape[1], *x.shape[2:])
+            buf = buffers.get(k)
+            if buf is None or buf.shape != shape or buf.dtype != x.dtype or buf.device != x.device:
+                buf = buffers[k] = torch.empty(shape, dtype=x.dtype, device=x.device)
+        if x.shape[0] == 1:
+            out[k] = torch.index_select(x, 1, idx[0]) if buf is None else torch.index_select(
+                x, 1, idx[0], out=buf)
+        else:
+            i = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+            out[k] = x.gather(1, i) if buf is None else torch.gather(x, 1, i, out=buf)
     return out
 
 
-def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int
-                   ) -> Iterator[dict[str, Tensor]]:
+def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int,
+                   buffers: dict[str, Tensor] | None = None) -> Iterator[dict[str, Tensor]]:
     """The minibatches [P, <=size] of one epoch, covering each member's samples once, in an
     order that is a function of the member's key and the counter alone (trustrl.rng), so a
     member shuffles exactly as it would alone, on any collector. The epoch is gathered once
-    and sliced (views): one gather per entry per epoch, not per minibatch."""
+    and sliced (views): one gather per entry per epoch, not per minibatch; into `buffers`
+    (see take) when given, so the previous epoch's minibatches must be done with."""
     n = batch["obs"].shape[1]
     perm = torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
-    epoch = take(batch, perm)
+    epoch = take(batch, perm, buffers)
     for start in range(0, n, size):
         yield {k: x[:, start:start + size] if k in PER_SAMPLE else x for k, x in epoch.items()}
 
@@ -129,7 +144,7 @@ def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
 
 def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Tensor],
                keys: Tensor, counter: Tensor | int, epochs: int, minibatch_size: int,
-               lr: Tensor | float) -> Tensor:
+               lr: Tensor | float, buffers: dict[str, Tensor] | None = None) -> Tensor:
     """Regress V on the targets R = A + V_old: `epochs` passes of shuffled minibatches of
     1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters'
     `net.critic_slice` (the backends' gradient of a critic-only loss covers just those).
@@ -141,7 +156,8 @@ def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Ten
     for epoch in range(epochs):
         acc = torch.zeros(P, device=net.flat.device)
         n_mb = 0
-        for mb in shuffled_epoch(data, keys, counter * epochs + epoch, minibatch_size):
+        for mb in shuffled_epoch(data, keys, counter * epochs + epoch, minibatch_size,
+                                 buffers):
             g, t = backend.value_and_grad(net, params, mb, critic_loss, policy=False)
             with torch.no_grad():
                 opt.step(g, lr)
@@ -171,6 +187,8 @@ class Algorithm:
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor):
         self.net, self.cfg, self.backend, self.keys = net, cfg, backend, keys
         self.opt = PopAdam(net.flat, cfg.adam_eps)
+        # the shuffled epochs' copies of the batch, kept from epoch to epoch (common.take)
+        self.epoch_buffers: dict[str, Tensor] = {}
 
     def learning_rate(self, progress: float) -> float:
         return annealed(self.cfg.lr, self.cfg.anneal_lr, progress)

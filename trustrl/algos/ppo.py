@@ -134,7 +134,8 @@ class PPO(Algorithm):
             acc = {k: zeros.clone() for k in names}
             n_mb = 0
             for mb in shuffled_epoch(batch, self.keys, counter * K + epoch,
-                                     self.minibatch_size):
+                                     self.minibatch_size,
+                                     self.epoch_buffers if self.eager else None):
                 g, t = self.backend.value_and_grad(net, params, mb, self.loss)
                 with torch.no_grad():
                     g, norm = clip_grad_norm(g, cfg.max_grad_norm)

@@ -118,6 +118,7 @@ class TRPO(Algorithm):
                      surrogate_improvement=torch.where(ok, L_new - L_old, 0.0))
         # 6. the critic: vf_epochs of shuffled minibatches of 1/2 (V - R)^2, its own Adam
         m["value_loss"] = fit_critic(net, self.opt, backend, batch, self.keys, counter,
-                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr)
+                                     cfg.vf_epochs, cfg.vf_minibatch_size, lr,
+                                     self.epoch_buffers if self.eager else None)
         m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps))
         return m
