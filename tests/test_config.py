@@ -83,3 +83,16 @@ def test_round_trip_through_dict():
 
 def test_parse_sets_keeps_equals_in_values():
     assert parse_sets(["env_id=mod:Env-v0", "a=b=c"]) == {"env_id": "mod:Env-v0", "a": "b=c"}
+
+
+def test_help_lists_an_algorithms_own_default_of_a_shared_key():
+    """PPO's defaults of num_steps and the normalisations differ from RunConfig's: `trustrl train
+    --help` lists them under ppo with PPO's values; TRPO, which keeps RunConfig's, does not."""
+    from trustrl.config import PPOConfig, RunConfig, TRPOConfig, describe
+
+    ppo, trpo = describe(PPOConfig, skip=RunConfig), describe(TRPOConfig, skip=RunConfig)
+    for line in ("num_steps (int, default 512", "normalize_obs (bool, default True)",
+                 "normalize_reward (bool, default True)"):
+        assert line in ppo
+    assert "num_steps" not in trpo and "normalize_obs" not in trpo
+    assert "num_steps (int, default 128" in describe(RunConfig)

@@ -135,7 +135,7 @@ def test_truncation_bootstrap_learns_infinite_horizon_value(tmp_path, monkeypatc
         cfg = make_config("ppo", "helper_envs:ConstantReward-v0", flags=dict(
             runs_dir=str(tmp_path / sub), total_steps=24 * 256, num_envs=2, num_steps=128,
             gamma=0.9, lr=3e-3, anneal_lr=False, eval_every=0, eval_episodes=1,
-            tensorboard=False))
+            normalize_obs=False, normalize_reward=False, tensorboard=False))
         agent = trustrl.train(cfg).agent
         with torch.no_grad():
             return float(agent.policy.value(torch.zeros(1, 1)))

@@ -426,8 +426,9 @@ class PPOConfig(RunConfig):
 
     lr: float = 3e-4
     """Adam learning rate (1e-4 to 3e-3)."""
-    anneal_lr: bool = True
-    """Decay the learning rate linearly to 0 over training."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over training (PPO's default: constant, as SB3's;
+    chosen by measurement, benchmarks/SUITE.md "Defaults without a preset")."""
     adam_eps: float = 1e-5
     """Adam epsilon (1e-5 as in OpenAI's baselines; PyTorch's default is 1e-8)."""
     update_epochs: int = 10
@@ -446,6 +447,19 @@ class PPOConfig(RunConfig):
     """Stop the epochs once the full-batch approx KL (k3) exceeds this (0.01 to 0.05); None: off."""
     clip_value_loss: bool = False
     """Clip the value loss around V_old with clip_eps (OpenAI baselines; studies found no gain)."""
+
+    # PPO's own defaults of shared settings, for envs without a preset: chosen by measurement
+    # against SB3's default PPO on 9 standard envs (benchmarks/SUITE.md, "Defaults without a
+    # preset"); the other algorithms keep RunConfig's
+    num_steps: int = 512
+    """Steps per env per rollout; the batch is num_envs * num_steps (T in the chapter). PPO's
+    default 512 (x 4 envs): longer rollouts learned more on 9 standard envs at 100k steps."""
+    normalize_obs: bool = True
+    """Running mean/std observation normalisation, saved with the agent, frozen at evaluation
+    (PPO's default: on; never applied to image columns)."""
+    normalize_reward: bool = True
+    """Scale rewards by the running std of the discounted return (logged returns stay raw;
+    PPO's default: on)."""
 
     algo = "ppo"
 
@@ -639,15 +653,20 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def describe(cls: type, skip: type | None = None) -> str:
-    """A help text listing every field (except those of `skip`): name, type, default, doc."""
+    """A help text listing every field (except those of `skip` with the same default): name,
+    type, default, doc."""
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
-    skipped = {f.name for f in fields(skip)} if skip is not None else set()
+    def default_of(f: dataclasses.Field) -> Any:
+        return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+
+    # skip's fields are listed with skip, unless cls changes the default (PPO's num_steps)
+    skipped = {f.name: default_of(f) for f in fields(skip)} if skip is not None else {}
     lines = []
     for f in fields(cls):
-        if f.name in skipped:
+        default = default_of(f)
+        if f.name in skipped and skipped[f.name] == default:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         tname = _type_name(hints[f.name])
         allowed = f", {RANGES[f.name].text()}" if f.name in RANGES else ""
         lines.append(f"  {f.name} ({tname}, default {_fmt(default)}{allowed})\n"

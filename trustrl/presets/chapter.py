@@ -5,6 +5,10 @@ presets `trustrl train` applies on these two envs unless `--preset zoo` is asked
 CartPole PPO: the chapter's lab settings (T = 512 = 4 envs x 128 steps, K = 10, minibatch
 64, lr 1e-3 annealed to 0, gamma 0.99, lambda 0.95, eps 0.2, c1 0.5, c2 0). The ablations and
 variants (ppo-noclip, ppo-dualclip, pg) keep PPO's settings so that one thing changes.
+
+Every setting the chapter fixes is written out, normalisation included: PPO's own defaults
+(for envs without a preset) normalise observations and rewards, the chapter's CartPole does
+neither and the blog's Pendulum scales rewards only.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 _CARTPOLE_ROLLOUT = dict(total_steps=100_000, num_envs=4, num_steps=128, gamma=0.99,
-                         gae_lambda=0.95, eval_every=10)
+                         gae_lambda=0.95, normalize_obs=False, normalize_reward=False,
+                         eval_every=10)
 _PENDULUM_ROLLOUT = dict(total_steps=122_880, num_envs=4, num_steps=512, gamma=0.9,
-                         gae_lambda=0.95, normalize_reward=True, eval_every=5)
+                         gae_lambda=0.95, normalize_obs=False, normalize_reward=True,
+                         eval_every=5)
 
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "CartPole-v1"): dict(_CARTPOLE_ROLLOUT, update_epochs=10, minibatch_size=64,
