@@ -147,8 +147,6 @@ def solve(seed: int, eval_steps: int, max_steps: int) -> dict[str, Any]:
 
 
 def default(env_id: str, seed: int, total_steps: int, episodes: int = 10) -> dict[str, Any]:
-    import gymnasium as gym
-    import stable_baselines3
     import torch
     from stable_baselines3 import PPO
 
@@ -162,13 +160,27 @@ def default(env_id: str, seed: int, total_steps: int, episodes: int = 10) -> dic
     t0 = time.perf_counter()
     model.learn(total_timesteps=total_steps)
     seconds = time.perf_counter() - t0
+    return greedy_result(model, env_id, seed, seconds, monitor_dir, 1, episodes)
+
+
+def greedy_result(model: Any, env_id: str, seed: int, seconds: float, monitor_dir: str,
+                  n_envs: int, episodes: int, norm: Any = None) -> dict[str, Any]:
+    """The RESULT of `default` and `zoo`: the greedy return of `episodes` episodes (episode i
+    reset with seed + 10000 + i, observations through the frozen VecNormalize `norm` if any),
+    versions and the training curve."""
+    import gymnasium as gym
+    import numpy as np
+    import stable_baselines3
+    import torch
+
     eval_env = gym.make(env_id)
     returns = []
     for i in range(episodes):
         obs, _ = eval_env.reset(seed=seed + 10_000 + i)
         total, done = 0.0, False
         while not done:
-            action, _ = model.predict(obs, deterministic=True)
+            x = norm.normalize_obs(np.asarray(obs)[None])[0] if norm is not None else obs
+            action, _ = model.predict(x, deterministic=True)
             obs, reward, terminated, truncated, _ = eval_env.step(action)
             total += float(reward)
             done = terminated or truncated
@@ -178,14 +190,11 @@ def default(env_id: str, seed: int, total_steps: int, episodes: int = 10) -> dic
             "final_mean": sum(returns) / len(returns),
             "versions": {"stable_baselines3": stable_baselines3.__version__,
                          "gymnasium": gym.__version__, "torch": torch.__version__},
-            "curve": monitor_curve(monitor_dir, 1)}
+            "curve": monitor_curve(monitor_dir, n_envs)}
 
 
 def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
         episodes: int = 10) -> dict[str, Any]:
-    import gymnasium as gym
-    import numpy as np
-    import stable_baselines3
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -217,25 +226,8 @@ def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     t0 = time.perf_counter()
     model.learn(total_timesteps=total_steps)
     seconds = time.perf_counter() - t0
-    eval_env = gym.make(env_id)
     norm = env if isinstance(env, VecNormalize) else None
-    returns = []
-    for i in range(episodes):
-        obs, _ = eval_env.reset(seed=seed + 10_000 + i)
-        total, done = 0.0, False
-        while not done:
-            x = norm.normalize_obs(np.asarray(obs)[None])[0] if norm is not None else obs
-            action, _ = model.predict(x, deterministic=True)
-            obs, reward, terminated, truncated, _ = eval_env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    return {"env_id": env_id, "seed": seed, "steps": int(model.num_timesteps),
-            "train_seconds": seconds, "final_returns": returns,
-            "final_mean": sum(returns) / len(returns),
-            "versions": {"stable_baselines3": stable_baselines3.__version__,
-                         "gymnasium": gym.__version__, "torch": torch.__version__},
-            "curve": monitor_curve(monitor_dir, n_envs)}
+    return greedy_result(model, env_id, seed, seconds, monitor_dir, n_envs, episodes, norm)
 
 
 def main() -> None:
