@@ -713,3 +713,43 @@ def test_the_cli_module_imports_only_the_standard_library():
     names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert names - {"__future__"} <= set(sys.stdlib_module_names)
+
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize("thread_done_first", [True, False])
+def test_ctrl_c_while_a_connection_thread_starts_gives_its_slot_back_once(
+        tmp_path, monkeypatch, thread_done_first):
+    """Ctrl-C can land while the accepting thread waits in Thread.start() for a connection's
+    thread that is already running: the KeyboardInterrupt must reach serve_forever (so the
+    server stops), and the connection's slot must be given back once, not twice, whichever
+    side gets there first (a second release of the bounded semaphore raised ValueError: in the
+    accepting thread it replaced the KeyboardInterrupt and the server kept serving after
+    Ctrl-C; in the connection's thread it was an unhandled thread exception)."""
+    srv = make_server("127.0.0.1", 0, tmp_path, max_connections=2)
+    try:
+        real_start = threading.Thread.start
+        a, b = socket.socketpair()
+
+        def start_then_interrupt(self):
+            real_start(self)
+            if thread_done_first:  # the connection ends before the interrupt is handled
+                b.close()
+                self.join(10)
+            raise KeyboardInterrupt
+
+        before = threading.active_count()
+        monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            srv.process_request(a, ("127.0.0.1", 1))
+        monkeypatch.undo()
+        b.close()  # the connection's thread reads EOF and finishes
+        deadline = time.monotonic() + 10
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert threading.active_count() == before
+        assert srv._connections.acquire(blocking=False) and srv._connections.acquire(
+            blocking=False)  # both slots free again ...
+        assert not srv._connections.acquire(blocking=False)  # ... and no more than both
+    finally:
+        srv.server_close()

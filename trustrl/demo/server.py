@@ -108,6 +108,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _Slot:
+    """One held connection slot of a BoundedSemaphore, given back at most once (the accepting
+    thread and the connection's thread may both try when Ctrl-C interrupts a thread's start)."""
+
+    def __init__(self, sem: threading.BoundedSemaphore):
+        self._sem, self._lock, self._held = sem, threading.Lock(), True
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+        self._sem.release()
+
+
 class DemoServer(ThreadingHTTPServer):
     """ThreadingHTTPServer that knows the runs root and whether it listens on loopback only,
     and bounds its connections (one thread each) and its computations."""
@@ -139,17 +154,26 @@ class DemoServer(ThreadingHTTPServer):
         if not self._connections.acquire(blocking=False):
             self._refuse(request)
             return
+        slot = _Slot(self._connections)
+        t = threading.Thread(target=self._serve_connection, args=(request, client_address, slot),
+                             daemon=self.daemon_threads)
         try:
-            super().process_request(request, client_address)
+            t.start()
         except BaseException:
-            self._connections.release()
+            # e.g. Ctrl-C while start() waits for the thread: it may be running already, and
+            # then gives the slot back too; the slot is given back once either way
+            slot.release()
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _serve_connection(self, request: Any, client_address: Any, slot: _Slot) -> None:
+        """socketserver.ThreadingMixIn.process_request_thread, then the slot given back."""
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
         finally:
-            self._connections.release()
+            self.shutdown_request(request)
+            slot.release()
 
     def _refuse(self, request: socket.socket) -> None:
         body = json.dumps({"error": f"server busy: {self.max_connections} connections are "
