@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_cpu import REPO, Result, launch, parse_trustrl_run  # noqa: E402
+from peers_cpu import REPO, Result, launch, parse_trustrl_run, plot_curves  # noqa: E402
 
 DEFAULT_ENVS = ("HalfCheetah-v5", "Hopper-v5")
 
@@ -73,36 +73,6 @@ def run_trustrl(env_id: str, seed: int, steps: int, a: argparse.Namespace) -> Re
 
 
 RUNNERS = {"sb3": run_sb3, "trustrl": run_trustrl}
-
-
-def plot(env_id: str, results: dict[str, list[Result]], path: Path, steps: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    edges = np.linspace(0, steps, 21)
-    for (tool, rs), color in zip(results.items(), ("tab:blue", "tab:orange"), strict=False):
-        for i, r in enumerate(rs):
-            c = r.extra["curve"]
-            if not c:
-                continue
-            x, y = np.array([s for s, _ in c]), np.array([v for _, v in c])
-            idx = np.digitize(x, edges)
-            mids = [(edges[k - 1] + edges[k]) / 2 for k in range(1, len(edges))
-                    if (idx == k).any()]
-            vals = [y[idx == k].mean() for k in range(1, len(edges)) if (idx == k).any()]
-            ax.plot(mids, vals, color=color, alpha=0.8,
-                    label=f"{tool} (seeds 1-{len(rs)})" if i == 0 else None)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("training episode return (binned mean)")
-    ax.set_title(f"{env_id}: rl-baselines3-zoo PPO setting")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main() -> None:
@@ -142,8 +112,8 @@ def main() -> None:
         print(f"\ntrustrl / SB3 train SPS: {med['trustrl'] / med['sb3']:.2f}x", flush=True)
         if a.plot:
             base = Path(a.plot)
-            plot(env_id, results, base.with_name(f"{base.stem}_{env_id}{base.suffix or '.png'}"),
-                 a.steps)
+            plot_curves(f"{env_id}: rl-baselines3-zoo PPO setting", results,
+                        str(base.with_name(f"{base.stem}_{env_id}{base.suffix or '.png'}")))
     if a.json:
         Path(a.json).write_text(json.dumps(
             {e: {t: [vars(r) for r in rs] for t, rs in res.items()}
