@@ -16,7 +16,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "seeding", "safeio", "locks", "progress", "importing"),
     1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "policies",
         "extractors",
-        "envs", "rng", "optim", "popnet", "backends"),
+        "envs", "rng", "optim", "popnet", "backends", "compiled"),
     2: ("config", "presets"),
     3: ("agent", "runs", "rollout", "batched", "evaluate", "plotting"),
     4: ("algos",),

@@ -159,22 +159,29 @@ def test_cli_run_that_fails_is_one_line_naming_the_kept_folder(tmp_path, cli_env
 @pytest.mark.parametrize("algo", ["ppo", "trpo"])
 @pytest.mark.parametrize("vector", ["torch", "sync"])
 def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vector, algo):
-    """grad_backend 'autograd' and 'closed-form' (the default for the MLPs) are two backends
-    of one update, on either collector: the same metrics to float rounding (TRPO: its policy
-    gradient, Fisher products and critic regression on each backend)."""
+    """grad_backend 'autograd', 'closed-form' and 'compiled' (where Numba is installed: the
+    default for the MLPs on a CPU, else the closed form) are backends of one update, on either
+    collector: the same metrics to float rounding (TRPO: its policy gradient, Fisher products
+    and critic regression on each backend)."""
+    from trustrl import compiled
+
     rows = {}
-    for backend in ("closed-form", "autograd"):
+    names = ("closed-form", "autograd") + (("compiled",) if compiled.available() else ())
+    for backend in names:
         res = trustrl.train(tiny(tmp_path / backend, algo, vector=vector, grad_backend=backend))
         rows[backend] = _rows(res.run_dir / "metrics.csv")
     keys = (("policy_loss", "value_loss", "approx_kl", "entropy", "grad_norm") if algo == "ppo"
             else ("value_loss", "approx_kl", "xFx", "step_size", "grad_norm", "kl_exact"))
-    for a, b in zip(rows["closed-form"], rows["autograd"], strict=True):
-        for k in keys:
-            assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-3, abs=1e-6), k
+    for other in names[1:]:
+        for a, b in zip(rows["closed-form"], rows[other], strict=True):
+            for k in keys:
+                assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-3, abs=1e-6), (other, k)
     from trustrl.learners import make_learner
 
+    auto = "compiled" if compiled.available() else "closed-form"
     for backend, expected in (("closed-form", "closed-form"), ("autograd", "autograd"),
-                              ("auto", "closed-form")):
+                              ("auto", auto)) + ((("compiled", "compiled"),)
+                                                 if compiled.available() else ()):
         cfg = tiny(tmp_path / "x", algo, vector=vector, grad_backend=backend)
         learner = make_learner(cfg, [1])
         assert learner.algo.backend.name == expected, backend

@@ -119,7 +119,8 @@ ranges, tolerances), from starting a run."""
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "vector": ("auto", "sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
-    "activation": ("tanh", "relu"), "grad_backend": ("auto", "closed-form", "autograd"),
+    "activation": ("tanh", "relu"),
+    "grad_backend": ("auto", "closed-form", "autograd", "compiled"),
     "track": ("none", "wandb", "mlflow"),
 }
 
@@ -226,7 +227,10 @@ class RunConfig:
     grad_backend: str = "auto"
     """Gradient backend of every algorithm, on either collector: 'closed-form' (each loss
     term's derivative, the chain rule written out for the tanh/ReLU MLPs: fastest on a CPU),
-    'autograd' (any network), or 'auto' (the closed form where it applies)."""
+    'autograd' (any network), 'compiled' (the closed form with TRPO's and NPG's critic
+    regression compiled by Numba, CPU: the `compiled` extra), or 'auto' (compiled where the
+    closed form applies on a CPU and Numba is installed, else the closed form where it
+    applies, else autograd)."""
     preset: str | None = None
     """The preset applied under the config file, --set and flags: `trustrl train --preset`
     (or this key) takes 'auto' (the default: the chapter's preset for the algorithm and env
@@ -378,9 +382,17 @@ class RunConfig:
             raise ConfigError("jit applies to vector 'torch' only")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
-        if self.grad_backend == "closed-form" and self.shared_trunk:
-            raise ConfigError("grad_backend 'closed-form' needs separate actor and critic MLPs "
-                              "(shared_trunk false); use 'auto' or 'autograd'")
+        if self.grad_backend in ("closed-form", "compiled") and self.shared_trunk:
+            raise ConfigError(f"grad_backend '{self.grad_backend}' needs separate actor and "
+                              "critic MLPs (shared_trunk false); use 'auto' or 'autograd'")
+        if self.grad_backend == "compiled":
+            from trustrl.compiled import available
+
+            if not available():
+                raise ConfigError("grad_backend 'compiled' needs Numba and scipy: pip install "
+                                  "\"trustrl[compiled]\"")
+            if not self.device.startswith("cpu"):
+                raise ConfigError("grad_backend 'compiled' runs on the CPU (device 'cpu')")
         if self.vector == "torch":
             from trustrl.envs.torch_classic import SUPPORTED
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trustrl import backends, rng
+from trustrl import compiled, rng
 from trustrl import diagnostics as diag
 from trustrl.advantages import gae
 from trustrl.agent import Agent, make_policy
@@ -133,16 +133,20 @@ def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | tor
 
 
 def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
-    if cfg.grad_backend == "closed-form" and not net.closed_form:
-        raise ConfigError("grad_backend 'closed-form' needs the default MLPs with Discrete or "
-                          "Box actions and no image (this network runs on autograd); use "
-                          "'auto' or 'autograd'")
+    if cfg.grad_backend in ("closed-form", "compiled") and not net.closed_form:
+        raise ConfigError(f"grad_backend '{cfg.grad_backend}' needs the default MLPs with "
+                          "Discrete or Box actions and no image (this network runs on "
+                          "autograd); use 'auto' or 'autograd'")
     if cfg.algo in ("trpo", "npg") and bool(net.actor_mask.all()):  # type: ignore[attr-defined]
         raise ConfigError(f"{cfg.algo} needs separate actor and critic parameters: a policy "
                           "module gives them by actor_parameters() and critic_parameters() "
                           "(docs/custom_networks.md)")
-    backend = backends.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
-    return make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
+    backend = compiled.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
+    algo = make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
+    prepare = getattr(backend, "prepare", None)
+    if prepare is not None:  # the compiled kernels it will call, loaded before the first update
+        prepare(net, algo.kernels)
+    return algo
 
 
 def _rows(m: dict[str, Tensor], columns: tuple[str, ...], int_columns: tuple[str, ...]

@@ -87,6 +87,16 @@ class PopAdam:
         else:
             self.t += active.to(self.t.dtype)
 
+    def count_steps(self, n: int) -> None:
+        """Count n steps that every member took outside `step` (trustrl.compiled's kernels
+        update param, m and v themselves, reading each member's count from t)."""
+        self.t += n
+        if self.fused:
+            if self._uniform:
+                self._t_all += float(n)
+            else:
+                self._t32 += float(n)
+
     def _apply(self, m: Tensor, v: Tensor, t: Tensor, lr: float | Tensor,
                mask: Tensor | None) -> None:
         b1, b2 = self.betas

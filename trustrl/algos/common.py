@@ -118,6 +118,12 @@ def take(batch: dict[str, Tensor], idx: Tensor,
     return out
 
 
+def epoch_order(keys: Tensor, counter: Tensor | int, n: int) -> Tensor:
+    """Each member's order of its n samples in one epoch [P, n]: a function of the member's key
+    and the counter alone (trustrl.rng)."""
+    return torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
+
+
 def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int,
                    buffers: dict[str, Tensor] | None = None) -> Iterator[dict[str, Tensor]]:
     """The minibatches [P, <=size] of one epoch, covering each member's samples once, in an
@@ -126,8 +132,7 @@ def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int
     and sliced (views): one gather per entry per epoch, not per minibatch; into `buffers`
     (see take) when given, so the previous epoch's minibatches must be done with."""
     n = batch["obs"].shape[1]
-    perm = torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
-    epoch = take(batch, perm, buffers)
+    epoch = take(batch, epoch_order(keys, counter, n), buffers)
     for start in range(0, n, size):
         yield {k: x[:, start:start + size] if k in PER_SAMPLE else x for k, x in epoch.items()}
 
@@ -149,7 +154,11 @@ def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Ten
     1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters'
     `net.critic_slice` (the backends' gradient of a critic-only loss covers just those).
     Returns each member's mean loss over the last epoch [P]."""
-    P = batch["returns"].shape[0]
+    P, n = batch["returns"].shape
+    kernel = getattr(backend, "fit_critic", None)
+    if kernel is not None and buffers is not None:  # the same loop, compiled (eager CPU only)
+        order = torch.stack([epoch_order(keys, counter * epochs + e, n) for e in range(epochs)])
+        return kernel(net, opt, batch["obs"], batch["returns"], order, minibatch_size, lr)
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
     data = {"obs": batch["obs"], "returns": batch["returns"]}
     last = torch.zeros(P, device=net.flat.device)
@@ -183,6 +192,7 @@ class Algorithm:
     columns: tuple[str, ...] = ()
     int_columns: tuple[str, ...] = ()
     extra_columns: tuple[str, ...] = ()  # its own metrics.csv columns, beyond the shared ones
+    kernels: tuple[str, ...] = ()  # the compiled backend's kernels it calls (trustrl.compiled)
 
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor):
         self.net, self.cfg, self.backend, self.keys = net, cfg, backend, keys

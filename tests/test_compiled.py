@@ -1,0 +1,140 @@
+"""The compiled backend (trustrl.compiled) against the eager closed form it compiles: the same
+numbers to float rounding, member by member, and a member of a population exactly as alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from trustrl import compiled, rng
+from trustrl.algos.common import fit_critic
+from trustrl.backends import ClosedForm
+from trustrl.optim import PopAdam
+from trustrl.policies import ActionSpec, ActorCritic
+from trustrl.popnet import PopActorCritic
+
+pytestmark = pytest.mark.skipif(not compiled.available(), reason="needs trustrl[compiled]")
+
+DISCRETE = ActionSpec("discrete", n=2)
+
+
+def test_tanh_approximation_is_within_a_few_ulp_of_numpy():
+    from trustrl.compiled.kernels import activate_
+
+    x = np.concatenate([np.linspace(-12, 12, 200_001, dtype=np.float32),
+                        np.array([0.0, -0.0, 1e-8, -1e-30, 7.9, 9.0], np.float32)])
+    z = x.copy()
+    activate_(z, False)
+    ref = np.tanh(x.astype(np.float64))
+    assert np.max(np.abs(z - ref)) < 4 * np.finfo(np.float32).eps
+    assert np.all(np.abs(z) <= 1.0)
+    r = x.copy()
+    activate_(r, True)
+    assert np.array_equal(r, np.maximum(x, 0.0))
+
+
+def _net(P: int, activation: str, hidden=(64, 64), obs_dim=4, seed=0):
+    torch.manual_seed(seed)
+    pols = [ActorCritic(obs_dim, DISCRETE, hidden, activation) for _ in range(P)]
+    return PopActorCritic.from_policies(pols, "cpu")
+
+
+def _fit(backend, net, batch, seeds, counter, epochs, mb, steps_before=0):
+    opt = PopAdam(net.flat.detach()[:, net.critic_slice], 1e-5)
+    keys = rng.shuffle_keys(seeds, "cpu")
+    for c in range(steps_before):  # an optimizer that has stepped already (bias correction)
+        fit_critic(net, opt, ClosedForm(), batch, keys, c, 1, mb, 1e-3, {})
+    loss = fit_critic(net, opt, backend, batch, keys, counter, epochs, mb, 1e-3, {})
+    return loss, opt
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("mb", [64, 50])  # 50: a last, shorter minibatch in each epoch
+def test_compiled_critic_fit_equals_the_eager_one(activation, mb):
+    """TRPO's critic regression (5 epochs of minibatches, Adam) compiled and eager: the same
+    parameters, Adam moments and step counts, and last-epoch losses, for 3 members with their
+    own shuffles, after an optimizer that had already stepped."""
+    P, N = 3, 256
+    torch.manual_seed(1)
+    batch = {"obs": torch.randn(P, N, 4), "returns": 3.0 * torch.randn(P, N)}
+    seeds = [3, 7, 11]
+    nets = [_net(P, activation, seed=2) for _ in range(2)]
+    (l_e, o_e), (l_c, o_c) = (
+        _fit(b, n, batch, seeds, counter=4, epochs=5, mb=mb, steps_before=2)
+        for b, n in ((ClosedForm(), nets[0]), (compiled.Compiled(), nets[1])))
+    moved = (nets[0].flat - _net(P, activation, seed=2).flat).abs().max()
+    assert moved > 1e-3  # the fit did something
+    torch.testing.assert_close(nets[1].flat, nets[0].flat, rtol=1e-4, atol=2e-6)
+    torch.testing.assert_close(o_c.m, o_e.m, rtol=1e-3, atol=1e-6)
+    torch.testing.assert_close(o_c.v, o_e.v, rtol=1e-3, atol=1e-9)
+    assert torch.equal(o_c.t, o_e.t)
+    torch.testing.assert_close(l_c, l_e, rtol=1e-4, atol=1e-6)
+    # the actor's columns are not touched
+    a = ~torch.isin(torch.arange(nets[0].size), torch.arange(nets[0].size)[nets[0].critic_slice])
+    assert torch.equal(nets[1].flat[:, a], _net(P, activation, seed=2).flat[:, a])
+
+
+def test_compiled_critic_fit_member_equals_its_seed_alone():
+    P, N = 3, 128
+    torch.manual_seed(4)
+    batch = {"obs": torch.randn(P, N, 4), "returns": torch.randn(P, N)}
+    pop = _net(P, "tanh", seed=5)
+    _fit(compiled.Compiled(), pop, batch, [1, 2, 3], counter=0, epochs=3, mb=32)
+    for p, seed in enumerate([1, 2, 3]):
+        one = _net(P, "tanh", seed=5)
+        one.flat = one.flat[p:p + 1].detach().clone()
+        _fit(compiled.Compiled(), one, {k: x[p:p + 1] for k, x in batch.items()}, [seed],
+             counter=0, epochs=3, mb=32)
+        assert torch.equal(one.flat[0], pop.flat[p])
+
+
+@pytest.mark.parametrize("kind", ["discrete", "box"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_compiled_fisher_product_equals_the_closed_form(kind, activation):
+    """F v of the compiled kernel and of ClosedForm.fisher_product, for 2 members with their
+    own parameters, on a direction with the critic's columns zero (as CG's are) and one
+    without, with damping; and F is symmetric positive semi-definite on random pairs."""
+    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
+                                                             high=(1.0, 1.0))
+    torch.manual_seed(6)
+    pols = [ActorCritic(3, action, (16, 8), activation, log_std_init=-0.3 * i)
+            for i in range(2)]
+    net = PopActorCritic.from_policies(pols, "cpu")
+    flat = net.flat.detach().clone()
+    obs = torch.randn(2, 40, 3)
+    old_out = net.actor(obs, flat)
+    eager = ClosedForm().fisher_product(net, obs, old_out, flat, 0.1)
+    comp = compiled.Compiled().fisher_product(net, obs, old_out, flat, 0.1)
+    mask = net.actor_mask.float()
+    for v in (torch.randn_like(flat) * mask, torch.randn_like(flat)):
+        ref, got = eager(v), comp(v)
+        assert ref.abs().max() > 1e-3
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-6)
+    u, w = torch.randn_like(flat) * mask, torch.randn_like(flat) * mask
+    torch.testing.assert_close((u * comp(w)).sum(1), (w * comp(u)).sum(1), rtol=1e-4,
+                               atol=1e-6)
+    assert bool(((u * comp(u)).sum(1) > 0).all())
+
+
+def test_the_blas_numba_calls_runs_on_one_thread():
+    """scipy's OpenBLAS (what Numba's np.dot calls) split over 2 threads rounded TRPO's Fisher
+    products differently from 1 thread, so a run's numbers depended on the environment: the
+    backend sets that library to one thread, whatever it was set to before."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the library is found through /proc/self/maps")
+    compiled._one_blas_thread()
+    with open("/proc/self/maps") as f:
+        paths = {p for p in (line.split()[-1] for line in f)
+                 if "openblas" in p.lower() and "scipy" in p.split("/")[-2]}
+    libs = [ctypes.CDLL(p) for p in paths]
+    libs = [lib for lib in libs if hasattr(lib, "scipy_openblas_get_num_threads")]
+    if not libs:
+        pytest.skip("no scipy-openblas here (another BLAS)")
+    for lib in libs:
+        lib.scipy_openblas_set_num_threads(ctypes.c_int(2))
+    compiled._one_blas_thread()
+    assert [lib.scipy_openblas_get_num_threads() for lib in libs] == [1] * len(libs)
