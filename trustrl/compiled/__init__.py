@@ -154,7 +154,6 @@ class Compiled(ClosedForm):
         opt.count_steps(order.shape[0] * math.ceil(obs.shape[1] / minibatch_size))
         return torch.from_numpy(last)
 
-
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
                        flat_old: Tensor, damping: float) -> Callable[[Tensor], Tensor]:

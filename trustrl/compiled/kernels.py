@@ -45,6 +45,16 @@ def activate_(z, relu):
         zf[i] = num / den
 
 
+@njit(cache=True, error_model="numpy")
+def hidden_size(sizes):
+    """How many parameters the hidden layers of an MLP of layer sizes `sizes` have: the offset
+    of w_out in its layout."""
+    off = 0
+    for layer in range(sizes.shape[0] - 2):
+        off += sizes[layer] * sizes[layer + 1] + sizes[layer + 1]
+    return off
+
+
 @njit(cache=True, fastmath=True, error_model="numpy")
 def mlp_forward(theta, sizes, relu, x):
     """The hidden layers' outputs [x, h_1, ..., h_L] of the MLP whose parameters start at
@@ -70,9 +80,7 @@ def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
     """Push dLoss/dh_L [M, h_L] back through the hidden layers: writes dW and db of every
     hidden layer into grad (the layout's offsets)."""
     L = sizes.shape[0] - 2
-    off = 0
-    for layer in range(L):
-        off += sizes[layer] * sizes[layer + 1] + sizes[layer + 1]
+    off = hidden_size(sizes)
     for layer in range(L - 1, -1, -1):
         a, b = sizes[layer], sizes[layer + 1]
         off -= a * b + b
@@ -105,9 +113,7 @@ def critic_fit(flat, c0, m, v, t, obs, ret, order, sizes, relu, mb, lr, b1, b2, 
     L = sizes.shape[0] - 2
     D = m.shape[1]
     n_in, h_L = sizes[0], sizes[L]
-    off_out = 0
-    for layer in range(L):
-        off_out += sizes[layer] * sizes[layer + 1] + sizes[layer + 1]
+    off_out = hidden_size(sizes)
     c1 = 1.0 - b1
     c2 = 1.0 - b2
     for p in range(P):
@@ -186,7 +192,7 @@ def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, dampi
             dz = np.dot(h_prev, vp[off:off + a * b].reshape((a, b)))
             db = vp[off + a * b:off + a * b + b]
             if layer > 0:
-                dz += np.dot(dh, th[off:off + a * b].copy().reshape((a, b)))
+                dz += np.dot(dh, th[off:off + a * b].reshape((a, b)))
             h = acts[layer][p]
             for i in range(B):
                 for k in range(b):
@@ -199,7 +205,7 @@ def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, dampi
             h_prev = h
             off += a * b + b
         h_L = sizes[L]
-        w_out = th[off:off + h_L * n].copy().reshape((h_L, n))
+        w_out = th[off:off + h_L * n].reshape((h_L, n))
         jv = np.dot(h_prev, vp[off:off + h_L * n].reshape((h_L, n)))
         if L > 0:
             jv += np.dot(dh, w_out)
