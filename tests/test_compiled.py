@@ -138,3 +138,124 @@ def test_the_blas_numba_calls_runs_on_one_thread():
         lib.scipy_openblas_set_num_threads(ctypes.c_int(2))
     compiled._one_blas_thread()
     assert [lib.scipy_openblas_get_num_threads() for lib in libs] == [1] * len(libs)
+
+
+# -- the compiled rollout: dynamics compiled from trustrl.envs.classic's source, and the collector
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0",
+                                    "MountainCarContinuous-v0", "Pendulum-v1"])
+def test_compiled_dynamics_equal_the_numpy_dynamics(env_id, dtype):
+    """The classic dynamics compiled by Numba from the source NumPy runs (trustrl.envs.classic
+    over trustrl.compiled.xp): one transition of 2,000 random and edge states (terminations,
+    time limits, clips, walls, angle wraps: test_numpy_envs' inputs) equals NumPy's, outputs of
+    the same dtypes and shapes; float64 to 1e-12, float32 to 1e-5 relative (the libraries'
+    sin and cos), booleans and counters exactly."""
+    from test_numpy_envs import check_close, random_inputs
+
+    from trustrl.envs.numpy_classic import make_numpy_dynamics
+    from trustrl.envs.torch_classic import make_torch_env
+
+    ref, dyn = make_numpy_dynamics(env_id, dtype), compiled.compiled_dynamics(env_id, dtype)
+    env = make_torch_env(env_id, 2000, dtype=torch.float64 if dtype == np.float64
+                         else torch.float32)
+    inputs = random_inputs(env_id, ref, env, np.random.default_rng(3))
+    want, got = ref.transition(*inputs), dyn.transition(*inputs)
+    for name, g, w in zip(("next_state", "elapsed", "next_obs", "reward", "terminated",
+                           "truncated", "final_obs"), got, want, strict=True):
+        check_close(g, w, dtype, name)
+    assert want[4].any() or env_id == "Pendulum-v1"
+    assert want[5].any()
+
+
+def _collector(env_id, seeds, compiled_rollout, **cfg_changes):
+    from trustrl.batched import BatchedCollector
+    from trustrl.config import make_config
+    from trustrl.envs.make import check_env
+    from trustrl.learners import init_policies
+
+    cfg = make_config("ppo", env_id=env_id, sets=cfg_changes)
+    net = PopActorCritic.from_policies(init_policies(check_env(env_id), cfg, seeds), "cpu")
+    return BatchedCollector(cfg, net, seeds, compiled_rollout=compiled_rollout)
+
+
+ROLLOUT_CASES = {
+    # env, settings: discrete and Box actions, with and without both normalisers, one env per
+    # member (the normalisers' one-row batch) and more than 8 (NumPy's pairwise sums)
+    "cartpole": ("CartPole-v1", dict(num_envs=4, num_steps=24)),
+    "acrobot-norm-9": ("Acrobot-v1", dict(num_envs=9, num_steps=40, normalize_obs=True,
+                                          normalize_reward=True)),
+    "mcc-norm-1": ("MountainCarContinuous-v0", dict(num_envs=1, num_steps=24,
+                                                    normalize_obs=True, normalize_reward=True,
+                                                    hidden_sizes=[16], activation="relu",
+                                                    log_std_init=0.5)),  # actions clipped
+    "pendulum-norm": ("Pendulum-v1", dict(num_envs=3, num_steps=30, normalize_obs=True,
+                                          normalize_reward=True)),
+}
+
+
+@pytest.mark.parametrize("case", ROLLOUT_CASES)
+def test_compiled_rollout_equals_the_numpy_rollout(case):
+    """Two collections (the carried state crossing from one to the next, episodes ending in the
+    second: time limits shortened) with the compiled and the NumPy rollout, 2 members: every
+    record and the carried state (envs, trackers, normalisers) equal to float rounding; actions
+    of discrete envs, terminations, truncations and lengths exactly."""
+    env_id, changes = ROLLOUT_CASES[case]
+    a = _collector(env_id, [3, 8], False, **changes)
+    b = _collector(env_id, [3, 8], True, **changes)
+    assert (a.rollout_kind, b.rollout_kind) == ("numpy", "compiled")
+    limit = 9  # episodes end by truncation within the rollouts (not only CartPole's falls)
+    for c in (a, b):
+        c.elapsed.fill_(c.env.max_episode_steps - limit)
+    truncations = 0
+    for _ in range(2):
+        ra, rb = a.collect(), b.collect()
+        truncations += int(ra["truncated"].sum())
+        for key in ra:
+            x, y = ra[key], rb[key]
+            assert x.dtype == y.dtype and x.shape == y.shape, key
+            if key in ("terminated", "truncated", "fin_len") or (key == "actions"
+                                                                 and a.net.discrete):
+                assert torch.equal(x, y), key
+            else:
+                torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-5, msg=key)
+    assert truncations > 0
+    for name in ("env_state", "elapsed", "ep_ret", "ep_len", "obs", "obs_mean", "obs_var",
+                 "obs_count", "ret_mean", "ret_var", "ret_count", "disc_return"):
+        x, y = getattr(a, name), getattr(b, name)
+        if x.dtype in (torch.int64, torch.bool):
+            assert torch.equal(x, y), name
+        else:
+            torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_compiled_rollout_member_equals_its_seed_alone(env_id):
+    """A member's records from the compiled rollout of a population are exactly those of its
+    seed collected alone (normalisers on: their statistics are per member)."""
+    pop = _collector(env_id, [4, 11], True, num_envs=2, num_steps=40, normalize_obs=True,
+                     normalize_reward=True)
+    alone = _collector(env_id, [11], True, num_envs=2, num_steps=40, normalize_obs=True,
+                       normalize_reward=True)
+    for _ in range(2):
+        rp, ra = pop.collect(), alone.collect()
+    for key in rp:
+        assert torch.equal(rp[key][:, 1], ra[key][:, 0]), key
+
+
+def test_the_compiled_backend_compiles_the_rollout_too():
+    """grad_backend 'auto' (where Numba is installed) and 'compiled' collect with the compiled
+    rollout on the batched CPU path; 'closed-form' with the NumPy rollout; an explicit
+    numpy_rollout keeps the eager one."""
+    from trustrl.config import make_config
+    from trustrl.learners import BatchedLearner
+
+    def kind(backend, **kw):
+        cfg = make_config("trpo", env_id="CartPole-v1",
+                          sets=dict(grad_backend=backend, num_envs=2, num_steps=32))
+        return BatchedLearner(cfg, [0], **kw).collector.rollout_kind
+
+    assert kind("auto") == kind("compiled") == "compiled"
+    assert kind("closed-form") == "numpy"
+    assert kind("compiled", numpy_rollout=True) == "numpy"
+    assert kind("compiled", numpy_rollout=False) == "torch"

@@ -111,7 +111,8 @@ class BatchedCollector:
     """
 
     def __init__(self, cfg: Any, net: PopActorCritic, seeds: list[int],
-                 compile: bool = False, numpy_rollout: bool | None = None):
+                 compile: bool = False, numpy_rollout: bool | None = None,
+                 compiled_rollout: bool = False):
         self.cfg, self.seeds, self.net = cfg, list(seeds), net
         self.spec = check_env(cfg.env_id)
         dev = self.device = net.flat.device
@@ -158,12 +159,27 @@ class BatchedCollector:
             raise ValueError("the NumPy rollout needs a CPU device and a classic-control env")
         self._np_env = (make_numpy_dynamics(cfg.env_id, np.float32) if numpy_rollout
                         else None)
+        self._compiled: Any = None
+        if compiled_rollout:
+            if self._np_env is None:
+                raise ValueError("the compiled rollout needs the NumPy rollout's conditions "
+                                 "(a CPU device, a classic-control env, no torch.compile)")
+            from trustrl.compiled import compiled_rollout as make_compiled_rollout
+
+            self._compiled = make_compiled_rollout(cfg.env_id)  # compiled at the first collect
         if compile:
             self._step_fn = torch.compile(self._policy_env_step, dynamic=False)
 
     @property
     def numpy_rollout(self) -> bool:
+        """Whether the rollout runs on the host in NumPy arrays (compiled or not)."""
         return self._np_env is not None
+
+    @property
+    def rollout_kind(self) -> str:
+        """'compiled', 'numpy' or 'torch'."""
+        return ("compiled" if self._compiled is not None
+                else "numpy" if self._np_env is not None else "torch")
 
     # --- pieces -----------------------------------------------------------------------------------
     def normalize(self, obs: Tensor, mean: Tensor, var: Tensor) -> Tensor:
@@ -344,6 +360,38 @@ class BatchedCollector:
             obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x))
         return recs + (torch.from_numpy(np.ascontiguousarray(x)),)
 
+    def _compiled_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
+        """`_numpy_rollout` as one compiled call (trustrl.compiled.rollout): the same records,
+        the carried state updated in place likewise."""
+        cfg, net = self.cfg, self.net
+        P, N, T, D = self.P, self.N, self.T, self.D
+        f32 = np.float32
+        self._compiled.prepare(net.discrete)  # says so when it compiles (once per machine)
+        act_i = np.zeros((T, P, N) if net.discrete else (0, 0, 0), np.int64)
+        act_f = np.zeros((0, 0, 0, 0) if net.discrete else (T, P, N, net.n_out), f32)
+        recs = (np.empty((T, P, N, D), f32), np.empty((T, P, N), f32),
+                np.empty((T, P, N), f32), np.empty((T, P, N), bool), np.empty((T, P, N), bool),
+                np.empty((T, P, N), np.float64), np.empty((T, P, N), np.int64),
+                np.empty((T, P, N, D), f32))
+        obs_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = recs
+        bounds = self._act_bounds_np or (np.zeros(1, f32), np.zeros(1, f32))
+        ls_off = 0 if net.discrete else net.segments[-1].offset
+        x = self._compiled.run(
+            net.flat.detach().numpy(), 0, np.array((self.D, *net.hidden_sizes, net.n_out),
+                                                   np.int64),
+            net.activation == "relu", net.discrete, ls_off,
+            np.ascontiguousarray(noise.numpy(), f32), resets.numpy(), self.env_state.numpy(),
+            self.elapsed.numpy(), self.obs.numpy(), self.ep_ret.numpy(), self.ep_len.numpy(),
+            self.obs_mean.numpy(), self.obs_var.numpy(), self.obs_count.numpy().reshape(1),
+            self.ret_mean.numpy(), self.ret_var.numpy(), self.ret_count.numpy().reshape(1),
+            self.disc_return.numpy(), bool(cfg.normalize_obs), bool(cfg.normalize_reward),
+            float(cfg.gamma), float(cfg.obs_clip), float(cfg.reward_clip), bounds[0],
+            bounds[1], obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
+            final_x)
+        act_b = act_i if net.discrete else act_f
+        return tuple(torch.from_numpy(r) for r in (
+            obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x, x))
+
     def collect(self) -> dict[str, Tensor]:
         """The batched collector: T steps of every member's N envs with pi_old. Returns the
         records [T, P, N, ...]: obs (network inputs), actions (unclipped samples), logp,
@@ -363,8 +411,9 @@ class BatchedCollector:
         resets = self.resets.sample(T)
         if self._np_env is not None:
             # the carried state is updated in place by the NumPy rollout (obs included)
+            rollout = self._numpy_rollout if self._compiled is None else self._compiled_rollout
             (obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
-             x) = self._numpy_rollout(noise, resets)
+             x) = rollout(noise, resets)
         else:
             carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
                      self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,

@@ -25,9 +25,11 @@ compile cost (a few seconds) is paid once per machine; `pick` takes this backend
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,9 +77,48 @@ def _one_blas_thread() -> None:
                 break
 
 
+_SOURCES = ("compiled/kernels.py", "compiled/rollout.py", "compiled/xp.py", "envs/classic.py")
+"""The files compiled code is built from. Numba's disk cache checks only a function's own
+file, but a compiled function includes the code of those it calls from other files."""
+
+
+def _drop_stale_caches() -> None:
+    """Delete trustrl's Numba cache files when any of `_SOURCES` changed since they were written
+    (a fingerprint of their contents is kept beside them), so that compiled code never
+    includes an older version of a function from another file (an edited checkout; an
+    installed package rewrites every file, which Numba notices itself). Only where the cache
+    folders are writable; silent otherwise."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in _SOURCES:
+        try:
+            h.update((root / rel).read_bytes())
+        except OSError:
+            return
+    digest = h.hexdigest()
+    stamp = root / "compiled" / "__pycache__" / "numba-sources.sha256"
+    try:
+        if stamp.read_text() == digest:
+            return
+    except OSError:
+        pass
+    try:
+        for folder in (root / "compiled" / "__pycache__", root / "envs" / "__pycache__"):
+            for f in folder.glob("*.nb[ic]"):
+                f.unlink(missing_ok=True)
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:
+        pass
+
+
 def _kernels() -> dict[str, Any]:
     """The compiled functions, built (and loaded from the disk cache) on first use."""
     if not _KERNELS:
+        _drop_stale_caches()
         _one_blas_thread()
         from trustrl.compiled import kernels as k  # imports numba: only when used
 
@@ -185,6 +226,92 @@ class Compiled(ClosedForm):
             return torch.from_numpy(out)
 
         return fvp
+
+
+def compiled_dynamics(env_id: str, dtype: Any = np.float32) -> Any:
+    """The dynamics of one of the five classic-control envs (trustrl.envs.classic.DYNAMICS)
+    compiled by Numba from the source the NumPy and torch envs run (over trustrl.compiled.xp):
+    the same ``transition``, on NumPy arrays."""
+    from trustrl.compiled import xp
+    from trustrl.envs import classic
+
+    _kernels()
+    return classic.DYNAMICS[env_id](xp, dtype, wrap=xp.jit)
+
+
+class CompiledRollout:
+    """The compiled rollout of one classic-control env (trustrl.compiled.rollout): the env's
+    dynamics compiled from trustrl.envs.classic's source over trustrl.compiled.xp."""
+
+    def __init__(self, env_id: str) -> None:
+        from trustrl.compiled import rollout
+
+        self.dynamics = compiled_dynamics(env_id, np.float32)
+        self._run = rollout.bind(self.dynamics)
+        self._ready = False
+
+    def run(self, *args: Any) -> Any:
+        """trustrl.compiled.rollout.rollout with this env's constants."""
+        return self._run(self.dynamics.k, *args)
+
+    def prepare(self, discrete: bool) -> None:
+        """Load (or, the first time on a machine, compile: about 20 s) the rollout, once per
+        process, before its first real call, by one call on a one-step, one-env problem of the
+        same types; says so on stderr when it takes more than a second (a compile: a load from
+        the disk cache takes well under that)."""
+        if self._ready:
+            return
+        dyn, f32 = self.dynamics, np.float32
+        D, n = dyn.obs_dim, (dyn.n_actions if discrete else dyn.action_dim)
+        assert n is not None
+        sizes = np.array((D, 2, n), np.int64)
+        flat = np.zeros((1, 2 * D + 2 + 3 * n + n + 8), f32)
+        with _announce_if_slow(f"compiling the rollout of {dyn.env_id} (once per machine, "
+                               "about 20 s; cached on disk)"):
+            self.run(flat, 0, sizes, False, discrete, 2 * D + 2 + 3 * n,
+                     np.zeros((1, 1, 1, n), f32),
+                     np.zeros((1, 1, dyn.state_dim), dyn.state_dtype),
+                     np.zeros((1, dyn.state_dim), dyn.state_dtype), np.zeros(1, np.int64),
+                     np.zeros((1, 1, D), f32), np.zeros((1, 1)), np.zeros((1, 1), np.int64),
+                     np.zeros((1, D)), np.ones((1, D)), np.ones(1), np.zeros(1), np.ones(1),
+                     np.ones(1), np.zeros((1, 1)), False, False, 0.99, 10.0, 10.0,
+                     np.zeros(n, f32), np.zeros(n, f32), np.zeros((1, 1, 1, D), f32),
+                     np.zeros((1, 1, 1) if discrete else (0, 0, 0), np.int64),
+                     np.zeros((0, 0, 0, 0) if discrete else (1, 1, 1, n), f32),
+                     np.zeros((1, 1, 1), f32), np.zeros((1, 1, 1), f32),
+                     np.zeros((1, 1, 1), bool), np.zeros((1, 1, 1), bool),
+                     np.zeros((1, 1, 1)), np.zeros((1, 1, 1), np.int64),
+                     np.zeros((1, 1, 1, D), f32))
+        self._ready = True
+
+
+@contextlib.contextmanager
+def _announce_if_slow(what: str, after: float = 1.0) -> Any:
+    """Print "trustrl: <what>" on stderr if the block is still running after `after` seconds,
+    and then how long it took."""
+    t0 = time.perf_counter()
+    timer = threading.Timer(after, lambda: print(f"trustrl: {what}", file=sys.stderr,
+                                                 flush=True))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if time.perf_counter() - t0 > after:
+            print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
+
+
+_ROLLOUTS: dict[str, CompiledRollout] = {}
+
+
+def compiled_rollout(env_id: str) -> CompiledRollout:
+    """The (per process cached) compiled rollout of ``env_id``, one of the five classic-control
+    envs. Its code is compiled at its first call (cached on disk after that)."""
+    r = _ROLLOUTS.get(env_id)
+    if r is None:
+        r = _ROLLOUTS[env_id] = CompiledRollout(env_id)
+    return r
 
 
 def _cached(kernel: Any) -> bool:

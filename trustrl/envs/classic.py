@@ -38,8 +38,12 @@ inputs and a NumPy caller may normalise observations in place.
 
 from __future__ import annotations
 
+import collections
 import math
 import operator
+import re
+import sys
+import types
 from typing import Any, ClassVar
 
 import numpy as np
@@ -124,6 +128,10 @@ class ArrayOps:
         """Blocks [N, k_i] side by side (a new array)."""
         raise NotImplementedError
 
+    def column(self, x: Array) -> Array:
+        """x [N] as a column [N, 1] (a view where the library has them)."""
+        return x[:, None]
+
     def astype(self, x: Array, dtype: Any) -> Array:
         """x in ``dtype``, always a new array."""
         raise NotImplementedError
@@ -144,12 +152,9 @@ class ArrayOps:
         """Whether any entry is True (only called where ``branches`` is True)."""
         raise NotImplementedError
 
-    def index_actions(self, actions: Any, n: int) -> Array:
-        """Discrete actions as int64 [n] (floats truncated toward zero)."""
-        raise NotImplementedError
-
-    def float_actions(self, actions: Any, n: int, dtype: Any) -> Array:
-        """The one column of Box actions ([n, 1] or [n]) as ``dtype`` [n]."""
+    def actions(self, actions: Any, n: int, dtype: Any) -> Array:
+        """Actions ([n], or Box actions [n, 1]) as ``dtype`` [n]: int64 for discrete ones (floats
+        truncated toward zero), the env's dtype for Box ones."""
         raise NotImplementedError
 
 
@@ -218,10 +223,7 @@ class NumpyOps(ArrayOps):
             arr = self._filled[key] = np.full(n, value, dtype)
         return arr.copy()
 
-    def index_actions(self, actions: Any, n: int) -> Array:
-        return np.asarray(actions, self.int64).reshape(n)
-
-    def float_actions(self, actions: Any, n: int, dtype: Any) -> Array:
+    def actions(self, actions: Any, n: int, dtype: Any) -> Array:
         return np.asarray(actions, dtype).reshape(n)
 
 
@@ -287,11 +289,7 @@ class TorchOps(ArrayOps):
     def any(self, mask: Array) -> bool:  # never called: branches is False
         raise RuntimeError("a torch step must not branch on device values")
 
-    def index_actions(self, actions: Any, n: int) -> Array:
-        a = self._torch.as_tensor(actions, device=self.device).detach()
-        return a.to(self._torch.int64).reshape(n)
-
-    def float_actions(self, actions: Any, n: int, dtype: Any) -> Array:
+    def actions(self, actions: Any, n: int, dtype: Any) -> Array:
         a = self._torch.as_tensor(actions, device=self.device).detach()
         return a.to(dtype).reshape(n)
 
@@ -310,16 +308,117 @@ def torch_ops(device: Any = "cpu") -> TorchOps:
     return ops
 
 
+# -- binding the dynamics to a namespace ---------------------------------------------------------
+#
+# Each env's arithmetic is a set of module-level functions of (k, arrays): ``k`` is the env's
+# constants (a namedtuple built once by ``_setup``) and the array operations are looked up on the
+# global name ``o``, which this module never defines. ``bind`` gives every such function a copy of
+# this module's globals with ``o`` set to a namespace, and with ``step`` and ``observe`` set to the
+# env's own functions, so that the shared ``transition`` calls them. The same source then runs
+# eagerly over NumPy or torch, and compiled by Numba over ``trustrl.compiled.xp`` (whose ``wrap``
+# hands each bound function to ``numba.njit``).
+
+class _Unbound:
+    """The module-level stand-in for a name that ``bind`` gives each function: calling a function
+    written over ``o`` without binding it fails here, with this message."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise RuntimeError(f"{self.name} is unbound: call the function as bind() returns it")
+
+    def __call__(self, *args: Any) -> Any:
+        raise RuntimeError(f"{self.name} is unbound: call the function as bind() returns it")
+
+
+o: Any = _Unbound("o")
+"""The array namespace of the functions below (``ArrayOps``), given to each by ``bind``."""
+step: Any = _Unbound("step")
+observe: Any = _Unbound("observe")
+"""The env's ``step`` and ``observe``, which ``transition`` calls: given by ``bind``."""
+
+_FUNCTIONS: dict[str, Any] = {}
+"""Every function written over ``o``, by name (filled by ``_over_o``)."""
+
+
+def _over_o(f: Any) -> Any:
+    """Register ``f`` as written over the namespace ``o`` (for ``bind``); returns it unchanged."""
+    _FUNCTIONS[f.__name__] = f
+    return f
+
+
+_BOUND: dict[tuple[int, str, str, int], dict[str, Any]] = {}
+
+
+def bind(ops: Any, step: Any, observe: Any, wrap: Any = None) -> dict[str, Any]:
+    """Every registered function with ``o`` = ``ops`` and the free names ``step`` and ``observe``
+    the bound forms of the env's ``step`` and ``observe``: a namespace (dict) of the bound
+    functions by name. ``wrap`` (e.g. ``numba.njit``) is applied to each bound function.
+
+    The namespace is the ``__dict__`` of a module registered in ``sys.modules`` (tools that
+    find a function's globals through its module, as torch.compile's guards do, then see the
+    bound names), made once per (namespace, env, wrap) and shared by the envs that ask again
+    (a Numba-compiled namespace keeps its compiled functions)."""
+    key = (id(ops), step.__name__, observe.__name__, id(wrap))
+    ns = _BOUND.get(key)
+    if ns is not None:
+        return ns
+    # A name that is the same in every process (Numba's disk cache records it and imports it
+    # when it loads compiled code) and has no dot (importers would look for a package).
+    ops_name = re.sub(r"\W", "_", getattr(ops, "__name__", None) or repr(ops))
+    name = f"_trustrl_classic_{ops_name}_{step.__name__}" + ("" if wrap is None else "_wrapped")
+    module = types.ModuleType(name, f"trustrl.envs.classic over {ops!r}")
+    ns = module.__dict__
+    ns.update((k, v) for k, v in globals().items() if not k.startswith("__"))
+    ns["__builtins__"] = __builtins__
+    ns["o"] = ops
+    for fname, f in _FUNCTIONS.items():
+        g = types.FunctionType(f.__code__, ns, fname, f.__defaults__, f.__closure__)
+        g.__doc__, g.__qualname__ = f.__doc__, f.__qualname__
+        ns[fname] = g if wrap is None else wrap(g)
+    ns["step"], ns["observe"] = ns[step.__name__], ns[observe.__name__]
+    sys.modules[name] = module
+    _BOUND[key] = ns
+    return ns
+
+
 # -- the shared part of every env ------------------------------------------------------------------
+
+@_over_o
+def transition(k: Any, state: Array, elapsed: Array, actions: Any, reset_state: Array
+               ) -> tuple[Array, Array, Array, Array, Array, Array, Array]:
+    """``Dynamics.transition`` with the env's constants ``k`` (see there)."""
+    a = o.actions(actions, state.shape[0], k.action_dtype)
+    new_state, reward, terminated = step(k, state, a)  # the env's, bound
+    el = elapsed + k.one
+    truncated = el >= k.limit
+    done = terminated | truncated
+    final_obs = observe(k, new_state)
+    if o.branches and not o.any(done):  # NumPy: nothing ended, nothing to reset
+        return new_state, el, o.copy(final_obs), reward, terminated, truncated, final_obs
+    next_state = o.where(o.column(done), o.cast(reset_state, k.state_dtype), new_state)
+    el = o.where(done, k.zero, el)
+    # observe() is row-wise: rows that ended see the reset state's observation
+    return next_state, el, observe(k, next_state), reward, terminated, truncated, final_obs
+
+
+@_over_o
+def observe_state(k: Any, state: Array) -> Array:
+    """Identity observation (CartPole, the mountain cars, whose ``state_dtype`` is ``dtype``):
+    a copy."""
+    return o.copy(state)
+
 
 class Dynamics:
     """One classic-control env's step as a pure function of (state, counters, actions), over
     the array namespace ``o``.
 
     Subclasses set the class attributes, build their constants in ``_setup`` (through
-    ``o.const`` and ``o.table``, once, not per step) and implement ``step`` and, when the
-    observation is not the state itself, ``_observe``. This base class does the action
-    conversion, the time limit and the autoreset.
+    ``o.const`` and ``o.table``, once, not per step, returned by ``constants``) and name their
+    module-level ``step_fn`` (and ``observe_fn`` when the observation is not the state itself),
+    written over ``o`` (see ``bind``). This base class does the action conversion, the time
+    limit and the autoreset (the module-level ``transition``).
 
     Attributes:
         env_id: the Gymnasium id this env reproduces.
@@ -329,6 +428,8 @@ class Dynamics:
         max_episode_steps: the time limit Gymnasium registers for the id.
         dtype: float32 or float64 (the namespace's), of observations, rewards and Box actions.
         state_dtype: of the state and the arithmetic: ``dtype``, except Acrobot (float64).
+        k: the constants (a namedtuple, one type per env class).
+        functions: the bound functions (``bind``), ``transition`` among them.
     """
 
     env_id: ClassVar[str]
@@ -341,8 +442,10 @@ class Dynamics:
     action_low: ClassVar[float | None] = None
     action_high: ClassVar[float | None] = None
     float64_state: ClassVar[bool] = False
+    step_fn: ClassVar[Any]
+    observe_fn: ClassVar[Any] = staticmethod(observe_state)
 
-    def __init__(self, ops: ArrayOps, dtype: Any) -> None:
+    def __init__(self, ops: ArrayOps, dtype: Any, wrap: Any = None) -> None:
         dtype = ops.dtype(dtype)
         if dtype not in (ops.float32, ops.float64):
             raise ValueError(f"dtype must be float32 or float64, got {dtype}")
@@ -350,14 +453,30 @@ class Dynamics:
         self.dtype = dtype
         self.state_dtype = ops.float64 if self.float64_state else dtype
         self.f64 = self.state_dtype == ops.float64
-        self._one = ops.const(1, ops.int64)
-        self._zero = ops.const(0, ops.int64)
-        self._limit = ops.const(self.max_episode_steps, ops.int64)
-        self._discrete = self.action_kind == "discrete"
-        self._setup()
+        self.k = self._setup()
+        self.functions = bind(ops, type(self).step_fn, type(self).observe_fn, wrap)
+        self._transition = self.functions["transition"]
+        self._step, self._observe_k = self.functions["step"], self.functions["observe"]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id}, {self.o!r}, dtype={self.dtype})"
+
+    def constants(self, **values: Any) -> Any:
+        """The env's constants as a namedtuple (one type per env class, for Numba), with the
+        fields every env's ``transition`` reads added."""
+        o = self.o
+        values.update(one=o.const(1, o.int64), zero=o.const(0, o.int64),
+                      limit=o.const(self.max_episode_steps, o.int64),
+                      action_dtype=o.int64 if self.action_kind == "discrete" else self.dtype,
+                      f64=self.f64, dtype=self.dtype,
+                      state_dtype=self.state_dtype)
+        name = f"{type(self).__name__}Constants"
+        kt = globals().get(name)
+        if kt is None or kt._fields != tuple(values):
+            # a module attribute, so that pickle (Numba's disk cache of signatures) finds it
+            kt = collections.namedtuple(name, tuple(values), module=__name__)  # type: ignore
+            globals()[name] = kt
+        return kt(**values)
 
     def transition(self, state: Array, elapsed: Array, actions: Any, reset_state: Array
                    ) -> tuple[Array, Array, Array, Array, Array, Array, Array]:
@@ -368,42 +487,45 @@ class Dynamics:
         terminated); where either is set the row restarts from ``reset_state`` (its counter at
         0, next_obs its first observation) and final_obs keeps the true last observation.
         """
-        o = self.o
-        n = state.shape[0]
-        a = (o.index_actions(actions, n) if self._discrete
-             else o.float_actions(actions, n, self.dtype))
-        new_state, reward, terminated = self.step(state, a)
-        el = elapsed + self._one
-        truncated = el >= self._limit
-        done = terminated | truncated
-        final_obs = self._observe(new_state)
-        if o.branches and not o.any(done):  # NumPy: nothing ended, nothing to reset
-            return new_state, el, o.copy(final_obs), reward, terminated, truncated, final_obs
-        next_state = o.where(done[:, None], o.cast(reset_state, self.state_dtype), new_state)
-        el = o.where(done, self._zero, el)
-        # observe() is row-wise: rows that ended see the reset state's observation
-        return next_state, el, self._observe(next_state), reward, terminated, truncated, \
-            final_obs
+        return self._transition(self.k, state, elapsed, actions, reset_state)
 
     def observe(self, state: Array) -> Array:
         """Observations [N, obs_dim] (a new array, in ``dtype``) of states [N, state_dim] (in
         ``state_dtype``, or converted to it)."""
-        return self._observe(self.o.cast(state, self.state_dtype))
+        return self._observe_k(self.k, self.o.cast(state, self.state_dtype))
 
-    # -- for subclasses ------------------------------------------------------------------------
-
-    def _setup(self) -> None:
-        raise NotImplementedError
+    def _observe(self, state: Array) -> Array:
+        return self._observe_k(self.k, state)
 
     def step(self, state: Array, actions: Array) -> tuple[Array, Array, Array]:
         """One step of the dynamics: (new state, a new array; reward [N] in ``dtype``;
         terminated [N] bool), actions as ``transition`` converts them."""
+        return self._step(self.k, state, actions)
+
+    # -- for subclasses ------------------------------------------------------------------------
+
+    def _setup(self) -> Any:
         raise NotImplementedError
 
-    def _observe(self, state: Array) -> Array:
-        """Identity observation (CartPole, the mountain cars, whose ``state_dtype`` is
-        ``dtype``): a copy."""
-        return self.o.copy(state)
+
+@_over_o
+def cartpole_step(k: Any, state: Array, actions: Array) -> tuple[Array, Array, Array]:
+    """``CartPole``'s step."""
+    x_dot, theta, theta_dot = state[:, 1], state[:, 2], state[:, 3]
+    pml, total = k.pml, k.total
+    force = o.take(k.force, actions)
+    costheta = o.cos(theta)
+    sintheta = o.sin(theta)
+    # Gymnasium's operations, in its order (so float64 matches to the last bits).
+    temp = (force + pml * o.square(theta_dot) * sintheta) / total
+    thetaacc = (k.gravity * sintheta - costheta * temp) / (
+        k.length * (k.four_thirds - k.masspole * o.square(costheta) / total))
+    xacc = temp - pml * thetaacc * costheta / total
+    deriv = o.stack((x_dot, xacc, theta_dot, thetaacc), k.state_dtype)
+    new_state = state + k.tau * deriv  # x + tau * x_dot, ..., with the old velocities
+    out = o.abs(new_state[:, 0::2]) > k.thresholds
+    terminated = out[:, 0] | out[:, 1]
+    return new_state, o.full(state.shape[0], 1.0, k.dtype), terminated
 
 
 class CartPole(Dynamics):
@@ -423,6 +545,7 @@ class CartPole(Dynamics):
     action_kind = "discrete"
     n_actions = 2
     max_episode_steps = 500
+    step_fn = staticmethod(cartpole_step)
 
     gravity = 9.8
     masscart = 1.0
@@ -435,33 +558,87 @@ class CartPole(Dynamics):
     theta_threshold_radians = 12 * 2 * math.pi / 360
     x_threshold = 2.4
 
-    def _setup(self) -> None:
+    def _setup(self) -> Any:
         o, sd = self.o, self.state_dtype
-        self._force = o.table([-self.force_mag, self.force_mag], sd)  # indexed by the action
-        self._pml, self._total = o.const(self.polemass_length, sd), o.const(self.total_mass, sd)
-        self._masspole, self._gravity = o.const(self.masspole, sd), o.const(self.gravity, sd)
-        self._length, self._four_thirds = o.const(self.length, sd), o.const(4.0 / 3.0, sd)
-        self._tau = o.const(self.tau, sd)
-        # |x| > 2.4 or |theta| > 12 degrees, on the columns [x, theta] of the new state
-        self._thresholds = o.table([self.x_threshold, self.theta_threshold_radians], sd)
+        return self.constants(
+            force=o.table([-self.force_mag, self.force_mag], sd),  # indexed by the action
+            pml=o.const(self.polemass_length, sd), total=o.const(self.total_mass, sd),
+            masspole=o.const(self.masspole, sd), gravity=o.const(self.gravity, sd),
+            length=o.const(self.length, sd), four_thirds=o.const(4.0 / 3.0, sd),
+            tau=o.const(self.tau, sd),
+            # |x| > 2.4 or |theta| > 12 degrees, on the columns [x, theta] of the new state
+            thresholds=o.table([self.x_threshold, self.theta_threshold_radians], sd))
 
-    def step(self, state: Array, actions: Array) -> tuple[Array, Array, Array]:
-        o = self.o
-        x_dot, theta, theta_dot = state[:, 1], state[:, 2], state[:, 3]
-        pml, total = self._pml, self._total
-        force = o.take(self._force, actions)
-        costheta = o.cos(theta)
-        sintheta = o.sin(theta)
-        # Gymnasium's operations, in its order (so float64 matches to the last bits).
-        temp = (force + pml * o.square(theta_dot) * sintheta) / total
-        thetaacc = (self._gravity * sintheta - costheta * temp) / (
-            self._length * (self._four_thirds - self._masspole * o.square(costheta) / total))
-        xacc = temp - pml * thetaacc * costheta / total
-        deriv = o.stack((x_dot, xacc, theta_dot, thetaacc), self.state_dtype)
-        new_state = state + self._tau * deriv  # x + tau * x_dot, ..., with the old velocities
-        out = o.abs(new_state[:, 0::2]) > self._thresholds
-        terminated = out[:, 0] | out[:, 1]
-        return new_state, o.full(state.shape[0], 1.0, self.dtype), terminated
+
+@_over_o
+def acrobot_dsdt(k: Any, s: Array, a: Array) -> Array:
+    """ds/dt [N, 4] of the book dynamics with the torque a [N] held apart (its derivative is
+    0, so carrying it through the stages would only add zeros): Gymnasium's ``_dsdt`` term
+    for term, sin/cos of theta2 computed once."""
+    theta1, theta2, dtheta1, dtheta2 = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
+    cos2, sin2 = o.cos(theta2), o.sin(theta2)
+    k1, k05 = k.k1, k.k05
+    d1 = k.k025 + (k.k125 + cos2) + k1 + k1  # m1 lc1^2 + m2 (...) + I1 + I2
+    d2 = k.k025 + k05 * cos2 + k1  # m2 (lc2^2 + l1 lc2 cos2) + I2
+    phi2 = k.k49 * o.cos(theta1 + theta2 - k.half_pi)
+    phi1 = (
+        k.km05 * o.square(dtheta2) * sin2
+        - dtheta2 * dtheta1 * sin2  # 2 m2 l1 lc2 = 1
+        + k.k147 * o.cos(theta1 - k.half_pi)
+        + phi2
+    )
+    ddtheta2 = (a + d2 / d1 * phi1 - k05 * o.square(dtheta1) * sin2 - phi2) / (
+        k.k125 - o.square(d2) / d1)
+    ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+    return o.stack((dtheta1, dtheta2, ddtheta1, ddtheta2), k.state_dtype)
+
+
+@_over_o
+def acrobot_wrap(k: Any, x: Array) -> Array:
+    """``Acrobot.wrap`` with the constants ``k``."""
+    pi, minus_pi, diff = k.pi, k.minus_pi, k.two_pi
+    if o.branches and not o.any(o.abs(x) > pi):
+        return x
+    for _ in range(k.wrap_turns):
+        above = x > pi
+        if o.branches and not o.any(above):
+            break
+        x = o.where(above, x - diff, x)
+    for _ in range(k.wrap_turns):
+        below = x < minus_pi
+        if o.branches and not o.any(below):
+            break
+        x = o.where(below, x + diff, x)
+    still = o.abs(x) > pi
+    if o.branches and not o.any(still):
+        return x
+    return o.where(still, o.remainder(x + pi, diff) - pi, x)
+
+
+@_over_o
+def acrobot_step(k: Any, state: Array, actions: Array) -> tuple[Array, Array, Array]:
+    """``Acrobot``'s step."""
+    a = o.take(k.torque, actions)
+    # Gymnasium's rk4(derivs, s_augmented, [0, dt]): the same operations, in the same order
+    dt2, two = k.dt2, k.two
+    k1 = acrobot_dsdt(k, state, a)
+    k2 = acrobot_dsdt(k, state + dt2 * k1, a)
+    k3 = acrobot_dsdt(k, state + dt2 * k2, a)
+    k4 = acrobot_dsdt(k, state + k.dt * k3, a)
+    ns = state + k.dt6 * (k1 + two * k2 + two * k3 + k4)
+    new_state = o.concat((acrobot_wrap(k, ns[:, :2]),
+                          o.clip(ns[:, 2:], k.vel_low, k.vel_high)))
+    t1 = new_state[:, 0]
+    terminated = -o.cos(t1) - o.cos(new_state[:, 1] + t1) > k.k1
+    return new_state, o.pick(k.rewards, terminated), terminated
+
+
+@_over_o
+def acrobot_observe(k: Any, state: Array) -> Array:
+    """``Acrobot``'s observation: computed in float64, then rounded into dtype."""
+    t1, t2 = state[:, 0], state[:, 1]
+    return o.stack((o.cos(t1), o.sin(t1), o.cos(t2), o.sin(t2), state[:, 2],
+                    state[:, 3]), k.dtype)
 
 
 class Acrobot(Dynamics):
@@ -492,6 +669,8 @@ class Acrobot(Dynamics):
     n_actions = 3
     max_episode_steps = 500
     float64_state = True
+    step_fn = staticmethod(acrobot_step)
+    observe_fn = staticmethod(acrobot_observe)
 
     dt = 0.2
     LINK_LENGTH_1 = 1.0
@@ -506,7 +685,7 @@ class Acrobot(Dynamics):
     """Turns ``wrap`` undoes by repeated +-2 pi before falling back to a modulo (torch cannot
     loop until done without a host sync; |angle| up to ~29 rad, 4.6 turns, seen after one step)."""
 
-    def _setup(self) -> None:
+    def _setup(self) -> Any:
         # Link masses, lengths and moments are 1 and the centres of mass 0.5, so Gymnasium's
         # products of these constants fold exactly into the ones below (m * x with m = 1 is x).
         m1, m2 = self.LINK_MASS_1, self.LINK_MASS_2
@@ -515,90 +694,43 @@ class Acrobot(Dynamics):
         o, sd = self.o, self.state_dtype
         c = lambda v: o.const(v, sd)  # noqa: E731
         g = 9.8
-        self._torque = o.table([-1.0, 0.0, 1.0], sd)  # AVAIL_TORQUE, indexed by the action
-        self._k025 = c(m1 * lc1**2)
-        self._k125 = c(l1**2 + lc2**2)  # also m2 lc2^2 + I2, in ddtheta2's denominator
-        self._k1 = c(1.0)  # I1, I2
-        self._k05 = c(l1 * lc2)  # in d2 and the extra book term
-        self._k49 = c(m2 * lc2 * g)
-        self._km05 = c(-m2 * l1 * lc2)
-        self._k147 = c((m1 * lc1 + m2 * l1) * g)
-        self._half_pi = c(math.pi / 2.0)
         dt = self.dt - 0  # rk4's t[1] - t[0]
-        self._dt, self._dt2, self._dt6, self._two = c(dt), c(dt / 2.0), c(dt / 6.0), c(2.0)
-        self._pi, self._minus_pi, self._two_pi = c(math.pi), c(-math.pi), c(math.pi - (-math.pi))
-        self._vel_low = o.table([-self.MAX_VEL_1, -self.MAX_VEL_2], sd)
-        self._vel_high = o.table([self.MAX_VEL_1, self.MAX_VEL_2], sd)
-        self._rewards = o.table([-1.0, 0.0], self.dtype)  # picked by terminated
-
-    def _dsdt(self, s: Array, a: Array) -> Array:
-        """ds/dt [N, 4] of the book dynamics with the torque a [N] held apart (its derivative is
-        0, so carrying it through the stages would only add zeros): Gymnasium's ``_dsdt`` term
-        for term, sin/cos of theta2 computed once."""
-        o = self.o
-        theta1, theta2, dtheta1, dtheta2 = s[:, 0], s[:, 1], s[:, 2], s[:, 3]
-        cos2, sin2 = o.cos(theta2), o.sin(theta2)
-        k1, k05 = self._k1, self._k05
-        d1 = self._k025 + (self._k125 + cos2) + k1 + k1  # m1 lc1^2 + m2 (...) + I1 + I2
-        d2 = self._k025 + k05 * cos2 + k1  # m2 (lc2^2 + l1 lc2 cos2) + I2
-        phi2 = self._k49 * o.cos(theta1 + theta2 - self._half_pi)
-        phi1 = (
-            self._km05 * o.square(dtheta2) * sin2
-            - dtheta2 * dtheta1 * sin2  # 2 m2 l1 lc2 = 1
-            + self._k147 * o.cos(theta1 - self._half_pi)
-            + phi2
-        )
-        ddtheta2 = (a + d2 / d1 * phi1 - k05 * o.square(dtheta1) * sin2 - phi2) / (
-            self._k125 - o.square(d2) / d1)
-        ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
-        return o.stack((dtheta1, dtheta2, ddtheta1, ddtheta2), self.state_dtype)
-
-    def step(self, state: Array, actions: Array) -> tuple[Array, Array, Array]:
-        o = self.o
-        a = o.take(self._torque, actions)
-        # Gymnasium's rk4(derivs, s_augmented, [0, dt]): the same operations, in the same order
-        dt2, two = self._dt2, self._two
-        k1 = self._dsdt(state, a)
-        k2 = self._dsdt(state + dt2 * k1, a)
-        k3 = self._dsdt(state + dt2 * k2, a)
-        k4 = self._dsdt(state + self._dt * k3, a)
-        ns = state + self._dt6 * (k1 + two * k2 + two * k3 + k4)
-        new_state = o.concat((self.wrap(ns[:, :2]),
-                              o.clip(ns[:, 2:], self._vel_low, self._vel_high)))
-        t1 = new_state[:, 0]
-        terminated = -o.cos(t1) - o.cos(new_state[:, 1] + t1) > self._k1
-        return new_state, o.pick(self._rewards, terminated), terminated
+        return self.constants(
+            torque=o.table([-1.0, 0.0, 1.0], sd),  # AVAIL_TORQUE, indexed by the action
+            k025=c(m1 * lc1**2),
+            k125=c(l1**2 + lc2**2),  # also m2 lc2^2 + I2, in ddtheta2's denominator
+            k1=c(1.0),  # I1, I2
+            k05=c(l1 * lc2),  # in d2 and the extra book term
+            k49=c(m2 * lc2 * g), km05=c(-m2 * l1 * lc2), k147=c((m1 * lc1 + m2 * l1) * g),
+            half_pi=c(math.pi / 2.0),
+            dt=c(dt), dt2=c(dt / 2.0), dt6=c(dt / 6.0), two=c(2.0),
+            pi=c(math.pi), minus_pi=c(-math.pi), two_pi=c(math.pi - (-math.pi)),
+            wrap_turns=self.WRAP_TURNS,
+            vel_low=o.table([-self.MAX_VEL_1, -self.MAX_VEL_2], sd),
+            vel_high=o.table([self.MAX_VEL_1, self.MAX_VEL_2], sd),
+            rewards=o.table([-1.0, 0.0], self.dtype))  # picked by terminated
 
     def wrap(self, x: Array) -> Array:
         """Gymnasium's ``wrap`` into [-pi, pi]: subtract 2 pi while above pi, then add it while
         below -pi (repeated subtraction, not a modulo: the two differ in the last bits). At most
         ``WRAP_TURNS`` turns each way, then a modulo for anything still outside. NumPy stops as
         soon as nothing is left to wrap; torch does every round (no host sync)."""
-        o = self.o
-        pi, minus_pi, diff = self._pi, self._minus_pi, self._two_pi
-        if o.branches and not o.any(o.abs(x) > pi):
-            return x
-        for _ in range(self.WRAP_TURNS):
-            above = x > pi
-            if o.branches and not o.any(above):
-                break
-            x = o.where(above, x - diff, x)
-        for _ in range(self.WRAP_TURNS):
-            below = x < minus_pi
-            if o.branches and not o.any(below):
-                break
-            x = o.where(below, x + diff, x)
-        still = o.abs(x) > pi
-        if o.branches and not o.any(still):
-            return x
-        return o.where(still, o.remainder(x + pi, diff) - pi, x)
+        return self.functions["acrobot_wrap"](self.k, x)
 
-    def _observe(self, state: Array) -> Array:
-        o = self.o
-        t1, t2 = state[:, 0], state[:, 1]
-        # computed in float64, then rounded into dtype
-        return o.stack((o.cos(t1), o.sin(t1), o.cos(t2), o.sin(t2), state[:, 2], state[:, 3]),
-                       self.dtype)
+
+@_over_o
+def mountaincar_step(k: Any, state: Array, actions: Array) -> tuple[Array, Array, Array]:
+    """``MountainCar``'s step."""
+    position, velocity = state[:, 0], state[:, 1]
+    push = o.take(k.push, actions)
+    velocity = velocity + (push + o.cos(k.three * position) * k.minus_gravity)
+    velocity = o.clip(velocity, k.min_speed, k.max_speed)  # before the position
+    position = o.clip(position + velocity, k.min_pos, k.max_pos)
+    zero = k.zero_f  # the left wall stops the car (velocity is the clip's new array)
+    velocity = o.fill(velocity, (position == k.min_pos) & (velocity < zero), zero)
+    terminated = (position >= k.goal) & (velocity >= k.goal_vel)
+    reward = o.full(state.shape[0], -1.0, k.dtype)
+    return o.stack((position, velocity), k.state_dtype), reward, terminated
 
 
 class MountainCar(Dynamics):
@@ -616,6 +748,7 @@ class MountainCar(Dynamics):
     action_kind = "discrete"
     n_actions = 3
     max_episode_steps = 200
+    step_fn = staticmethod(mountaincar_step)
 
     min_position = -1.2
     max_position = 0.6
@@ -625,29 +758,59 @@ class MountainCar(Dynamics):
     force = 0.001
     gravity = 0.0025
 
-    def _setup(self) -> None:
+    def _setup(self) -> Any:
         o, sd = self.o, self.state_dtype
         c = lambda v: o.const(v, sd)  # noqa: E731
-        # (action - 1) * force, looked up: -force, 0, force exactly
-        self._push = o.table([-self.force, 0.0 * self.force, self.force], sd)
-        self._three, self._minus_gravity = c(3), c(-self.gravity)
-        self._max_speed, self._min_speed = c(self.max_speed), c(-self.max_speed)
-        self._min_pos, self._max_pos = c(self.min_position), c(self.max_position)
-        self._goal, self._goal_vel, self._zero_f = c(self.goal_position), \
-            c(self.goal_velocity), c(0.0)
+        return self.constants(
+            # (action - 1) * force, looked up: -force, 0, force exactly
+            push=o.table([-self.force, 0.0 * self.force, self.force], sd),
+            three=c(3), minus_gravity=c(-self.gravity),
+            max_speed=c(self.max_speed), min_speed=c(-self.max_speed),
+            min_pos=c(self.min_position), max_pos=c(self.max_position),
+            goal=c(self.goal_position), goal_vel=c(self.goal_velocity), zero_f=c(0.0))
 
-    def step(self, state: Array, actions: Array) -> tuple[Array, Array, Array]:
-        o = self.o
-        position, velocity = state[:, 0], state[:, 1]
-        push = o.take(self._push, actions)
-        velocity = velocity + (push + o.cos(self._three * position) * self._minus_gravity)
-        velocity = o.clip(velocity, self._min_speed, self._max_speed)  # before the position
-        position = o.clip(position + velocity, self._min_pos, self._max_pos)
-        zero = self._zero_f  # the left wall stops the car (velocity is the clip's new array)
-        velocity = o.fill(velocity, (position == self._min_pos) & (velocity < zero), zero)
-        terminated = (position >= self._goal) & (velocity >= self._goal_vel)
-        reward = o.full(state.shape[0], -1.0, self.dtype)
-        return o.stack((position, velocity), self.state_dtype), reward, terminated
+
+@_over_o
+def add_f32(a: Array, b: Array) -> Array:
+    """a + b computed in float32 (both rounded to float32 first), returned in a's dtype."""
+    return o.cast(o.cast(a, o.float32) + o.cast(b, o.float32), a.dtype)
+
+
+@_over_o
+def mountaincar_continuous_step(k: Any, state: Array, actions: Array
+                                ) -> tuple[Array, Array, Array]:
+    """``MountainCarContinuous``'s step."""
+    sd, f32 = k.state_dtype, o.float32
+    position, velocity = state[:, 0], state[:, 1]
+    action = actions
+    force = o.clip(action, k.lo, k.hi)
+    three_pos = o.cast(k.three32 * o.cast(position, f32), sd)  # float32 in Gym
+    inc = force * k.power - k.k0025 * o.cos(three_pos)
+    v = velocity + inc
+    if k.f64:
+        # Gymnasium adds in float32 where a Python float meets its float32 state: when the
+        # action was clipped (force is then a Python float) and when the velocity was.
+        a_clipped = (action < k.lo) | (action > k.hi)
+        if not o.branches or o.any(a_clipped):
+            v = o.where(a_clipped, add_f32(velocity, inc), v)
+        v_clipped = (v > k.max_speed) | (v < k.min_speed)
+        v = o.clip(v, k.min_speed, k.max_speed)
+        p = position + v
+        in_f32 = a_clipped | v_clipped
+        if not o.branches or o.any(in_f32):
+            p = o.where(in_f32, add_f32(position, v), p)
+    else:
+        v = o.clip(v, k.min_speed, k.max_speed)
+        p = position + v
+    p = o.clip(p, k.min_pos, k.max_pos)
+    zero = k.zero_f  # the left wall (v is the clip's new array)
+    v = o.fill(v, (p == k.min_pos) & (v < zero), zero)
+    terminated = (p >= k.goal) & (v >= k.goal_vel)
+    reward = o.pick(k.bonus, terminated) - o.square(action) * k.k01  # raw action
+    new_state = o.stack((p, v), sd)
+    if k.f64:  # the state is float32 in Gymnasium after every step
+        new_state = o.cast(o.cast(new_state, f32), sd)
+    return new_state, reward, terminated
 
 
 class MountainCarContinuous(Dynamics):
@@ -678,6 +841,7 @@ class MountainCarContinuous(Dynamics):
     action_low = -1.0
     action_high = 1.0
     max_episode_steps = 999
+    step_fn = staticmethod(mountaincar_continuous_step)
 
     min_position = -1.2
     max_position = 0.6
@@ -686,57 +850,40 @@ class MountainCarContinuous(Dynamics):
     goal_velocity = 0.0
     power = 0.0015
 
-    def _setup(self) -> None:
+    def _setup(self) -> Any:
         o, sd = self.o, self.state_dtype
         c = lambda v: o.const(v, sd)  # noqa: E731
         assert self.action_low is not None and self.action_high is not None
-        self._lo, self._hi = c(self.action_low), c(self.action_high)
-        self._power, self._k0025, self._three32 = c(self.power), c(0.0025), \
-            o.const(3, o.float32)
-        self._max_speed, self._min_speed = c(self.max_speed), c(-self.max_speed)
-        self._min_pos, self._max_pos = c(self.min_position), c(self.max_position)
-        self._goal, self._goal_vel, self._zero_f = c(self.goal_position), \
-            c(self.goal_velocity), c(0.0)
-        self._k01 = c(0.1)
-        self._bonus = o.table([0.0, 100.0], sd)  # picked by terminated
-
-    def step(self, state: Array, actions: Array) -> tuple[Array, Array, Array]:
-        o, sd, f32 = self.o, self.state_dtype, self.o.float32
-        position, velocity = state[:, 0], state[:, 1]
-        action = actions
-        force = o.clip(action, self._lo, self._hi)
-        three_pos = o.cast(self._three32 * o.cast(position, f32), sd)  # float32 in Gymnasium
-        inc = force * self._power - self._k0025 * o.cos(three_pos)
-        v = velocity + inc
-        if self.f64:
-            # Gymnasium adds in float32 where a Python float meets its float32 state: when the
-            # action was clipped (force is then a Python float) and when the velocity was.
-            a_clipped = (action < self._lo) | (action > self._hi)
-            if not o.branches or o.any(a_clipped):
-                v = o.where(a_clipped, _add_f32(o, velocity, inc), v)
-            v_clipped = (v > self._max_speed) | (v < self._min_speed)
-            v = o.clip(v, self._min_speed, self._max_speed)
-            p = position + v
-            in_f32 = a_clipped | v_clipped
-            if not o.branches or o.any(in_f32):
-                p = o.where(in_f32, _add_f32(o, position, v), p)
-        else:
-            v = o.clip(v, self._min_speed, self._max_speed)
-            p = position + v
-        p = o.clip(p, self._min_pos, self._max_pos)
-        zero = self._zero_f  # the left wall (v is the clip's new array)
-        v = o.fill(v, (p == self._min_pos) & (v < zero), zero)
-        terminated = (p >= self._goal) & (v >= self._goal_vel)
-        reward = o.pick(self._bonus, terminated) - o.square(action) * self._k01  # the raw action
-        new_state = o.stack((p, v), sd)
-        if self.f64:  # the state is float32 in Gymnasium after every step
-            new_state = o.cast(o.cast(new_state, f32), sd)
-        return new_state, reward, terminated
+        return self.constants(
+            lo=c(self.action_low), hi=c(self.action_high),
+            power=c(self.power), k0025=c(0.0025), three32=o.const(3, o.float32),
+            max_speed=c(self.max_speed), min_speed=c(-self.max_speed),
+            min_pos=c(self.min_position), max_pos=c(self.max_position),
+            goal=c(self.goal_position), goal_vel=c(self.goal_velocity), zero_f=c(0.0),
+            k01=c(0.1),
+            bonus=o.table([0.0, 100.0], sd))  # picked by terminated
 
 
-def _add_f32(o: ArrayOps, a: Array, b: Array) -> Array:
-    """a + b computed in float32 (both rounded to float32 first), returned in a's dtype."""
-    return o.cast(o.cast(a, o.float32) + o.cast(b, o.float32), a.dtype)
+@_over_o
+def pendulum_step(k: Any, state: Array, actions: Array) -> tuple[Array, Array, Array]:
+    """``Pendulum``'s step."""
+    th, thdot = state[:, 0], state[:, 1]
+    u = o.clip(actions, k.lo, k.hi)
+    pi = k.pi
+    norm_th = o.remainder(th + pi, k.two_pi) - pi
+    costs = o.square(norm_th) + k.k01 * o.square(thdot) + k.k0001 * o.square(u)
+    newthdot = thdot + (k.k15 * o.sin(th) + k.k3 * u) * k.dt
+    newthdot = o.clip(newthdot, k.min_speed, k.max_speed)
+    newth = th + newthdot * k.dt
+    terminated = o.full(state.shape[0], False, o.bool)
+    return o.stack((newth, newthdot), k.state_dtype), -costs, terminated
+
+
+@_over_o
+def pendulum_observe(k: Any, state: Array) -> Array:
+    """``Pendulum``'s observation [cos theta, sin theta, thetadot]."""
+    th = state[:, 0]
+    return o.stack((o.cos(th), o.sin(th), state[:, 1]), k.dtype)
 
 
 class Pendulum(Dynamics):
@@ -760,6 +907,8 @@ class Pendulum(Dynamics):
     action_low = -2.0
     action_high = 2.0
     max_episode_steps = 200
+    step_fn = staticmethod(pendulum_step)
+    observe_fn = staticmethod(pendulum_observe)
 
     max_speed = 8
     max_torque = 2.0
@@ -768,36 +917,27 @@ class Pendulum(Dynamics):
     m = 1.0
     l = 1.0
 
-    def _setup(self) -> None:
+    def _setup(self) -> Any:
         o, sd = self.o, self.state_dtype
         c = lambda v: o.const(v, sd)  # noqa: E731
         g, m, l = self.g, self.m, self.l
-        self._lo, self._hi = c(-self.max_torque), c(self.max_torque)
-        self._pi, self._two_pi = c(math.pi), c(2 * math.pi)
-        self._k01, self._k0001, self._dt = c(0.1), c(0.001), c(self.dt)
-        self._k15, self._k3 = c(3 * g / (2 * l)), c(3.0 / (m * l**2))
-        self._max_speed, self._min_speed = c(self.max_speed), c(-self.max_speed)
-
-    def step(self, state: Array, actions: Array) -> tuple[Array, Array, Array]:
-        o = self.o
-        th, thdot = state[:, 0], state[:, 1]
-        u = o.clip(actions, self._lo, self._hi)
-        pi = self._pi
-        norm_th = o.remainder(th + pi, self._two_pi) - pi
-        costs = o.square(norm_th) + self._k01 * o.square(thdot) + self._k0001 * o.square(u)
-        newthdot = thdot + (self._k15 * o.sin(th) + self._k3 * u) * self._dt
-        newthdot = o.clip(newthdot, self._min_speed, self._max_speed)
-        newth = th + newthdot * self._dt
-        terminated = o.full(state.shape[0], False, o.bool)
-        return o.stack((newth, newthdot), self.state_dtype), -costs, terminated
-
-    def _observe(self, state: Array) -> Array:
-        o = self.o
-        th = state[:, 0]
-        return o.stack((o.cos(th), o.sin(th), state[:, 1]), self.dtype)
+        return self.constants(
+            lo=c(-self.max_torque), hi=c(self.max_torque),
+            pi=c(math.pi), two_pi=c(2 * math.pi),
+            k01=c(0.1), k0001=c(0.001), dt=c(self.dt),
+            k15=c(3 * g / (2 * l)), k3=c(3.0 / (m * l**2)),
+            max_speed=c(self.max_speed), min_speed=c(-self.max_speed))
 
 
 DYNAMICS: dict[str, type[Dynamics]] = {
     cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum)
 }
 """The five envs by Gymnasium id, in Gymnasium's order."""
+
+for _cls in DYNAMICS.values():
+    # Each env's constants type (``CartPoleConstants``, ...) is made by its first instance and
+    # kept as a module attribute; made here, at import, so that every type exists before Numba's
+    # disk cache unpickles the signatures that name them (the index of the shared ``transition``
+    # names all five).
+    _cls(NUMPY, np.float64)
+del _cls

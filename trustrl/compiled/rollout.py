@@ -1,0 +1,211 @@
+"""The batched collector's rollout as one compiled call (Numba): `BatchedCollector`'s NumPy
+rollout (trustrl.batched) with no Python between its operations.
+
+T steps of P members' N envs: the actor's forward pass (kernels.mlp_forward), the action from
+the rollout's noise (drawn by trustrl.rng before the call, as for the NumPy rollout), its
+log-probability, the env step (``transition``: trustrl.envs.classic's, compiled from the same
+source over trustrl.compiled.xp), the episode trackers and the running observation and return
+normalisers, in the NumPy rollout's order of operations and dtypes; the carried state is
+updated in place. The function below names ``transition`` as a global that ``bind`` gives it:
+one compiled rollout per env.
+
+It equals the NumPy rollout to float rounding (tests/test_compiled.py): the differences are the
+tanh of the hidden layers (kernels' rational approximation, a few ulp) and the libraries' sin
+and cos in float32.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from trustrl.compiled.kernels import hidden_size, mlp_forward
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_HALF_LOG_2PI = np.float32(0.5 * _LOG_2PI)  # what NumPy 2 makes of the Python float meeting f32
+
+
+def transition(*args: Any) -> Any:  # the env's, given by bind()
+    raise RuntimeError("rollout is unbound: use trustrl.compiled.rollout.bind")
+
+
+def _chan(mean, var, count, x):  # type: ignore[no-untyped-def]
+    """batched._numpy_rollout's `chan`: fold x [P, N, ...] (over axis 1) into the running mean
+    and variance [P, ...] and the shared count [1], in place."""
+    n = x.shape[1]
+    P = x.shape[0]
+    if n == 1:
+        b_mean = x[:, 0].astype(np.float64)
+        b_var = np.zeros_like(b_mean)
+    else:
+        xd = x.astype(np.float64)
+        b_mean = xd[:, 0].copy()
+        for i in range(1, n):
+            b_mean += xd[:, i]
+        b_mean = b_mean / n
+        dx = xd[:, 0] - b_mean
+        b_var = dx * dx
+        for i in range(1, n):
+            dx = xd[:, i] - b_mean
+            b_var += dx * dx
+        b_var = b_var / n
+    delta = b_mean - mean
+    total = count[0] + n
+    m2 = var * count[0] + b_var * n + delta * delta * count[0] * n / total
+    for p in range(P):
+        mean[p] += delta[p] * n / total
+        var[p] = m2[p] / total
+    count[0] = total
+
+
+def _normalize(o, mean, var, clip):  # type: ignore[no-untyped-def]
+    """batched._numpy_normalize: raw observations [P, n, d] -> float32 network inputs."""
+    P, n, d = o.shape
+    out = np.empty((P, n, d), np.float32)
+    for p in range(P):
+        sd = np.sqrt(var[p] + 1e-8)
+        for i in range(n):
+            z = (o[p, i].astype(np.float64) - mean[p]) / sd
+            out[p, i] = np.minimum(np.maximum(z, -clip), clip).astype(np.float32)
+    return out
+
+
+def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state, elapsed,  # type: ignore[no-untyped-def]  # noqa: E501
+            obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean, ret_var, ret_count,
+            disc_return, norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo, act_hi,
+            obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x):
+    """The NumPy rollout's T steps. flat [P, *] holds the actor's parameters from column a0
+    (layer sizes `sizes`; log-std at ls_off for Box actions); noise [T, P, N, n_out] (Gumbel
+    for discrete actions, standard normal for Box); resets [T, P*N, state_dim]. The records are
+    written into the arrays from obs_b on (act_i [T, P, N] for discrete actions, act_f
+    [T, P, N, n_out] for Box); returns the network input of the last observation [P, N, D]."""
+    T, P, N, n_out = noise.shape
+    D = obs.shape[2]
+    L = sizes.shape[0] - 2
+    off_out = a0 + hidden_size(sizes)
+    h_L = sizes[L]
+    x = _normalize(obs, obs_mean, obs_var, obs_clip) if norm_obs else obs.copy()
+    out = np.empty((P, N, n_out), np.float32)
+    std = np.empty((P, n_out), np.float32)
+    inv_std = np.empty((P, n_out), np.float32)
+    if not discrete:
+        for p in range(P):
+            for j in range(n_out):
+                ls = flat[p, ls_off + j]
+                std[p, j] = np.exp(ls)
+                inv_std[p, j] = np.exp(-ls)
+    a_env_f = np.empty((P * N, n_out), np.float32)
+    a_env_i = np.empty(P * N, np.int64)
+    for t in range(T):
+        obs_b[t] = x
+        for p in range(P):
+            acts = mlp_forward(flat[p, a0:], sizes, relu, np.ascontiguousarray(x[p]))
+            w_out = flat[p, off_out:off_out + h_L * n_out].reshape((h_L, n_out))
+            o_p = np.dot(acts[L], w_out)
+            for i in range(N):
+                for j in range(n_out):
+                    out[p, i, j] = o_p[i, j] + flat[p, off_out + h_L * n_out + j]
+        for p in range(P):
+            for i in range(N):
+                if discrete:
+                    best = 0
+                    best_v = out[p, i, 0] + noise[t, p, i, 0]
+                    for j in range(1, n_out):
+                        v = out[p, i, j] + noise[t, p, i, j]
+                        if v > best_v:
+                            best, best_v = j, v
+                    m = out[p, i, 0]
+                    for j in range(1, n_out):
+                        m = max(m, out[p, i, j])
+                    s = np.float32(0.0)
+                    for j in range(n_out):
+                        s += np.exp(out[p, i, j] - m)
+                    logp_b[t, p, i] = (out[p, i, best] - m) - np.log(s)
+                    act_i[t, p, i] = best
+                    a_env_i[p * N + i] = best
+                else:
+                    lp = np.float32(0.0)
+                    for j in range(n_out):
+                        a = out[p, i, j] + std[p, j] * noise[t, p, i, j]
+                        zz = (a - out[p, i, j]) * inv_std[p, j]
+                        lp += (np.float32(-0.5) * (zz * zz) - flat[p, ls_off + j]) \
+                            - _HALF_LOG_2PI
+                        act_f[t, p, i, j] = a
+                        a_env_f[p * N + i, j] = min(max(a, act_lo[j]), act_hi[j])
+                    logp_b[t, p, i] = lp
+        if discrete:
+            nstate, nelapsed, next_obs, r, term, trunc, fobs = transition(
+                k, env_state, elapsed, a_env_i, resets[t])
+        else:
+            nstate, nelapsed, next_obs, r, term, trunc, fobs = transition(
+                k, env_state, elapsed, a_env_f, resets[t])
+        env_state[...] = nstate
+        elapsed[...] = nelapsed
+        any_done = False
+        for p in range(P):
+            for i in range(N):
+                q = p * N + i
+                done = term[q] or trunc[q]
+                any_done = any_done or done
+                ep_ret[p, i] += r[q]
+                ep_len[p, i] += 1
+                fin_ret[t, p, i] = ep_ret[p, i]
+                fin_len[t, p, i] = ep_len[p, i]
+                if done:
+                    ep_ret[p, i] = 0.0
+                    ep_len[p, i] = 0
+                term_b[t, p, i] = term[q]
+                trunc_b[t, p, i] = trunc[q]
+        nxt = next_obs.reshape((P, N, D))
+        if norm_obs:
+            _chan(obs_mean, obs_var, obs_count, nxt)
+            x = _normalize(nxt, obs_mean, obs_var, obs_clip)
+            if any_done:
+                final_x[t] = _normalize(fobs.reshape((P, N, D)), obs_mean, obs_var, obs_clip)
+            else:
+                final_x[t] = x
+        else:
+            x = nxt.copy()
+            final_x[t] = fobs.reshape((P, N, D))
+        if norm_rew:
+            r64 = r.reshape((P, N)).astype(np.float64)
+            for p in range(P):
+                for i in range(N):
+                    disc_return[p, i] = disc_return[p, i] * gamma + r64[p, i]
+            _chan(ret_mean, ret_var, ret_count, disc_return)
+            for p in range(P):
+                sd = np.sqrt(ret_var[p] + 1e-8)
+                for i in range(N):
+                    rew_b[t, p, i] = min(max(r64[p, i] / sd, -r_clip), r_clip)
+                    if term[p * N + i] or trunc[p * N + i]:
+                        disc_return[p, i] = 0.0
+        else:
+            rew_b[t] = r.reshape((P, N))
+        obs[...] = nxt
+    return x
+
+
+_HELPERS = (_chan, _normalize)
+_BOUND: dict[int, Any] = {}
+
+
+def bind(dyn: Any) -> Any:
+    """The compiled rollout of the env whose compiled dynamics are ``dyn`` (an
+    ``trustrl.envs.classic.Dynamics`` over trustrl.compiled.xp, wrapped by Numba): one per
+    env class and dtype, cached on disk."""
+    key = (type(dyn), dyn.dtype)
+    f = _BOUND.get(key)  # type: ignore[call-overload]
+    if f is None:
+        jit = njit(cache=True, error_model="numpy")
+        ns: dict[str, Any] = dict(globals())
+        ns["transition"] = dyn.functions["transition"]
+        for h in _HELPERS:
+            ns[h.__name__] = jit(types.FunctionType(h.__code__, ns, h.__name__))
+        g = types.FunctionType(rollout.__code__, ns, "rollout")
+        g.__qualname__ = rollout.__qualname__
+        f = _BOUND[key] = jit(g)  # type: ignore[index]
+    return f
