@@ -157,7 +157,9 @@ def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Ten
     P, n = batch["returns"].shape
     kernel = getattr(backend, "fit_critic", None)
     if kernel is not None and buffers is not None:  # the same loop, compiled (eager CPU only)
-        order = torch.stack([epoch_order(keys, counter * epochs + e, n) for e in range(epochs)])
+        # every epoch's order in one hash and one sort: the same numbers as epoch_order's
+        c = torch.as_tensor(counter) * epochs + torch.arange(epochs, device=keys.device)
+        order = torch.argsort(rng.bits(keys, c[:, None], n), dim=-1, stable=True)
         return kernel(net, opt, batch["obs"], batch["returns"], order, minibatch_size, lr)
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
     data = {"obs": batch["obs"], "returns": batch["returns"]}
