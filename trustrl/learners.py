@@ -368,7 +368,8 @@ class BatchedLearner:
         term_b, trunc_b, fin_ret, fin_len = (r["terminated"], r["truncated"], r["fin_ret"],
                                              r["fin_len"])
         with torch.no_grad():
-            gae_fn = gae_numpy if col.numpy_rollout else gae
+            gae_fn = (compiled.gae if col.rollout_kind == "compiled"
+                      else gae_numpy if col.numpy_rollout else gae)
             adv, ret = gae_fn(r["rewards"], r["values"], r["next_values"], term_b, trunc_b,
                               cfg.gamma, cfg.gae_lambda)
 

@@ -122,7 +122,8 @@ def _kernels() -> dict[str, Any]:
         _one_blas_thread()
         from trustrl.compiled import kernels as k  # imports numba: only when used
 
-        _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product)
+        _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
+                        gae=k.gae)
     return _KERNELS
 
 
@@ -228,6 +229,22 @@ class Compiled(ClosedForm):
         return fvp
 
 
+def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,
+        truncated: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
+    """batched.gae_numpy (trustrl.advantages.gae on CPU tensors [T, ...]) as one compiled
+    call: the same float32 operations in the same order, so the same bits. Returns
+    (advantages, returns = advantages + values)."""
+    T = rewards.shape[0]
+    flat = [np.ascontiguousarray(_np(x)).reshape(T, -1)
+            for x in (rewards, values, next_values, terminated, truncated)]
+    if flat[0].dtype != np.float32:
+        raise ValueError("the compiled GAE takes float32 rewards and values")
+    adv = np.empty(flat[0].shape, np.float32)
+    _kernels()["gae"](*flat, float(gamma), float(gamma * lam), adv)
+    a = torch.from_numpy(adv).view(rewards.shape)
+    return a, a + values
+
+
 def compiled_dynamics(env_id: str, dtype: Any = np.float32) -> Any:
     """The dynamics of one of the five classic-control envs (trustrl.envs.classic.DYNAMICS)
     compiled by Numba from the source the NumPy and torch envs run (over trustrl.compiled.xp):
@@ -282,6 +299,8 @@ class CompiledRollout:
                      np.zeros((1, 1, 1), bool), np.zeros((1, 1, 1), bool),
                      np.zeros((1, 1, 1)), np.zeros((1, 1, 1), np.int64),
                      np.zeros((1, 1, 1, D), f32))
+            _kernels()["gae"](*(np.zeros((1, 1), f32),) * 3, *(np.zeros((1, 1), bool),) * 2,
+                              0.99, 0.95, np.zeros((1, 1), f32))
         self._ready = True
 
 

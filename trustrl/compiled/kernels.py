@@ -236,3 +236,22 @@ def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, dampi
                 grad[ls_off + k] = np.float32(2.0) * vp[ls_off + k]
         for j in range(grad.shape[0]):
             out[p, j] = grad[j] + np.float32(damping) * vp[j]
+
+
+@njit(cache=True, error_model="numpy")
+def gae(rewards, values, next_values, terminated, truncated, gamma, gl, adv):
+    """batched.gae_numpy's backward loop over float32 [T, M] arrays (M = members x envs),
+    writing the advantages into adv: the same operations in the same order (no fastmath), so
+    the same bits. gamma and gl (gamma * lambda) are rounded to float32 as NumPy rounds a
+    Python float meeting a float32 array."""
+    T, M = rewards.shape
+    g, g_l = np.float32(gamma), np.float32(gl)
+    one, zero = np.float32(1.0), np.float32(0.0)
+    last = np.zeros(M, np.float32)
+    for t in range(T - 1, -1, -1):
+        for i in range(M):
+            not_term = zero if terminated[t, i] else one
+            not_done = zero if (terminated[t, i] or truncated[t, i]) else one
+            delta = rewards[t, i] + g * not_term * next_values[t, i] - values[t, i]
+            last[i] = delta + g_l * not_done * last[i]
+            adv[t, i] = last[i]
