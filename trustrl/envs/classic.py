@@ -378,6 +378,7 @@ def bind(ops: Any, step: Any, observe: Any, wrap: Any = None) -> dict[str, Any]:
         g.__doc__, g.__qualname__ = f.__doc__, f.__qualname__
         ns[fname] = g if wrap is None else wrap(g)
     ns["step"], ns["observe"] = ns[step.__name__], ns[observe.__name__]
+    ns["_wrap"] = wrap  # kept alive with the namespace, so that its id stays its own
     sys.modules[name] = module
     _BOUND[key] = ns
     return ns
