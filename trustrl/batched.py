@@ -108,6 +108,8 @@ class BatchedCollector:
     compile: torch.compile the per-step rollout function (CPU or CUDA).
     numpy_rollout: run the rollout's per-step work in NumPy (CPU only; default: on a CPU
     unless compiling).
+    compiled_rollout: run that NumPy rollout as one Numba call (trustrl.compiled.rollout)
+    wherever the NumPy rollout runs.
     """
 
     def __init__(self, cfg: Any, net: PopActorCritic, seeds: list[int],
@@ -160,10 +162,7 @@ class BatchedCollector:
         self._np_env = (make_numpy_dynamics(cfg.env_id, np.float32) if numpy_rollout
                         else None)
         self._compiled: Any = None
-        if compiled_rollout:
-            if self._np_env is None:
-                raise ValueError("the compiled rollout needs the NumPy rollout's conditions "
-                                 "(a CPU device, a classic-control env, no torch.compile)")
+        if compiled_rollout and self._np_env is not None:  # the NumPy rollout, compiled
             from trustrl.compiled import compiled_rollout as make_compiled_rollout
 
             self._compiled = make_compiled_rollout(cfg.env_id)  # compiled at the first collect
@@ -366,7 +365,6 @@ class BatchedCollector:
         cfg, net = self.cfg, self.net
         P, N, T, D = self.P, self.N, self.T, self.D
         f32 = np.float32
-        self._compiled.prepare(net.discrete)  # says so when it compiles (once per machine)
         act_i = np.zeros((T, P, N) if net.discrete else (0, 0, 0), np.int64)
         act_f = np.zeros((0, 0, 0, 0) if net.discrete else (T, P, N, net.n_out), f32)
         recs = (np.empty((T, P, N, D), f32), np.empty((T, P, N), f32),

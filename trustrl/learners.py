@@ -36,7 +36,6 @@ from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env
-from trustrl.envs.numpy_classic import NUMPY_SUPPORTED
 from trustrl.errors import ConfigError, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.normalize import ObsNormalizer, RewardScaler
@@ -336,13 +335,10 @@ class BatchedLearner:
         self.net = net
         self.algo = _algorithm(cfg, net, self.seeds)
         self.algo.eager = not self.graph  # type: ignore[attr-defined]
-        # the compiled backend compiles the rollout too, where the NumPy rollout would run
-        compiled_rollout = (numpy_rollout is None and self.algo.backend.name == "compiled"
-                            and dev.type == "cpu" and cfg.jit != "compile"
-                            and cfg.env_id in NUMPY_SUPPORTED)
-        self.collector = BatchedCollector(cfg, net, self.seeds, compile=cfg.jit == "compile",
-                                          numpy_rollout=numpy_rollout,
-                                          compiled_rollout=compiled_rollout)
+        # the compiled backend compiles the rollout too, where the NumPy rollout runs
+        self.collector = BatchedCollector(
+            cfg, net, self.seeds, compile=cfg.jit == "compile", numpy_rollout=numpy_rollout,
+            compiled_rollout=numpy_rollout is None and self.algo.backend.name == "compiled")
         self.extra_columns = tuple(self.algo.extra_columns)
         self.columns = SHARED_COLUMNS + self.algo.columns
         self.int_columns = ("episodes",) + self.algo.int_columns

@@ -120,8 +120,9 @@ def take(batch: dict[str, Tensor], idx: Tensor,
 
 def epoch_order(keys: Tensor, counter: Tensor | int, n: int) -> Tensor:
     """Each member's order of its n samples in one epoch [P, n]: a function of the member's key
-    and the counter alone (trustrl.rng)."""
-    return torch.argsort(rng.bits(keys, counter, n), dim=1, stable=True)
+    and the counter alone (trustrl.rng). A counter tensor [E, 1] gives E epochs at once
+    [E, P, n] (one hash and one sort)."""
+    return torch.argsort(rng.bits(keys, counter, n), dim=-1, stable=True)
 
 
 def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int,
@@ -157,9 +158,8 @@ def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Ten
     P, n = batch["returns"].shape
     kernel = getattr(backend, "fit_critic", None)
     if kernel is not None and buffers is not None:  # the same loop, compiled (eager CPU only)
-        # every epoch's order in one hash and one sort: the same numbers as epoch_order's
         c = torch.as_tensor(counter) * epochs + torch.arange(epochs, device=keys.device)
-        order = torch.argsort(rng.bits(keys, c[:, None], n), dim=-1, stable=True)
+        order = epoch_order(keys, c[:, None], n)  # every epoch's, [epochs, P, n]
         return kernel(net, opt, batch["obs"], batch["returns"], order, minibatch_size, lr)
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
     data = {"obs": batch["obs"], "returns": batch["returns"]}

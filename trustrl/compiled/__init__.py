@@ -268,40 +268,20 @@ class CompiledRollout:
         self._ready = False
 
     def run(self, *args: Any) -> Any:
-        """trustrl.compiled.rollout.rollout with this env's constants."""
-        return self._run(self.dynamics.k, *args)
-
-    def prepare(self, discrete: bool) -> None:
-        """Load (or, the first time on a machine, compile: about 20 s) the rollout, once per
-        process, before its first real call, by one call on a one-step, one-env problem of the
-        same types; says so on stderr when it takes more than a second (a compile: a load from
-        the disk cache takes well under that)."""
+        """trustrl.compiled.rollout.rollout with this env's constants. The first call in a
+        process loads the rollout (and GAE, which the learner calls next) from the disk cache
+        or, the first time on a machine, compiles them (10-20 s), saying so on stderr when it
+        takes more than a second (a load takes well under that)."""
         if self._ready:
-            return
-        dyn, f32 = self.dynamics, np.float32
-        D, n = dyn.obs_dim, (dyn.n_actions if discrete else dyn.action_dim)
-        assert n is not None
-        sizes = np.array((D, 2, n), np.int64)
-        flat = np.zeros((1, 2 * D + 2 + 3 * n + n + 8), f32)
-        with _announce_if_slow(f"compiling the rollout of {dyn.env_id} (once per machine, "
-                               "about 20 s; cached on disk)"):
-            self.run(flat, 0, sizes, False, discrete, 2 * D + 2 + 3 * n,
-                     np.zeros((1, 1, 1, n), f32),
-                     np.zeros((1, 1, dyn.state_dim), dyn.state_dtype),
-                     np.zeros((1, dyn.state_dim), dyn.state_dtype), np.zeros(1, np.int64),
-                     np.zeros((1, 1, D), f32), np.zeros((1, 1)), np.zeros((1, 1), np.int64),
-                     np.zeros((1, D)), np.ones((1, D)), np.ones(1), np.zeros(1), np.ones(1),
-                     np.ones(1), np.zeros((1, 1)), False, False, 0.99, 10.0, 10.0,
-                     np.zeros(n, f32), np.zeros(n, f32), np.zeros((1, 1, 1, D), f32),
-                     np.zeros((1, 1, 1) if discrete else (0, 0, 0), np.int64),
-                     np.zeros((0, 0, 0, 0) if discrete else (1, 1, 1, n), f32),
-                     np.zeros((1, 1, 1), f32), np.zeros((1, 1, 1), f32),
-                     np.zeros((1, 1, 1), bool), np.zeros((1, 1, 1), bool),
-                     np.zeros((1, 1, 1)), np.zeros((1, 1, 1), np.int64),
-                     np.zeros((1, 1, 1, D), f32))
+            return self._run(self.dynamics.k, *args)
+        with _announce_if_slow(f"compiling the rollout of {self.dynamics.env_id} (once per "
+                               "machine, about 20 s; cached on disk)"):
+            out = self._run(self.dynamics.k, *args)
+            f32 = np.float32
             _kernels()["gae"](*(np.zeros((1, 1), f32),) * 3, *(np.zeros((1, 1), bool),) * 2,
                               0.99, 0.95, np.zeros((1, 1), f32))
         self._ready = True
+        return out
 
 
 @contextlib.contextmanager
