@@ -227,9 +227,10 @@ class RunConfig:
     grad_backend: str = "auto"
     """Gradient backend of every algorithm, on either collector: 'closed-form' (each loss
     term's derivative, the chain rule written out for the tanh/ReLU MLPs: fastest on a CPU),
-    'autograd' (any network), 'compiled' (the closed form with TRPO's and NPG's critic
-    regression and Fisher products, and the batched collector's rollout, compiled by Numba,
-    CPU: the `compiled` extra), or 'auto' (compiled where the
+    'autograd' (any network), 'compiled' (the closed form with PPO's epochs of minibatch
+    steps, TRPO's and NPG's critic regression and Fisher products, and the batched
+    collector's rollout, compiled by Numba, CPU: the `compiled` extra), or 'auto' (compiled
+    where the
     closed form applies on a CPU and Numba is installed, else the closed form where it
     applies, else autograd)."""
     preset: str | None = None

@@ -8,12 +8,22 @@ network controls (the ratio, the value): the closed-form gradient backend (trust
 chains these through the networks, the autograd backend differentiates the term itself, and
 tests/test_losses.py holds the two together, kinks included. Every term and derivative is
 elementwise, so it serves one run [B] and a population [P, B] alike.
+
+The array functions are looked up on the module's global ``o``, which is ``torch``: read
+``o.minimum`` as ``torch.minimum``. The compiled backend (trustrl.compiled.ppo) runs these same
+functions on NumPy arrays under Numba by giving them another ``o`` (trustrl.compiled.xp, with
+torch's names and meaning), so the per-sample terms and their derivatives are written once.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
+
+o: Any = torch
+"""The array namespace of the functions below (see the module's docstring)."""
 
 
 def surrogate_objective(ratio: Tensor, advantages: Tensor) -> Tensor:
@@ -29,13 +39,13 @@ def clipped_surrogate_objective(ratio: Tensor, advantages: Tensor, clip_eps: flo
     The easy mistake: clipping the advantage instead of the ratio, or using max for A < 0.
     """
     unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    return torch.min(unclipped, clipped)
+    clipped = o.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    return o.minimum(unclipped, clipped)
 
 
 def surrogate_objective_grad(ratio: Tensor, advantages: Tensor) -> Tensor:
     """d(rho * A)/d rho = A, per sample."""
-    return advantages.expand_as(ratio)
+    return o.zeros_like(ratio) + advantages
 
 
 def clipped_surrogate_objective_grad(ratio: Tensor, advantages: Tensor, clip_eps: float
@@ -44,8 +54,8 @@ def clipped_surrogate_objective_grad(ratio: Tensor, advantages: Tensor, clip_eps
     ratio passes 1 + eps, then 0; A < 0 gives slope A until it falls below 1 - eps, then 0.
     On the band's edges the slope is A, as autograd's (a tie of min gives half to each of
     two terms whose slopes are both A there, since clamp passes the gradient at its bounds)."""
-    live = torch.where(advantages > 0, ratio <= 1.0 + clip_eps, ratio >= 1.0 - clip_eps)
-    return torch.where(live, advantages, torch.zeros_like(advantages))
+    live = o.where(advantages > 0, ratio <= 1.0 + clip_eps, ratio >= 1.0 - clip_eps)
+    return o.where(live, advantages, o.zeros_like(advantages))
 
 
 def clipped_surrogate_loss(ratio: Tensor, advantages: Tensor, clip_eps: float) -> Tensor:
@@ -70,8 +80,8 @@ def value_error(
     err = (values - returns) ** 2
     if values_old is None or clip_eps is None:
         return 0.5 * err
-    v_clip = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
-    return 0.5 * torch.max(err, (v_clip - returns) ** 2)
+    v_clip = values_old + o.clamp(values - values_old, -clip_eps, clip_eps)
+    return 0.5 * o.maximum(err, (v_clip - returns) ** 2)
 
 
 def value_error_grad(
@@ -86,12 +96,12 @@ def value_error_grad(
     if values_old is None or clip_eps is None:
         return e1
     d = values - values_old
-    e2 = values_old + torch.clamp(d, -clip_eps, clip_eps) - returns
+    e2 = values_old + o.clamp(d, -clip_eps, clip_eps) - returns
     s1, s2 = e1 * e1, e2 * e2
-    tie = (s1 == s2).to(values.dtype) * 0.5
+    tie = o.where(s1 == s2, 0.5, 0.0)
     inside = (d >= -clip_eps) & (d <= clip_eps)
-    return (e1 * ((s1 > s2).to(values.dtype) + tie)
-            + e2 * torch.where(inside, (s2 > s1).to(values.dtype) + tie, 0.0))
+    return (e1 * (o.where(s1 > s2, 1.0, 0.0) + tie)
+            + e2 * o.where(inside, o.where(s2 > s1, 1.0, 0.0) + tie, 0.0))
 
 
 def value_loss(

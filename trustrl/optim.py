@@ -87,15 +87,21 @@ class PopAdam:
         else:
             self.t += active.to(self.t.dtype)
 
-    def count_steps(self, n: int) -> None:
-        """Count n steps that every member took outside `step` (trustrl.compiled's kernels
-        update param, m and v themselves, reading each member's count from t)."""
-        self.t += n
+    def count_steps(self, n: int, active: Tensor | None = None) -> None:
+        """Count n steps that every member (or every `active` one) took outside `step`
+        (trustrl.compiled's kernels update param, m and v themselves, reading each member's
+        count from t)."""
+        if active is not None and bool(active.all()):
+            active = None
+        self.t += n if active is None else n * active.to(self.t.dtype)
         if self.fused:
-            if self._uniform:
+            if self._uniform and active is None:
                 self._t_all += float(n)
-            else:
-                self._t32 += float(n)
+                return
+            if self._uniform:  # from now on, each member counts its own steps
+                self._uniform = False
+                self._t32.fill_(float(self._t_all))
+            self._t32 += float(n) if active is None else float(n) * active.float()
 
     def _apply(self, m: Tensor, v: Tensor, t: Tensor, lr: float | Tensor,
                mask: Tensor | None) -> None:

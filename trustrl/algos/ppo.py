@@ -29,6 +29,7 @@ from trustrl.algos.common import (
     Algorithm,
     clip_grad_norm,
     diagnostics,
+    epoch_order,
     normalize_advantages,
     shuffled_epoch,
 )
@@ -130,23 +131,28 @@ class PPO(Algorithm):
         diag: dict[str, Tensor] | None = None
         # views of the parameters, made once: Adam updates `flat` in place, so they stay current
         params = net.views(net.flat.detach())  # type: ignore[attr-defined]
-        for epoch in range(K):
-            acc = {k: zeros.clone() for k in names}
-            n_mb = 0
-            for mb in shuffled_epoch(batch, self.keys, counter * K + epoch,
-                                     self.minibatch_size,
-                                     self.epoch_buffers if self.eager else None):
-                g, t = self.backend.value_and_grad(net, params, mb, self.loss)
-                with torch.no_grad():
-                    g, norm = clip_grad_norm(g, cfg.max_grad_norm)
-                    self.opt.step(g, lr, active if use_mask else None)
-                    for k in names:
-                        acc[k] += norm if k == "grad_norm" else t.stats[k]
-                n_mb += 1
-            with torch.no_grad():
+        # the compiled backend's kernel runs PPO's own loss (not a subclass's): every epoch in
+        # one call, or one epoch per call when the KL target may stop members between them
+        kernel = getattr(self.backend, "ppo_epochs", None) if self.eager and (
+            type(self).loss is PPO.loss and type(self).surrogate is PPO.surrogate
+            and type(self).surrogate_grad is PPO.surrogate_grad) else None
+        n = batch["obs"].shape[1]
+        if kernel is not None:
+            c = torch.as_tensor(counter) * K + torch.arange(K)
+            orders = epoch_order(self.keys, c[:, None], n)  # every epoch's, [K, P, n]
+        per_call = K if kernel is not None and not use_mask else 1  # epochs per call
+        for first in range(0, K, per_call):
+            if kernel is not None:
+                acc = kernel(net, self.opt, batch, orders[first:first + per_call],
+                             self.minibatch_size, lr, active, cfg, self.clip)
+                n_mb = -(-n // self.minibatch_size)
+            else:
+                acc, n_mb = self._epoch(batch, counter * K + first, lr, active, use_mask,
+                                        names, params)
+            with torch.no_grad():  # the metrics are of each member's last epoch
                 for k in names:
                     last[k] = torch.where(active, acc[k] / n_mb, last[k])
-                epochs_run += active.float()
+                epochs_run += per_call * active.float()
                 if use_mask:
                     diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps)
                     active = active & (diag["approx_kl"] <= self.target_kl)
@@ -162,3 +168,23 @@ class PPO(Algorithm):
             # epoch stops nothing
             out["early_stopped"] = (epochs_run < K).float()
         return out
+
+    def _epoch(self, batch: dict[str, Tensor], counter: Tensor | int, lr: Tensor | float,
+               active: Tensor, use_mask: bool, names: tuple[str, ...],
+               params: dict[str, Tensor]) -> tuple[dict[str, Tensor], int]:
+        """One epoch of shuffled minibatch steps through the backend's value_and_grad: the sums
+        over its minibatches of the `names` metrics [P], and how many minibatches it took."""
+        P = batch["logp_old"].shape[0]
+        zeros = torch.zeros(P, device=self.net.flat.device)
+        acc = {k: zeros.clone() for k in names}
+        n_mb = 0
+        for mb in shuffled_epoch(batch, self.keys, counter, self.minibatch_size,
+                                 self.epoch_buffers if self.eager else None):
+            g, t = self.backend.value_and_grad(self.net, params, mb, self.loss)
+            with torch.no_grad():
+                g, norm = clip_grad_norm(g, self.cfg.max_grad_norm)
+                self.opt.step(g, lr, active if use_mask else None)
+                for k in names:
+                    acc[k] += norm if k == "grad_norm" else t.stats[k]
+            n_mb += 1
+        return acc, n_mb

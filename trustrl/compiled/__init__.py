@@ -9,7 +9,10 @@ so the loop runs as machine code with no Python between its operations:
                    epoch's shuffled minibatches, the MLP's forward and backward pass and the
                    Adam step, one call per update;
     fisher_product TRPO's and NPG's Fisher-vector product F v = J^T M J v (what
-                   ClosedForm.fisher_product computes), one call per product of CG.
+                   ClosedForm.fisher_product computes), one call per product of CG;
+    ppo_epochs     PPO's epochs of minibatch steps (algos.ppo.PPO.update's inner loop:
+                   forward, loss terms, backward, gradient clip, Adam), one call per update,
+                   or per epoch when a KL target may stop it (trustrl.compiled.ppo).
 
 The kernels compute what the eager code computes, in the same order of minibatches, with the
 same shuffles (drawn by trustrl.rng outside the kernel) and Adam's arithmetic (trustrl.optim);
@@ -49,6 +52,7 @@ def available() -> bool:
 
 
 _KERNELS: dict[str, Any] = {}
+_READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
 _KERNEL_NAMES = ("critic_fit", "fisher_product")
 
 
@@ -77,7 +81,8 @@ def _one_blas_thread() -> None:
                 break
 
 
-_SOURCES = ("compiled/kernels.py", "compiled/rollout.py", "compiled/xp.py", "envs/classic.py")
+_SOURCES = ("compiled/kernels.py", "compiled/rollout.py", "compiled/ppo.py", "compiled/xp.py",
+            "envs/classic.py", "losses.py")
 """The files compiled code is built from. Numba's disk cache checks only a function's own
 file, but a compiled function includes the code of those it calls from other files."""
 
@@ -121,9 +126,10 @@ def _kernels() -> dict[str, Any]:
         _drop_stale_caches()
         _one_blas_thread()
         from trustrl.compiled import kernels as k  # imports numba: only when used
+        from trustrl.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        gae=k.gae)
+                        gae=k.gae, ppo_epochs=ppo.ppo_epochs)
     return _KERNELS
 
 
@@ -195,6 +201,55 @@ class Compiled(ClosedForm):
             int(minibatch_size), float(lr), float(b1), float(b2), float(opt.eps), last)
         opt.count_steps(order.shape[0] * math.ceil(obs.shape[1] / minibatch_size))
         return torch.from_numpy(last)
+
+    def ppo_epochs(self, net: PopActorCritic, opt: PopAdam, batch: dict[str, Tensor],
+                   order: Tensor, minibatch_size: int, lr: float | Tensor, active: Tensor,
+                   cfg: Any, clip: bool) -> dict[str, Tensor]:
+        """E epochs of `algos.ppo.PPO.update` (PPO's own loss, clipped or not) in one compiled
+        call: for each epoch e, the minibatches of `minibatch_size` samples of each active
+        member in the order order[e] [P, N], each a closed-form gradient, the norm clip and a
+        step of `opt` (Adam over all of flat). Returns the sums over the last epoch's
+        minibatches [P] of policy_loss, value_loss, grad_norm and clip_fraction_mb."""
+        flat = net.flat.detach()
+        if not (flat.is_contiguous() and flat.dtype == torch.float32
+                and opt.param.data_ptr() == flat.data_ptr() and opt.m.is_contiguous()
+                and opt.v.is_contiguous() and net.action.kind in ("discrete", "box")):
+            raise ValueError("the compiled PPO epoch needs float32 MLP actor-critics with Adam "
+                             "over the whole contiguous flat parameters")
+        P, N = batch["logp_old"].shape
+        f32 = np.float32
+        acts = batch["actions"]
+        none_f = np.zeros((P, N, net.n_out), f32)
+        sums = np.zeros((P, 4), f32)
+        b1, b2 = opt.betas
+        t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
+        kernel = _kernels()["ppo_epochs"]
+        args = (
+            flat.numpy(), opt.m.numpy(), opt.v.numpy(), t, np.ascontiguousarray(_np(active)),
+            np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
+            net.activation == "relu", net.discrete, net.critic_slice.start,
+            net.segments[-1].offset if not net.discrete else 0,
+            np.ascontiguousarray(_np(batch["obs"]), f32),
+            np.ascontiguousarray(_np(acts), np.int64) if net.discrete
+            else np.zeros((P, N), np.int64),
+            none_f if net.discrete else np.ascontiguousarray(_np(acts), f32),
+            *(np.ascontiguousarray(_np(batch[k]), f32)
+              for k in ("logp_old", "advantages", "returns", "values_old")),
+            np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
+            float(b2), float(opt.eps), float(cfg.clip_eps), float(cfg.vf_coef),
+            float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
+            bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), sums)
+        if _READY.get("ppo_epochs"):
+            kernel(*args)
+        else:
+            with _announce_if_slow("compiling PPO's update (once per machine, about 20 s; "
+                                   "cached on disk)"):
+                kernel(*args)
+            _READY["ppo_epochs"] = True
+        opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
+        s = torch.from_numpy(sums)
+        return {"policy_loss": s[:, 0], "value_loss": s[:, 1], "grad_norm": s[:, 2],
+                "clip_fraction_mb": s[:, 3]}
 
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,

@@ -1,5 +1,7 @@
-"""The array namespace of ``trustrl.envs.classic`` for Numba: the classic-control dynamics,
-compiled from the same source that runs eagerly over NumPy and torch.
+"""The array namespace of ``trustrl.envs.classic`` and ``trustrl.losses`` for Numba: the
+classic-control dynamics and PPO's loss terms, compiled from the same source that runs eagerly
+over NumPy and torch (losses.py names its namespace's functions as torch does: ``clamp``,
+``minimum``, ``maximum``, ``where``, ``zeros_like``; they are here under those names too).
 
 ``trustrl.envs.classic.bind(xp, ..., wrap=jit)`` gives each of that module's functions this
 module as its ``o``. Numba resolves ``o.name`` at compile time to what this module holds: NumPy
@@ -23,6 +25,7 @@ from numba import literal_unroll, njit
 branches = True
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_  # noqa: A001
 sin, cos, square, abs, remainder = np.sin, np.cos, np.square, np.abs, np.remainder  # noqa: A001
+minimum, maximum, zeros_like = np.minimum, np.maximum, np.zeros_like  # torch's names too
 
 _jit = jit = njit(cache=True, error_model="numpy")
 """How trustrl.envs.classic's functions are compiled over this namespace (``bind``'s wrap)."""
@@ -61,6 +64,9 @@ def pick(tab, mask):  # type: ignore[no-untyped-def]
 @_jit
 def clip(x, low, high):  # type: ignore[no-untyped-def]
     return np.minimum(np.maximum(x, low), high)
+
+
+clamp = clip  # torch's name, which trustrl.losses uses
 
 
 @_jit

@@ -332,6 +332,14 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{path}:{line}"
 
 
+def _names_torch_as_o(f: Any) -> bool:
+    """Whether a function reads torch under the global name `o` (trustrl.losses' way)."""
+    g = inspect.unwrap(f)
+    code = getattr(g, "__code__", None)
+    o = getattr(g, "__globals__", {}).get("o")
+    return code is not None and "o" in code.co_names and getattr(o, "__name__", "") == "torch"
+
+
 def solution_text(task: int, depth: int = 2) -> str:
     """The reference of one task: the trustrl.lab.solutions functions, then the trustrl
     functions they call, down to `depth` calls deep."""
@@ -356,6 +364,10 @@ def solution_text(task: int, depth: int = 2) -> str:
                   inspect.getsource(f).rstrip(), ""]
     if seen:
         parts += [rule, "# ... and the trustrl functions they call:", rule, ""]
+        if any(_names_torch_as_o(f) for f in seen):
+            parts += ["# (`o` below is torch: read o.minimum as torch.minimum. The compiled",
+                      "# backend runs these same functions on NumPy arrays under Numba by",
+                      "# giving them another `o`; see the module's docstring.)", ""]
         for f in seen:
             parts += [f"# {f.__module__}.{f.__qualname__}  ({_where(f)})",
                       inspect.getsource(inspect.unwrap(f)).rstrip(), ""]

@@ -1,0 +1,249 @@
+"""PPO's epochs of minibatch steps as one compiled call (Numba): what `algos.ppo.PPO.update`
+does in its epochs with the closed-form backend, with no Python between its operations.
+
+For each member still active and each minibatch of its shuffled samples (the order is drawn by
+trustrl.rng outside the call, as for the eager epoch): the advantages normalised over the
+minibatch, the actor's and the critic's forward passes (kernels.mlp_forward), the action's
+log-probability and the entropy (softmax or diagonal Gaussian), PPO's loss terms and their
+derivatives, the backward pass (kernels.mlp_backward_hidden), the global gradient-norm clip and
+one Adam step (trustrl.optim's arithmetic), parameters and moments updated in place.
+
+The loss terms are trustrl.losses' own functions — the surrogate (clipped or not), the value
+error (clipped or not) and their derivatives — compiled from the same source with ``o`` =
+trustrl.compiled.xp (``L`` below). What is written here is the part of `PPO.loss` that combines
+them (ratio, means, coefficients) and the closed form's chain rule through the distribution and
+the networks (trustrl.backends.ClosedForm, popnet's log_prob_backward and entropy_backward);
+tests/test_compiled.py holds this call equal to the eager closed form's epoch to float
+rounding.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from trustrl import losses
+from trustrl.compiled import xp
+from trustrl.compiled.kernels import (
+    adam_,
+    hidden_size,
+    mlp_backward_hidden,
+    mlp_forward,
+    sum_squares,
+)
+
+_LOSS_TERMS = ("surrogate_objective", "surrogate_objective_grad", "clipped_surrogate_objective",
+               "clipped_surrogate_objective_grad", "value_error", "value_error_grad")
+
+
+def _bind_losses() -> Any:
+    """trustrl.losses' per-sample terms over ``o`` = trustrl.compiled.xp, compiled: a module (a
+    stable, dot-free name in sys.modules) whose attributes Numba resolves at compile time."""
+    name = "_trustrl_losses_xp"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    module = types.ModuleType(name, "trustrl.losses over trustrl.compiled.xp")
+    ns = module.__dict__
+    ns.update((k, v) for k, v in vars(losses).items() if not k.startswith("__"))
+    ns["__builtins__"] = __builtins__
+    ns["o"] = xp
+    for fname in _LOSS_TERMS:
+        f = getattr(losses, fname)
+        g = types.FunctionType(f.__code__, ns, fname, f.__defaults__, f.__closure__)
+        g.__qualname__ = f.__qualname__
+        ns[fname] = njit(error_model="numpy")(g)
+    sys.modules[name] = module
+    return module
+
+
+L = _bind_losses()
+_HALF_LOG_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
+
+
+@njit(cache=True, error_model="numpy")
+def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, act_i, act_f,  # type: ignore[no-untyped-def]  # noqa: E501
+              logp_old, adv, returns, values_old, order, mb, lr, b1, b2, adam_eps, clip_eps,
+              vf_coef, ent_coef, norm_adv, clip, clip_value, max_grad_norm, sums):
+    """E epochs for P members. flat [P, D] float32: the actor (layer sizes `sizes`) from
+    column 0, the critic (the same hidden sizes, one output) from c0, the log-std at ls_off
+    (Box); m, v [P, D] Adam's moments, t [P] its step counts (advanced here); active [P] bool.
+    The batch [P, N, ...]: obs float32, act_i int64 (discrete) or act_f float32 [P, N, n]
+    (Box), logp_old, adv, returns, values_old float32; order [E, P, N] int64: E epochs'
+    shuffles, run one after the other. sums [P, 4] receives, per member, the sums over the
+    last epoch's minibatches of policy loss, value loss, pre-clip gradient norm and clip
+    fraction. Returns the number of minibatches of an epoch."""
+    P, N = logp_old.shape
+    Lh = sizes.shape[0] - 2
+    d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]
+    csizes = sizes.copy()
+    csizes[Lh + 1] = 1
+    a_out = hidden_size(sizes)
+    c_out = c0 + hidden_size(csizes)
+    D = flat.shape[1]
+    f32 = np.float32
+    n_mb = 0
+    for p in range(P):
+        if not active[p]:
+            continue
+        th = flat[p]
+        grad = np.zeros(D, np.float32)
+        for e in range(order.shape[0]):
+            n_mb = 0
+            sums[p] = 0.0
+            for s in range(0, N, mb):
+                M = min(mb, N - s)
+                x = np.empty((M, d), np.float32)
+                a_i = np.empty(M, np.int64)
+                a_f = np.empty((M, n), np.float32)
+                lpo = np.empty(M, np.float32)
+                A = np.empty(M, np.float32)
+                R = np.empty(M, np.float32)
+                V0 = np.empty(M, np.float32)
+                for i in range(M):
+                    j = order[e, p, s + i]
+                    x[i] = obs[p, j]
+                    if discrete:
+                        a_i[i] = act_i[p, j]
+                    else:
+                        a_f[i] = act_f[p, j]
+                    lpo[i] = logp_old[p, j]
+                    A[i] = adv[p, j]
+                    R[i] = returns[p, j]
+                    V0[i] = values_old[p, j]
+                if norm_adv and M >= 2:  # common.normalize_advantages: unbiased std
+                    mean = 0.0
+                    for i in range(M):
+                        mean += A[i]
+                    mean /= M
+                    var = 0.0
+                    for i in range(M):
+                        var += (A[i] - mean) ** 2
+                    mu = f32(mean)
+                    sd = f32(math.sqrt(var / (M - 1))) + f32(1e-8)
+                    for i in range(M):
+                        A[i] = (A[i] - mu) / sd
+                # the networks
+                acts = mlp_forward(th, sizes, relu, x)
+                W = th[a_out:a_out + h_L * n].reshape((h_L, n))
+                out = np.dot(acts[Lh], W)
+                for i in range(M):
+                    for k in range(n):
+                        out[i, k] += th[a_out + h_L * n + k]
+                acts_c = mlp_forward(th[c0:], csizes, relu, x)
+                wc = th[c_out:c_out + h_L]
+                value = np.dot(acts_c[Lh], wc) + th[c_out + h_L]
+                # the distribution: log pi(a|s), the entropy and what their derivatives reuse
+                logp = np.empty(M, np.float32)
+                ent = np.empty(M, np.float32)
+                lpa = np.empty((M, n), np.float32)  # log-softmax (discrete) or z (Box)
+                prob = np.empty((M, n), np.float32)
+                inv_std = np.empty(n, np.float32)
+                if discrete:
+                    for i in range(M):
+                        mx = out[i, 0]
+                        for k in range(1, n):
+                            mx = max(mx, out[i, k])
+                        se = f32(0.0)
+                        for k in range(n):
+                            se += np.exp(out[i, k] - mx)
+                        lse = mx + np.log(se)
+                        h = f32(0.0)
+                        for k in range(n):
+                            lpa[i, k] = out[i, k] - lse
+                            prob[i, k] = np.exp(lpa[i, k])
+                            h -= prob[i, k] * lpa[i, k]
+                        logp[i] = lpa[i, a_i[i]]
+                        ent[i] = h
+                else:
+                    h = f32(0.0)
+                    for k in range(n):
+                        inv_std[k] = np.exp(-th[ls_off + k])
+                        h += f32(0.5) + _HALF_LOG_2PI + th[ls_off + k]
+                    for i in range(M):
+                        lp = f32(0.0)
+                        for k in range(n):
+                            z = (a_f[i, k] - out[i, k]) * inv_std[k]
+                            lpa[i, k] = z
+                            lp += (f32(-0.5) * (z * z) - th[ls_off + k]) - _HALF_LOG_2PI
+                        logp[i] = lp
+                        ent[i] = h
+                # PPO.loss: the terms (trustrl.losses, compiled) and their derivatives
+                ratio = np.exp(logp - lpo)
+                d_logp = np.empty(M, np.float32)
+                scale = -1.0 / M
+                if clip:
+                    pl = -np.mean(L.clipped_surrogate_objective(ratio, A, clip_eps))
+                    d_logp[:] = ratio * L.clipped_surrogate_objective_grad(
+                        ratio, A, clip_eps) * scale
+                else:
+                    pl = -np.mean(L.surrogate_objective(ratio, A))
+                    d_logp[:] = ratio * L.surrogate_objective_grad(ratio, A) * scale
+                d_value = np.empty(M, np.float32)
+                # in float64: value_error_grad's branches then return one type under Numba
+                V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
+                if clip_value:
+                    vl = np.mean(L.value_error(V, R64, V064, clip_eps))
+                    d_value[:] = L.value_error_grad(V, R64, V064, clip_eps) * (vf_coef / M)
+                else:
+                    vl = np.mean(L.value_error(V, R64))
+                    d_value[:] = L.value_error_grad(V, R64) * (vf_coef / M)
+                d_ent = f32(-ent_coef / M)
+                clipped = 0
+                for i in range(M):
+                    if ratio[i] > 1.0 + clip_eps or ratio[i] < 1.0 - clip_eps:
+                        clipped += 1
+                # the chain rule: distribution, output layers, hidden layers
+                g_out = np.empty((M, n), np.float32)
+                if discrete:
+                    for i in range(M):
+                        for k in range(n):
+                            onehot = f32(1.0) if k == a_i[i] else f32(0.0)
+                            g = d_logp[i] * (onehot - prob[i, k])
+                            if ent_coef != 0.0:
+                                g += -d_ent * prob[i, k] * (lpa[i, k] + ent[i])
+                            g_out[i, k] = g
+                else:
+                    for k in range(n):
+                        g_ls = f32(0.0)
+                        for i in range(M):
+                            z = lpa[i, k]
+                            g_out[i, k] = d_logp[i] * z * inv_std[k]
+                            g_ls += d_logp[i] * (z * z - f32(1.0))
+                        if ent_coef != 0.0:
+                            g_ls += d_ent * M
+                        grad[ls_off + k] = g_ls
+                np.dot(acts[Lh].T, g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
+                for k in range(n):
+                    gb = f32(0.0)
+                    for i in range(M):
+                        gb += g_out[i, k]
+                    grad[a_out + h_L * n + k] = gb
+                if Lh > 0:
+                    mlp_backward_hidden(th, sizes, relu, acts, np.dot(g_out, W.T), grad)
+                grad[c_out:c_out + h_L] = np.dot(d_value, acts_c[Lh])
+                grad[c_out + h_L] = d_value.sum()
+                if Lh > 0:
+                    g_hc = np.empty((M, h_L), np.float32)
+                    for i in range(M):
+                        g_hc[i] = d_value[i] * wc
+                    mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
+                # common.clip_grad_norm, then one Adam step (trustrl.optim's arithmetic)
+                norm = f32(math.sqrt(sum_squares(grad)))
+                if max_grad_norm > 0:
+                    coef = min(f32(max_grad_norm) / (norm + f32(1e-6)), f32(1.0))
+                    if coef < 1.0:
+                        grad *= coef
+                t[p] += 1.0
+                adam_(th, m[p], v[p], grad, t[p], lr, b1, b2, adam_eps)
+                sums[p, 0] += pl
+                sums[p, 1] += vl
+                sums[p, 2] += norm
+                sums[p, 3] += clipped / M
+                n_mb += 1
+    return n_mb
