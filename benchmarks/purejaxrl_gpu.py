@@ -55,6 +55,14 @@ RUNS: dict[str, tuple[dict[str, Any], int]] = {
     "wide": ({"NUM_ENVS": 2048, "NUM_MINIBATCHES": 8, "TOTAL_TIMESTEPS": 2e8}, 1),
     "seeds": ({}, 1024),
 }
+# --table cpu: the rows of the CPU comparison (benchmarks/purejaxrl_cpu.py runs them): CleanRL's
+# CartPole setting, which is PureJaxRL's own, at 99,840 steps; 16 seeds of it at once; 64 envs
+# for 999,424 steps.
+CPU: dict[str, tuple[dict[str, Any], int]] = {
+    "one": ({"TOTAL_TIMESTEPS": 99_840}, 1),
+    "seeds": ({"TOTAL_TIMESTEPS": 99_840}, 16),
+    "wide": ({"NUM_ENVS": 64, "TOTAL_TIMESTEPS": 999_424}, 1),
+}
 # --tiny: a CPU smoke test of the same three code paths.
 TINY: dict[str, tuple[dict[str, Any], int]] = {
     "default": ({"TOTAL_TIMESTEPS": 4 * 128 * 4}, 1),
@@ -124,7 +132,7 @@ def final_return(metrics: dict[str, Any], tail: float = 0.1) -> float | None:
 
 
 def time_run(make_train: Any, name: str, overrides: dict[str, Any], seeds: int,
-             scale: float) -> dict[str, Any]:
+             scale: float, once: bool = False) -> dict[str, Any]:
     import jax
 
     config = dict(DEFAULT, **overrides)
@@ -143,8 +151,11 @@ def time_run(make_train: Any, name: str, overrides: dict[str, Any], seeds: int,
             return jax.random.PRNGKey(i)
 
     t0 = time.perf_counter()
-    jax.block_until_ready(fn(keys(0)))  # compile + first run
+    out = jax.block_until_ready(fn(keys(0)))  # compile + first run
     first = time.perf_counter() - t0
+    if once:  # launch to result: the first run is the result
+        return {"run": name, "seeds": seeds, "env_steps": steps, "first_s": round(first, 3),
+                "final_return": final_return(out["metrics"]), "jax": jax.__version__}
     t0 = time.perf_counter()
     out = jax.block_until_ready(fn(keys(1)))
     timed = time.perf_counter() - t0
@@ -162,18 +173,32 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--purejaxrl", required=True, help="folder with PureJaxRL's ppo.py and "
                    "wrappers.py")
-    p.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS))
+    p.add_argument("--runs", nargs="+", choices=sorted({*RUNS, *CPU}), default=list(RUNS))
     p.add_argument("--scale", type=float, default=1.0, help="multiply every step budget")
     p.add_argument("--tiny", action="store_true", help="tiny budgets (CPU smoke test)")
+    p.add_argument("--table", choices=("gpu", "cpu"), default="gpu",
+                   help="cpu: the rows one, seeds, wide of benchmarks/purejaxrl_cpu.py")
+    p.add_argument("--once", action="store_true",
+                   help="one call (compilation and run) and exit: the end-to-end measure")
+    p.add_argument("--cache", help="JAX's persistent compilation cache folder (every "
+                   "compiled program is kept); default: none")
     a = p.parse_args()
     if a.scale <= 0:
         p.error("--scale must be positive")
+    table = TINY if a.tiny else CPU if a.table == "cpu" else RUNS
+    if any(r not in table for r in a.runs):
+        p.error(f"--runs: the {a.table} table has {', '.join(table)}")
+    if a.cache:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", a.cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     stubbed = _stub_unused_imports()
     make_train = load_make_train(Path(a.purejaxrl))
-    table = TINY if a.tiny else RUNS
     for name in a.runs:
         overrides, seeds = table[name]
-        result = time_run(make_train, name, overrides, seeds, a.scale)
+        result = time_run(make_train, name, overrides, seeds, a.scale, a.once)
         result["placeholders"] = stubbed
         print(json.dumps(result), flush=True)
 
