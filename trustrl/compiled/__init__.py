@@ -219,7 +219,6 @@ class Compiled(ClosedForm):
         P, N = batch["logp_old"].shape
         f32 = np.float32
         acts = batch["actions"]
-        none_f = np.zeros((P, N, net.n_out), f32)
         sums = np.zeros((P, 4), f32)
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
@@ -230,9 +229,10 @@ class Compiled(ClosedForm):
             net.activation == "relu", net.discrete, net.critic_slice.start,
             net.segments[-1].offset if not net.discrete else 0,
             np.ascontiguousarray(_np(batch["obs"]), f32),
+            # the actions: int64 [P, N] or float32 [P, N, n]; the other argument a placeholder
             np.ascontiguousarray(_np(acts), np.int64) if net.discrete
-            else np.zeros((P, N), np.int64),
-            none_f if net.discrete else np.ascontiguousarray(_np(acts), f32),
+            else np.zeros((1, 1), np.int64),
+            np.zeros((1, 1, 1), f32) if net.discrete else np.ascontiguousarray(_np(acts), f32),
             *(np.ascontiguousarray(_np(batch[k]), f32)
               for k in ("logp_old", "advantages", "returns", "values_old")),
             np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
