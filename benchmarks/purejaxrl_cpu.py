@@ -17,8 +17,9 @@ loss clipped, grad norm 0.5, 64x64 tanh):
 Measures, per row, repeats alternating the tools (PureJaxRL, trustrl, PureJaxRL, ...):
 - steady-state train SPS. PureJaxRL: env steps / seconds of a second call of the jitted train
   function (benchmarks/purejaxrl_gpu.py --table cpu: the first call compiles). trustrl: env
-  steps / seconds of its training loop after the first iteration (metrics.csv's wall_time; the
-  first iteration loads the compiled code), summed over the seeds of a population;
+  steps / seconds of its training loop from the end of the first iteration (which loads the
+  compiled code) to the end of the last but one (the last runs the final greedy evaluation),
+  by metrics.csv's wall_time, summed over the seeds of a population;
 - the learning outcome: PureJaxRL's mean return of the episodes finished in the last 10% of
   updates, trustrl's over its episodes in the last 10% of steps (all seeds of the row).
 For the row `one`, also end to end (launch to final result, process wall): PureJaxRL with a
@@ -112,15 +113,17 @@ def read_run(folder: Path) -> tuple[float, float | None, float]:
     """(steady-state SPS, mean return of the episodes in the last 10% of steps, whole-loop
     SPS) of a trustrl run folder or population folder (its members' folders summed). The
     whole loop includes the first iteration, which loads the compiled code from the disk
-    cache (and compiles it on a machine's first run)."""
+    cache (and compiles it on a machine's first run), and the final greedy evaluation."""
     members = sorted(p.parent for p in folder.rglob("metrics.csv"))
     sps, rets, whole = 0.0, [], 0.0
     for m in members:
         with open(m / "metrics.csv", newline="") as f:
             rows = list(csv.DictReader(f))
-        first, last = rows[0], rows[-1]
-        sps += (int(last["global_step"]) - int(first["global_step"])) / (
-            float(last["wall_time"]) - float(first["wall_time"]))
+        # steady: from the end of the first iteration to the end of the last but one (the
+        # last runs the final greedy evaluation)
+        first, end, last = rows[0], rows[-2], rows[-1]
+        sps += (int(end["global_step"]) - int(first["global_step"])) / (
+            float(end["wall_time"]) - float(first["wall_time"]))
         whole += int(last["global_step"]) / float(last["wall_time"])
         total = int(last["global_step"])
         with open(m / "episodes.csv", newline="") as f:
