@@ -360,3 +360,35 @@ def test_the_compiled_ppo_epoch_equals_the_eager_closed_form(algo, case):
             torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)
     if "target_kl" in extra:  # the case means something only if members stopped unevenly
         assert len(set(mc[0]["epochs_run"].tolist() + mc[1]["epochs_run"].tolist())) > 1
+
+
+def test_compiling_is_announced_and_loading_from_the_disk_cache_is_not(capsys, monkeypatch):
+    """The first call of a kernel says on stderr that it compiles (and how long it took) only
+    when the kernel has no code on disk; a load from the cache prints nothing, however slow
+    (a loaded machine once took over a second to load and announced a compilation)."""
+    on_disk = {"a": True, "b": False}
+    monkeypatch.setattr(compiled, "_cached", lambda k: on_disk[k])
+    with compiled._announce_compiling("compiling X", "a"):
+        pass
+    assert capsys.readouterr().err == ""
+    with compiled._announce_compiling("compiling X", "a", "b"):
+        pass
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "trustrl: compiling X" and err[1].startswith("trustrl: compiled in ")
+
+
+def test_a_kernel_with_code_on_disk_counts_as_cached():
+    """_cached reads Numba's index file: a kernel called in this session (so compiled or
+    loaded, and written to the cache) is cached; a new function never compiled is not."""
+    from numba import njit
+
+    kernels = compiled._kernels()
+    kernels["gae"](*(np.zeros((1, 1), np.float32),) * 3, *(np.zeros((1, 1), bool),) * 2,
+                   0.99, 0.95, np.zeros((1, 1), np.float32))
+    assert compiled._cached(kernels["gae"])
+
+    @njit(cache=True)
+    def never_called(x):  # pragma: no cover
+        return x
+
+    assert not compiled._cached(never_called)

@@ -32,7 +32,6 @@ import contextlib
 import importlib.util
 import math
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -242,8 +241,8 @@ class Compiled(ClosedForm):
         if _READY.get("ppo_epochs"):
             kernel(*args)
         else:
-            with _announce_if_slow("compiling PPO's update (once per machine, about 20 s; "
-                                   "cached on disk)"):
+            with _announce_compiling("compiling PPO's update (once per machine, about 20 s; "
+                                     "cached on disk)", kernel):
                 kernel(*args)
             _READY["ppo_epochs"] = True
         opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
@@ -326,34 +325,36 @@ class CompiledRollout:
         """trustrl.compiled.rollout.rollout with this env's constants. The first call in a
         process loads the rollout (and GAE, which the learner calls next) from the disk cache
         or, the first time on a machine, compiles them (10-20 s), saying so on stderr when it
-        takes more than a second (a load takes well under that)."""
+        compiles."""
         if self._ready:
             return self._run(self.dynamics.k, *args)
-        with _announce_if_slow(f"compiling the rollout of {self.dynamics.env_id} (once per "
-                               "machine, about 20 s; cached on disk)"):
+        gae = _kernels()["gae"]
+        with _announce_compiling(f"compiling the rollout of {self.dynamics.env_id} (once per "
+                                 "machine, about 20 s; cached on disk)", self._run, gae):
             out = self._run(self.dynamics.k, *args)
             f32 = np.float32
-            _kernels()["gae"](*(np.zeros((1, 1), f32),) * 3, *(np.zeros((1, 1), bool),) * 2,
-                              0.99, 0.95, np.zeros((1, 1), f32))
+            gae(*(np.zeros((1, 1), f32),) * 3, *(np.zeros((1, 1), bool),) * 2, 0.99, 0.95,
+                np.zeros((1, 1), f32))
         self._ready = True
         return out
 
 
 @contextlib.contextmanager
-def _announce_if_slow(what: str, after: float = 1.0) -> Any:
-    """Print "trustrl: <what>" on stderr if the block is still running after `after` seconds,
-    and then how long it took."""
+def _announce_compiling(what: str, *kernels: Any) -> Any:
+    """Print "trustrl: <what>" on stderr before the block and how long it took after it, when
+    one of `kernels` has no compiled code on disk for its current source (the first run on a
+    machine, or an edited checkout): loading cached code says nothing, however long a loaded
+    machine takes to do it."""
+    if all(_cached(k) for k in kernels):
+        yield
+        return
+    print(f"trustrl: {what}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    timer = threading.Timer(after, lambda: print(f"trustrl: {what}", file=sys.stderr,
-                                                 flush=True))
-    timer.start()
     try:
         yield
     finally:
-        timer.cancel()
-        if time.perf_counter() - t0 > after:
-            print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
-                  flush=True)
+        print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+              flush=True)
 
 
 _ROLLOUTS: dict[str, CompiledRollout] = {}
