@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -36,29 +35,20 @@ from trustrl.compiled.kernels import (
     mlp_forward,
     sum_squares,
 )
+from trustrl.rebind import rebound
 
 _LOSS_TERMS = ("surrogate_objective", "surrogate_objective_grad", "clipped_surrogate_objective",
                "clipped_surrogate_objective_grad", "value_error", "value_error_grad")
 
 
 def _bind_losses() -> Any:
-    """trustrl.losses' per-sample terms over ``o`` = trustrl.compiled.xp, compiled: a module (a
-    stable, dot-free name in sys.modules) whose attributes Numba resolves at compile time."""
-    name = "_trustrl_losses_xp"
-    module = sys.modules.get(name)
-    if module is not None:
-        return module
-    module = types.ModuleType(name, "trustrl.losses over trustrl.compiled.xp")
-    ns = module.__dict__
-    ns.update((k, v) for k, v in vars(losses).items() if not k.startswith("__"))
-    ns["__builtins__"] = __builtins__
-    ns["o"] = xp
-    for fname in _LOSS_TERMS:
-        f = getattr(losses, fname)
-        g = types.FunctionType(f.__code__, ns, fname, f.__defaults__, f.__closure__)
-        g.__qualname__ = f.__qualname__
-        ns[fname] = njit(error_model="numpy")(g)
-    sys.modules[name] = module
+    """trustrl.losses' per-sample terms over ``o`` = trustrl.compiled.xp, compiled: a module
+    whose attributes Numba resolves at compile time."""
+    module = sys.modules.get("_trustrl_losses_xp")
+    if module is None:
+        module = rebound("_trustrl_losses_xp", "trustrl.losses over trustrl.compiled.xp",
+                         vars(losses), (getattr(losses, f) for f in _LOSS_TERMS), {"o": xp},
+                         njit(error_model="numpy"))
     return module
 
 

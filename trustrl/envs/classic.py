@@ -42,11 +42,11 @@ import collections
 import math
 import operator
 import re
-import sys
-import types
 from typing import Any, ClassVar
 
 import numpy as np
+
+from trustrl.rebind import rebound
 
 __all__ = [
     "DYNAMICS",
@@ -368,18 +368,10 @@ def bind(ops: Any, step: Any, observe: Any, wrap: Any = None) -> dict[str, Any]:
     # when it loads compiled code) and has no dot (importers would look for a package).
     ops_name = re.sub(r"\W", "_", getattr(ops, "__name__", None) or repr(ops))
     name = f"_trustrl_classic_{ops_name}_{step.__name__}" + ("" if wrap is None else "_wrapped")
-    module = types.ModuleType(name, f"trustrl.envs.classic over {ops!r}")
-    ns = module.__dict__
-    ns.update((k, v) for k, v in globals().items() if not k.startswith("__"))
-    ns["__builtins__"] = __builtins__
-    ns["o"] = ops
-    for fname, f in _FUNCTIONS.items():
-        g = types.FunctionType(f.__code__, ns, fname, f.__defaults__, f.__closure__)
-        g.__doc__, g.__qualname__ = f.__doc__, f.__qualname__
-        ns[fname] = g if wrap is None else wrap(g)
+    ns = rebound(name, f"trustrl.envs.classic over {ops!r}", globals(), _FUNCTIONS.values(),
+                 {"o": ops}, wrap).__dict__
     ns["step"], ns["observe"] = ns[step.__name__], ns[observe.__name__]
     ns["_wrap"] = wrap  # kept alive with the namespace, so that its id stays its own
-    sys.modules[name] = module
     _BOUND[key] = ns
     return ns
 
