@@ -60,18 +60,17 @@ ROWS: dict[str, dict[str, Any]] = {
 }
 
 
-def pinned_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               XLA_FLAGS="--xla_cpu_multi_thread_eigen=false")
-    env.update(extra or {})
-    return env
+def one_thread_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """peers_cpu's one-thread environment, with JAX's and OpenBLAS's thread settings too."""
+    return dict(peers_cpu.thread_env(), OPENBLAS_NUM_THREADS="1",
+                XLA_FLAGS="--xla_cpu_multi_thread_eigen=false", **(extra or {}))
 
 
 def run(cmd: list[str], cwd: Path, extra: dict[str, str] | None = None) -> tuple[str, float]:
     """(stdout, process wall seconds) of cmd; a failure stops the benchmark with the tool's
     stderr tail."""
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=pinned_env(extra))
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=one_thread_env(extra))
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         tail = "\n".join(p.stderr.strip().splitlines()[-15:])
