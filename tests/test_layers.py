@@ -13,7 +13,8 @@ import trustrl
 ROOT = Path(trustrl.__file__).parent
 
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("errors", "seeding", "safeio", "locks", "progress", "importing"),
+    0: ("errors", "seeding", "safeio", "locks", "progress", "importing",
+        "rebind"),
     1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "policies",
         "extractors",
         "envs", "rng", "optim", "popnet", "backends", "compiled"),
