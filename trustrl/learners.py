@@ -185,7 +185,8 @@ class GymLearner:
                   if cfg.normalize_reward else None)
         state = Collector.start(self.envs, self._agent, cfg.seed)
         self.collector = Collector(self.envs, self._agent, cfg.num_steps, scaler, state,
-                                   game_episodes=getattr(self.env, "atari", None) == "train")
+                                   game_episodes=getattr(self.env, "atari", None) == "train",
+                                   acting=compiled.acting(self.net, self.algo.backend))
         self._iteration = 0
 
     @property

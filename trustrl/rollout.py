@@ -96,6 +96,7 @@ class Collector:
         reward_scaler: RewardScaler | None,
         state: RolloutState,
         game_episodes: bool = False,
+        acting: Any = None,
     ):
         self.envs, self.agent, self.num_steps = envs, agent, num_steps
         self.reward_scaler, self.state = reward_scaler, state
@@ -104,6 +105,9 @@ class Collector:
         # the wrappers, as the Atari chain does: whole games with raw scores, while its
         # learner's episodes are lives with clipped rewards); they are what gets logged
         self.game_episodes = game_episodes
+        # the compiled per-step policy (trustrl.compiled.CompiledActing: the same numbers as
+        # the policy's sample_step, to rounding, in one call) or None: the policy module
+        self.acting = acting
 
     @staticmethod
     def start(envs: Any, agent: Agent, seed: int) -> RolloutState:
@@ -144,18 +148,30 @@ class Collector:
         final_val = torch.zeros((T, N), device=device)  # V(final obs) on truncated steps
         episodes: list[Episode] = []
         out_buf: Tensor | None = None
+        # on a CPU the per-step rows go in through NumPy views of the records (the same
+        # values: float64 rewards rounded to float32 either way), a fraction of torch's cost
+        views = (rew_buf.numpy(), term_buf.numpy(), trunc_buf.numpy()) \
+            if rew_buf.device.type == "cpu" else None
+        acting = self.acting
+        if acting is not None:
+            out_buf = torch.zeros((T, N, agent.spec.action.dim))
+            acting.begin(obs_buf, act_buf, logp_buf, val_buf, out_buf)
 
         obs_t = agent.obs_tensor(st.next_obs)
         for t in range(T):
-            # = dist(obs).sample(), .log_prob(action), value(obs), without module overhead;
-            # the actor's output kept as pi_old's (a policy may give only the first three)
-            action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
-            obs_buf[t], act_buf[t] = obs_t, action
-            logp_buf[t], val_buf[t] = logp, value
-            if out:
-                if out_buf is None:
-                    out_buf = torch.zeros((T, *out[0].shape), device=device)
-                out_buf[t] = out[0]
+            if acting is not None:  # the same records, written by one compiled call
+                action = acting.step(t, obs_t)
+            else:
+                # = dist(obs).sample(), .log_prob(action), value(obs), without module
+                # overhead; the actor's output kept as pi_old's (a policy may give only the
+                # first three)
+                action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
+                obs_buf[t], act_buf[t] = obs_t, action
+                logp_buf[t], val_buf[t] = logp, value
+                if out:
+                    if out_buf is None:
+                        out_buf = torch.zeros((T, *out[0].shape), device=device)
+                    out_buf[t] = out[0]
 
             next_obs, reward, term, trunc, info = self.envs.step(agent.env_action(action))
             st.global_step += N
@@ -190,9 +206,12 @@ class Collector:
                 final_val[t, torch.as_tensor(idx)] = policy.value(agent.array_tensor(final))
             if self.reward_scaler is not None:
                 reward = self.reward_scaler(reward, done)
-            rew_buf[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-            term_buf[t] = torch.as_tensor(term, device=device)
-            trunc_buf[t] = torch.as_tensor(trunc, device=device)
+            if views is not None:
+                views[0][t], views[1][t], views[2][t] = reward, term, trunc
+            else:
+                rew_buf[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+                term_buf[t] = torch.as_tensor(term, device=device)
+                trunc_buf[t] = torch.as_tensor(trunc, device=device)
             st.next_obs = next_obs
             obs_t = agent.array_tensor(next_x)
 

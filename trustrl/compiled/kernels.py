@@ -77,6 +77,21 @@ def mlp_forward(theta, sizes, relu, x):
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_out(theta, sizes, relu, x):
+    """The MLP's output [M, n_out] (no activation on the output layer) for inputs x [M, n_in]:
+    mlp_forward's last hidden output times w_out, plus b_out."""
+    L = sizes.shape[0] - 2
+    h_L, n = sizes[L], sizes[L + 1]
+    off = hidden_size(sizes)
+    h = mlp_forward(theta, sizes, relu, x)[L]
+    z = np.dot(h, theta[off:off + h_L * n].reshape((h_L, n)))
+    for i in range(z.shape[0]):
+        for k in range(n):
+            z[i, k] += theta[off + h_L * n + k]
+    return z
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
 def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
     """Push dLoss/dh_L [M, h_L] back through the hidden layers: writes dW and db of every
     hidden layer into grad (the layout's offsets)."""

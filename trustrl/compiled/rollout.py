@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from trustrl.compiled.kernels import hidden_size, mlp_forward
+from trustrl.compiled.kernels import mlp_out
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _HALF_LOG_2PI = np.float32(0.5 * _LOG_2PI)  # what NumPy 2 makes of the Python float meeting f32
@@ -85,9 +85,6 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
     [T, P, N, n_out] for Box); returns the network input of the last observation [P, N, D]."""
     T, P, N, n_out = noise.shape
     D = obs.shape[2]
-    L = sizes.shape[0] - 2
-    off_out = a0 + hidden_size(sizes)
-    h_L = sizes[L]
     x = _normalize(obs, obs_mean, obs_var, obs_clip) if norm_obs else obs.copy()
     out = np.empty((P, N, n_out), np.float32)
     std = np.empty((P, n_out), np.float32)
@@ -103,12 +100,7 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
     for t in range(T):
         obs_b[t] = x
         for p in range(P):
-            acts = mlp_forward(flat[p, a0:], sizes, relu, np.ascontiguousarray(x[p]))
-            w_out = flat[p, off_out:off_out + h_L * n_out].reshape((h_L, n_out))
-            o_p = np.dot(acts[L], w_out)
-            for i in range(N):
-                for j in range(n_out):
-                    out[p, i, j] = o_p[i, j] + flat[p, off_out + h_L * n_out + j]
+            out[p] = mlp_out(flat[p, a0:], sizes, relu, np.ascontiguousarray(x[p]))
         for p in range(P):
             for i in range(N):
                 if discrete:
@@ -187,6 +179,34 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
             rew_b[t] = r.reshape((P, N))
         obs[...] = nxt
     return x
+
+
+@njit(cache=True, error_model="numpy")
+def gaussian_step(flat, sizes_a, c0, sizes_c, relu, ls_off, x, noise, t, obs_b, act_b,  # type: ignore[no-untyped-def]  # noqa: E501
+                  logp_b, val_b, out_b):
+    """One env step's policy work in the Gymnasium collector (trustrl.rollout.Collector) for
+    a Box action: what `ActorCritic.sample_step` computes with a DiagGaussian, as one call.
+    flat: one member's parameters (the actor from column 0, the critic from c0, the log-std
+    at ls_off); x [N, D]: the network inputs (already normalised); noise [N, n]: the standard
+    normal draws the eager sample takes (torch.randn_like of the means). Writes row t of the
+    records: obs_b [T, N, D], act_b [T, N, n] (the unclipped samples), logp_b [T, N],
+    val_b [T, N] (V(s)) and out_b [T, N, n] (the means: pi_old's output)."""
+    out = mlp_out(flat, sizes_a, relu, x)
+    v = mlp_out(flat[c0:], sizes_c, relu, x)
+    N, n = out.shape
+    for i in range(N):
+        lp = np.float32(0.0)
+        for j in range(n):
+            ls = flat[ls_off + j]
+            std = np.exp(ls)
+            a = out[i, j] + std * noise[i, j]
+            z = (a - out[i, j]) / std
+            lp += (np.float32(-0.5) * (z * z) - ls) - _HALF_LOG_2PI
+            act_b[t, i, j] = a
+            out_b[t, i, j] = out[i, j]
+        logp_b[t, i] = lp
+        val_b[t, i] = v[i, 0]
+        obs_b[t, i] = x[i]
 
 
 _HELPERS = (_chan, _normalize)
