@@ -198,8 +198,9 @@ ROLLOUT_CASES = {
 def test_compiled_rollout_equals_the_numpy_rollout(case):
     """Two collections (the carried state crossing from one to the next, episodes ending in the
     second: time limits shortened) with the compiled and the NumPy rollout, 2 members: every
-    record and the carried state (envs, trackers, normalisers) equal to float rounding; actions
-    of discrete envs, terminations, truncations and lengths exactly."""
+    record, the values and bootstrap values, and the carried state (envs, trackers,
+    normalisers) equal to float rounding; actions of discrete envs, terminations, truncations
+    and lengths exactly; the compiled rollout's actor outputs equal the actor's."""
     env_id, changes = ROLLOUT_CASES[case]
     a = _collector(env_id, [3, 8], False, **changes)
     b = _collector(env_id, [3, 8], True, **changes)
@@ -219,6 +220,12 @@ def test_compiled_rollout_equals_the_numpy_rollout(case):
                 assert torch.equal(x, y), key
             else:
                 torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-5, msg=key)
+        # pi_old's outputs, kept from the compiled rollout's forward passes: the actor's
+        T, P, N, D = rb["obs"].shape
+        with torch.no_grad():
+            want = b.net.actor(rb["obs"].transpose(0, 1).reshape(P, T * N, D))
+        torch.testing.assert_close(rb["old_out"], want.view(P, T, N, -1).transpose(0, 1),
+                                   rtol=1e-5, atol=1e-5)
     assert truncations > 0
     for name in ("env_state", "elapsed", "ep_ret", "ep_len", "obs", "obs_mean", "obs_var",
                  "obs_count", "ret_mean", "ret_var", "ret_count", "disc_return"):

@@ -372,6 +372,7 @@ class BatchedCollector:
                 np.empty((T, P, N), np.float64), np.empty((T, P, N), np.int64),
                 np.empty((T, P, N, D), f32))
         obs_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = recs
+        out_b = np.empty((T, P, N, net.n_out), f32)
         bounds = self._act_bounds_np or (np.zeros(1, f32), np.zeros(1, f32))
         ls_off = 0 if net.discrete else net.segments[-1].offset
         x = self._compiled.run(
@@ -385,10 +386,27 @@ class BatchedCollector:
             self.disc_return.numpy(), bool(cfg.normalize_obs), bool(cfg.normalize_reward),
             float(cfg.gamma), float(cfg.obs_clip), float(cfg.reward_clip), bounds[0],
             bounds[1], obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
-            final_x)
+            final_x, out_b)
         act_b = act_i if net.discrete else act_f
+        self._old_out = torch.from_numpy(out_b)
         return tuple(torch.from_numpy(r) for r in (
             obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x, x))
+
+    def _compiled_values(self, obs_b: Tensor, final_x: Tensor, x: Tensor, term_b: Tensor,
+                         trunc_b: Tensor) -> tuple[Tensor, Tensor]:
+        """The critic's values of the records and the bootstrap values, as `collect` computes
+        them in torch, in one compiled call (V(final_x) only where an episode was
+        truncated)."""
+        net = self.net
+        values = np.empty(term_b.shape, np.float32)
+        next_v = np.empty(term_b.shape, np.float32)
+        assert self._compiled is not None
+        self._compiled.values(
+            net.flat.detach().numpy(), net.critic_slice.start,
+            np.array((self.D, *net.hidden_sizes, 1), np.int64), net.activation == "relu",
+            obs_b.numpy(), final_x.numpy(), np.ascontiguousarray(x.numpy()), term_b.numpy(),
+            trunc_b.numpy(), values, next_v)
+        return torch.from_numpy(values), torch.from_numpy(next_v)
 
     def collect(self) -> dict[str, Tensor]:
         """The batched collector: T steps of every member's N envs with pi_old. Returns the
@@ -396,8 +414,9 @@ class BatchedCollector:
         rewards (scaled when normalize_reward), terminated, truncated, final_x (network input
         of the true last observation), fin_ret / fin_len (episode return and length so far,
         valid where an episode ended), values V(obs) and next_values (the bootstrap values:
-        V(next obs), V(final obs) on truncation, 0 on termination). The carried state (envs,
-        trackers, normalisers) moves on in place."""
+        V(next obs), V(final obs) on truncation, 0 on termination); with the compiled
+        rollout also old_out, the actor's outputs (pi_old's: PPO's update need not compute
+        them again). The carried state (envs, trackers, normalisers) moves on in place."""
         net = self.net
         P, N, T, D = self.P, self.N, self.T, self.D
         flat = net.views(net.flat.detach())  # fixed during the rollout: views made once
@@ -437,6 +456,12 @@ class BatchedCollector:
                                        strict=True):
                     getattr(self, name).copy_(value)
                 self.obs.copy_(next_obs)
+        if self._compiled is not None:
+            values, next_v = self._compiled_values(obs_b, final_x, x, term_b, trunc_b)
+            return {"obs": obs_b, "actions": act_b, "logp": logp_b, "rewards": rew_b,
+                    "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
+                    "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
+                    "next_values": next_v, "old_out": self._old_out}
         with torch.no_grad():
             # the critic is fixed during the rollout: V of every state in one call
             values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)

@@ -376,6 +376,8 @@ class BatchedLearner:
         batch = {"obs": bflat(r["obs"]), "actions": bflat(r["actions"]),
                  "logp_old": bflat(r["logp"]), "values_old": bflat(r["values"]),
                  "advantages": bflat(adv), "returns": bflat(ret)}
+        if "old_out" in r:  # pi_old's outputs from the rollout's own forward passes
+            batch["old_out"] = bflat(r["old_out"])
         m = self.algo.update(batch, col.it, self.lr)
         with torch.no_grad():
             done = term_b | trunc_b

@@ -319,7 +319,7 @@ class CompiledRollout:
 
         self.dynamics = compiled_dynamics(env_id, np.float32)
         self._run = rollout.bind(self.dynamics)
-        self._ready = False
+        self._ready = self._values_ready = False
 
     def run(self, *args: Any) -> Any:
         """trustrl.compiled.rollout.rollout with this env's constants. The first call in a
@@ -337,6 +337,19 @@ class CompiledRollout:
                 np.zeros((1, 1), f32))
         self._ready = True
         return out
+
+    def values(self, *args: Any) -> None:
+        """trustrl.compiled.rollout.bootstrap_values (the rollout's values and bootstrap
+        values), saying so on stderr when its first call in a process compiles it."""
+        from trustrl.compiled import rollout
+
+        if self._values_ready:
+            rollout.bootstrap_values(*args)
+            return
+        with _announce_compiling("compiling the rollout's values (once per machine, about "
+                                 "5 s; cached on disk)", rollout.bootstrap_values):
+            rollout.bootstrap_values(*args)
+        self._values_ready = True
 
 
 class CompiledActing:

@@ -77,12 +77,14 @@ def _normalize(o, mean, var, clip):  # type: ignore[no-untyped-def]
 def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state, elapsed,  # type: ignore[no-untyped-def]  # noqa: E501
             obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean, ret_var, ret_count,
             disc_return, norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo, act_hi,
-            obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x):
+            obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
+            out_b):
     """The NumPy rollout's T steps. flat [P, *] holds the actor's parameters from column a0
     (layer sizes `sizes`; log-std at ls_off for Box actions); noise [T, P, N, n_out] (Gumbel
     for discrete actions, standard normal for Box); resets [T, P*N, state_dim]. The records are
     written into the arrays from obs_b on (act_i [T, P, N] for discrete actions, act_f
-    [T, P, N, n_out] for Box); returns the network input of the last observation [P, N, D]."""
+    [T, P, N, n_out] for Box; out_b [T, P, N, n_out] the actor's outputs, pi_old's); returns
+    the network input of the last observation [P, N, D]."""
     T, P, N, n_out = noise.shape
     D = obs.shape[2]
     x = _normalize(obs, obs_mean, obs_var, obs_clip) if norm_obs else obs.copy()
@@ -101,6 +103,7 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
         obs_b[t] = x
         for p in range(P):
             out[p] = mlp_out(flat[p, a0:], sizes, relu, np.ascontiguousarray(x[p]))
+        out_b[t] = out
         for p in range(P):
             for i in range(N):
                 if discrete:
@@ -179,6 +182,51 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
             rew_b[t] = r.reshape((P, N))
         obs[...] = nxt
     return x
+
+
+@njit(cache=True, error_model="numpy")
+def bootstrap_values(flat, c0, sizes, relu, obs_b, final_x, x_last, term_b, trunc_b,  # type: ignore[no-untyped-def]  # noqa: E501
+                     values, next_v):
+    """The batched collector's values after a rollout (BatchedCollector.collect): V of every
+    recorded input obs_b [T, P, N, D] into values [T, P, N] (one matrix product per layer and
+    member), and the bootstrap values next_v [T, P, N]: V of the next input of the same
+    episode, V(final_x) where the episode was truncated (computed for those rows only), 0
+    where it terminated; V(x_last) [P, N, D] after the last step."""
+    T, P, N, D = obs_b.shape
+    for p in range(P):
+        rows = np.empty((T * N, D), np.float32)
+        for t in range(T):
+            rows[t * N:(t + 1) * N] = obs_b[t, p]
+        v = mlp_out(flat[p, c0:], sizes, relu, rows)
+        last = mlp_out(flat[p, c0:], sizes, relu, np.ascontiguousarray(x_last[p]))
+        for t in range(T):
+            for i in range(N):
+                values[t, p, i] = v[t * N + i, 0]
+                next_v[t, p, i] = v[(t + 1) * N + i, 0] if t + 1 < T else last[i, 0]
+        n_trunc = 0
+        for t in range(T):
+            for i in range(N):
+                if trunc_b[t, p, i]:
+                    n_trunc += 1
+        if n_trunc > 0:
+            fin = np.empty((n_trunc, D), np.float32)
+            k = 0
+            for t in range(T):
+                for i in range(N):
+                    if trunc_b[t, p, i]:
+                        fin[k] = final_x[t, p, i]
+                        k += 1
+            fv = mlp_out(flat[p, c0:], sizes, relu, fin)
+            k = 0
+            for t in range(T):
+                for i in range(N):
+                    if trunc_b[t, p, i]:
+                        next_v[t, p, i] = fv[k, 0]
+                        k += 1
+        for t in range(T):
+            for i in range(N):
+                if term_b[t, p, i]:
+                    next_v[t, p, i] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
