@@ -401,23 +401,34 @@ def test_a_kernel_with_code_on_disk_counts_as_cached():
     assert not compiled._cached(never_called)
 
 
+@pytest.mark.parametrize("kind", ["box", "discrete"])
 @pytest.mark.parametrize("hidden, activation, N", [((64, 64), "tanh", 1), ((256, 256), "relu", 3),
                                                    ((), "tanh", 2), ((16,), "relu", 5)])
-def test_the_compiled_policy_step_equals_sample_step(hidden, activation, N):
-    """The Gymnasium collector's compiled step (Box actions) and ActorCritic.sample_step from
-    the same torch random state: the same actions, log-probs, values and means to float
-    rounding, the inputs recorded as they are, and the same random numbers consumed."""
+def test_the_compiled_policy_step_equals_sample_step(kind, hidden, activation, N):
+    """The Gymnasium collector's compiled step and ActorCritic.sample_step from the same torch
+    random state: the same actions (Discrete: exactly), log-probs, values and actor outputs
+    to float rounding, the inputs recorded as they are, and the same random numbers
+    consumed."""
     torch.manual_seed(3)
-    action = ActionSpec("box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
+    if kind == "box":
+        action = ActionSpec("box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
+    else:
+        action = ActionSpec("discrete", n=3)
     pol = ActorCritic(7, action, hidden, activation, log_std_init=-0.3)
-    with torch.no_grad():  # a log-std that differs per dimension
-        pol.log_std.add_(torch.tensor([0.0, 0.4, -0.8]))
+    with torch.no_grad():
+        if kind == "box":  # a log-std that differs per dimension
+            pol.log_std.add_(torch.tensor([0.0, 0.4, -0.8]))
+        else:  # logits far enough from uniform that the three actions' chances differ
+            pol.policy_head.weight.mul_(30.0)
     net = PopActorCritic.from_policies([pol], "cpu")
     acting = compiled.acting(net, compiled.Compiled())
     assert acting is not None
-    T = 4
-    recs = [torch.full(s, float("nan")) for s in ((T, N, 7), (T, N, 3), (T, N), (T, N),
+    T = 4 if kind == "box" else 40
+    act_shape = (T, N, 3) if kind == "box" else (T, N)
+    recs = [torch.full(s, float("nan")) for s in ((T, N, 7), act_shape, (T, N), (T, N),
                                                   (T, N, 3))]
+    if kind == "discrete":
+        recs[1] = torch.full(act_shape, -1, dtype=torch.long)
     acting.begin(*recs)
     for t in range(T):
         x = 2.0 * torch.randn(N, 7)
@@ -428,14 +439,18 @@ def test_the_compiled_policy_step_equals_sample_step(hidden, activation, N):
         a0, logp0, v0, out0 = pol.sample_step(x, with_out=True)
         assert torch.equal(torch.rand(1), after)  # the same draws taken
         assert torch.equal(a, recs[1][t]) and torch.equal(recs[0][t], x)
+        if kind == "discrete":
+            assert torch.equal(a, a0)
         for got, want in zip((a, recs[2][t], recs[3][t], recs[4][t]), (a0, logp0, v0, out0),
                              strict=True):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if kind == "discrete":  # every action drawn somewhere: the sampler is not stuck
+        assert set(recs[1].flatten().tolist()) == {0, 1, 2}
 
 
 def test_the_gymnasium_collector_acts_compiled_where_it_applies():
-    """The compiled step is used by the Gymnasium collector with the compiled backend and a
-    Box action; the closed form, autograd or a Discrete action keep the policy module."""
+    """The compiled step is used by the Gymnasium collector with the compiled backend (Box
+    and Discrete actions); the closed form or autograd keep the policy module."""
     from trustrl.config import make_config
     from trustrl.learners import GymLearner
 
@@ -451,20 +466,21 @@ def test_the_gymnasium_collector_acts_compiled_where_it_applies():
 
     assert acting("Pendulum-v1", "auto") and acting("Pendulum-v1", "compiled")
     assert not acting("Pendulum-v1", "closed-form") and not acting("Pendulum-v1", "autograd")
-    assert not acting("CartPole-v1", "compiled")
+    assert acting("CartPole-v1", "compiled") and not acting("CartPole-v1", "closed-form")
 
 
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "Acrobot-v1"])
 @pytest.mark.parametrize("algo", ["ppo", "trpo"])
-def test_gymnasium_iterations_with_the_compiled_step_equal_the_eager_ones(algo):
-    """Three iterations of the Gymnasium learner on Pendulum (normalised observations and
-    rewards, episodes truncated inside the rollouts) with the compiled backend (compiled
-    policy step and update kernels) and with the eager closed form: every metric and the
-    parameters agree to float rounding."""
+def test_gymnasium_iterations_with_the_compiled_step_equal_the_eager_ones(algo, env_id):
+    """Three iterations of the Gymnasium learner (normalised observations and rewards;
+    Pendulum's episodes truncated inside the rollouts, Acrobot's Discrete actions) with the
+    compiled backend (compiled policy step and update kernels) and with the eager closed
+    form: every metric and the parameters agree to float rounding."""
     from trustrl.config import make_config
     from trustrl.learners import GymLearner
 
     def run(backend):
-        cfg = make_config(algo, env_id="Pendulum-v1",
+        cfg = make_config(algo, env_id=env_id,
                           sets=dict(grad_backend=backend, num_envs=2, num_steps=128,
                                     vector="sync", normalize_obs=True,
                                     normalize_reward=True, eval_every=0, seed=4))

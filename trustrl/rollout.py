@@ -154,7 +154,7 @@ class Collector:
             if rew_buf.device.type == "cpu" else None
         acting = self.acting
         if acting is not None:
-            out_buf = torch.zeros((T, N, agent.spec.action.dim))
+            out_buf = torch.zeros((T, N, acting.net.n_out))
             acting.begin(obs_buf, act_buf, logp_buf, val_buf, out_buf)
 
         obs_t = agent.obs_tensor(st.next_obs)

@@ -354,23 +354,24 @@ class CompiledRollout:
 
 class CompiledActing:
     """The Gymnasium collector's per-step policy work for one member's MLP actor-critic with a
-    Box action (trustrl.compiled.rollout.gaussian_step): the actor's and critic's forward
-    passes, the Gaussian sample from torch's normal draw, its log-probability and the records'
-    row, one compiled call per env step instead of some twenty torch operations (about 100 us
-    a step on MuJoCo's 256x256 networks). Equal to `ActorCritic.sample_step` to float
-    rounding (tests/test_compiled.py); the noise is the same torch draw, so a run keeps its
-    random stream."""
+    Box or Discrete action (trustrl.compiled.rollout.gaussian_step, categorical_step): the
+    actor's and critic's forward passes, the sample from torch's own draw (the normal noise
+    of a Gaussian sample; the Exp(1) numbers of torch.multinomial), its log-probability and
+    the records' row, one compiled call per env step instead of some twenty torch operations
+    (about 100 us a step on MuJoCo's 256x256 networks). Equal to `ActorCritic.sample_step` to
+    float rounding (tests/test_compiled.py); the draws are torch's, so a run keeps its random
+    stream."""
 
     def __init__(self, net: PopActorCritic) -> None:
         from trustrl.compiled import rollout
 
         self.net = net
-        self._kernel = rollout.gaussian_step
+        self._kernel = rollout.categorical_step if net.discrete else rollout.gaussian_step
         hidden = net.hidden_sizes
         self._sizes_a = np.array((net.obs_dim, *hidden, net.n_out), np.int64)
         self._sizes_c = np.array((net.obs_dim, *hidden, 1), np.int64)
         self._c0 = net.critic_slice.start
-        self._ls_off = net.segments[-1].offset
+        self._ls_off = 0 if net.discrete else net.segments[-1].offset
         self._relu = net.activation == "relu"
         self._ready = False
         self._records: tuple[np.ndarray, ...] = ()
@@ -384,13 +385,20 @@ class CompiledActing:
         self._records = tuple(r.numpy() for r in (obs, actions, logp, values, out))
 
     def step(self, t: int, x: Tensor) -> Tensor:
-        """Row t of the records from the network inputs x [N, D]; returns the actions [N, n]
-        (a view of the actions' record). The first call in a process loads the kernel from the
-        disk cache or, the first time on a machine, compiles it, saying so on stderr."""
-        n = self.net.n_out
-        noise = torch.randn((x.shape[0], n), dtype=torch.float32).numpy()
-        args = (self._flat, self._sizes_a, self._c0, self._sizes_c, self._relu, self._ls_off,
-                np.ascontiguousarray(x.numpy(), np.float32), noise, t, *self._records)
+        """Row t of the records from the network inputs x [N, D]; returns the actions ([N, n]
+        for a Box, [N] for Discrete: a view of the actions' record). The first call in a
+        process loads the kernel from the disk cache or, the first time on a machine, compiles
+        it, saying so on stderr."""
+        shape = (x.shape[0], self.net.n_out)
+        xs = np.ascontiguousarray(x.numpy(), np.float32)
+        if self.net.discrete:  # torch.multinomial's draw for one sample per row
+            q = torch.empty(shape, dtype=torch.float32).exponential_(1).numpy()
+            args = (self._flat, self._sizes_a, self._c0, self._sizes_c, self._relu, xs, q, t,
+                    *self._records)
+        else:  # DiagGaussian.sample's: torch.randn_like(means)
+            noise = torch.randn(shape, dtype=torch.float32).numpy()
+            args = (self._flat, self._sizes_a, self._c0, self._sizes_c, self._relu,
+                    self._ls_off, xs, noise, t, *self._records)
         if self._ready:
             self._kernel(*args)
         else:
@@ -403,10 +411,11 @@ class CompiledActing:
 
 def acting(net: Any, backend: Any) -> CompiledActing | None:
     """The compiled per-step policy for the Gymnasium collector where it applies: the compiled
-    backend (so Numba is installed and the network is the MLP population network on the CPU)
-    and a Box action; None otherwise (the collector then calls the policy module)."""
+    backend (so Numba is installed and the network is the MLP population network on the CPU,
+    with a Discrete or Box action); None otherwise (the collector then calls the policy
+    module)."""
     if isinstance(backend, Compiled) and getattr(net, "closed_form", False) \
-            and net.action.kind == "box" and net.flat.device.type == "cpu" \
+            and net.action.kind in ("box", "discrete") and net.flat.device.type == "cpu" \
             and net.flat.dtype == torch.float32 and net.population == 1:
         _kernels()
         return CompiledActing(net)

@@ -257,6 +257,38 @@ def gaussian_step(flat, sizes_a, c0, sizes_c, relu, ls_off, x, noise, t, obs_b, 
         obs_b[t, i] = x[i]
 
 
+@njit(cache=True, error_model="numpy")
+def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, obs_b, act_b, logp_b,  # type: ignore[no-untyped-def]  # noqa: E501
+                     val_b, out_b):
+    """`gaussian_step` for a Discrete action: what `ActorCritic.sample_step` computes with a
+    Categorical. q [N, n]: the Exp(1) draws torch.multinomial takes for one sample (it draws
+    the action as argmax p / q, the exponential form of the Gumbel-max trick), so the action
+    is the eager one unless two of p / q tie to rounding. act_b [T, N] holds the actions
+    (int64), out_b [T, N, n] the logits."""
+    out = mlp_out(flat, sizes_a, relu, x)
+    v = mlp_out(flat[c0:], sizes_c, relu, x)
+    N, n = out.shape
+    for i in range(N):
+        m = out[i, 0]
+        for j in range(1, n):
+            m = max(m, out[i, j])
+        s = np.float32(0.0)
+        for j in range(n):
+            s += np.exp(out[i, j] - m)
+        lse = m + np.log(s)
+        best, best_v = 0, np.float32(-1.0)
+        for j in range(n):
+            pj = np.exp(out[i, j] - lse)
+            r = pj / q[i, j]
+            if r > best_v:
+                best, best_v = j, r
+            out_b[t, i, j] = out[i, j]
+        act_b[t, i] = best
+        logp_b[t, i] = out[i, best] - lse
+        val_b[t, i] = v[i, 0]
+        obs_b[t, i] = x[i]
+
+
 _HELPERS = (_chan, _normalize)
 _BOUND: dict[int, Any] = {}
 
