@@ -52,14 +52,18 @@ def quantiles(x: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
 
 @torch.no_grad()
 def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old: Tensor,
-                clip_eps: float) -> dict[str, Tensor]:
+                clip_eps: float, backend: Any = None) -> dict[str, Tensor]:
     """How far the updated policy moved from pi_old on the whole batch, per member [P].
 
     approx_kl (k3) and approx_kl_k1 from the stored logp_old; kl_exact, the analytic mean
     KL(pi_old || pi); clip fraction with the band clip_eps (reported even by methods that do
-    not clip); ratio quantiles; entropy of the updated policy.
+    not clip); ratio quantiles; entropy of the updated policy. The actor's outputs come from
+    the backend's `actor_outputs` where it has one (the compiled backend's kernel), else from
+    the network.
     """
-    out = net.actor(batch["obs"])  # type: ignore[attr-defined]
+    forward = getattr(backend, "actor_outputs", None)
+    out = (forward(net, batch["obs"]) if forward is not None
+           else net.actor(batch["obs"]))  # type: ignore[attr-defined]
     logp, ent = net.log_prob_entropy(out, batch["actions"])
     log_ratio = logp - batch["logp_old"]
     ratio = log_ratio.exp()

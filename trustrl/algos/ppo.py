@@ -154,13 +154,14 @@ class PPO(Algorithm):
                     last[k] = torch.where(active, acc[k] / n_mb, last[k])
                 epochs_run += per_call * active.float()
                 if use_mask:
-                    diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps)
+                    diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps, self.backend)
                     active = active & (diag["approx_kl"] <= self.target_kl)
                     if self.eager and not bool(active.any()):
                         break  # every member stopped: the remaining epochs change nothing
         with torch.no_grad():
             if diag is None:  # with the mask, the last diagnostics are of every member's
-                diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps)  # final policy
+                # final policy
+                diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps, self.backend)
             out = dict(last)
             out.update(diag)
             out["epochs_run"] = epochs_run

@@ -121,5 +121,5 @@ class TRPO(Algorithm):
         m["value_loss"] = fit_critic(net, self.opt, backend, batch, self.keys, counter,
                                      cfg.vf_epochs, cfg.vf_minibatch_size, lr,
                                      self.epoch_buffers if self.eager else None)
-        m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps))
+        m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps, self.backend))
         return m

@@ -128,7 +128,7 @@ def _kernels() -> dict[str, Any]:
         from trustrl.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        gae=k.gae, ppo_epochs=ppo.ppo_epochs)
+                        gae=k.gae, ppo_epochs=ppo.ppo_epochs, mlp_outputs=k.mlp_outputs)
     return _KERNELS
 
 
@@ -238,17 +238,27 @@ class Compiled(ClosedForm):
             float(b2), float(opt.eps), float(cfg.clip_eps), float(cfg.vf_coef),
             float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
             bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), sums)
-        if _READY.get("ppo_epochs"):
-            kernel(*args)
-        else:
-            with _announce_compiling("compiling PPO's update (once per machine, about 20 s; "
-                                     "cached on disk)", kernel):
-                kernel(*args)
-            _READY["ppo_epochs"] = True
+        _first_call_announced("ppo_epochs", "compiling PPO's update (once per machine, about "
+                              "20 s; cached on disk)", kernel, *args)
         opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
         s = torch.from_numpy(sums)
         return {"policy_loss": s[:, 0], "value_loss": s[:, 1], "grad_norm": s[:, 2],
                 "clip_fraction_mb": s[:, 3]}
+
+    @torch.no_grad()
+    def actor_outputs(self, net: PopActorCritic, obs: Tensor) -> Tensor:
+        """`net.actor(obs)` (obs [P, M, D] -> logits or means [P, M, n_out]) in one compiled
+        call: the full-batch diagnostics' forward pass. Loaded (or compiled, saying so) at its
+        first call in a process."""
+        kernel = _kernels()["mlp_outputs"]
+        P, M, _ = obs.shape
+        out = np.empty((P, M, net.n_out), np.float32)
+        args = (np.ascontiguousarray(_np(net.flat)), 0,
+                np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
+                net.activation == "relu", np.ascontiguousarray(_np(obs), np.float32), out)
+        _first_call_announced("mlp_outputs", "compiling the diagnostics' forward pass (once per "
+                              "machine, about 5 s; cached on disk)", kernel, *args)
+        return torch.from_numpy(out)
 
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
@@ -319,7 +329,7 @@ class CompiledRollout:
 
         self.dynamics = compiled_dynamics(env_id, np.float32)
         self._run = rollout.bind(self.dynamics)
-        self._ready = self._values_ready = False
+        self._ready = False
 
     def run(self, *args: Any) -> Any:
         """trustrl.compiled.rollout.rollout with this env's constants. The first call in a
@@ -343,13 +353,9 @@ class CompiledRollout:
         values), saying so on stderr when its first call in a process compiles it."""
         from trustrl.compiled import rollout
 
-        if self._values_ready:
-            rollout.bootstrap_values(*args)
-            return
-        with _announce_compiling("compiling the rollout's values (once per machine, about "
-                                 "5 s; cached on disk)", rollout.bootstrap_values):
-            rollout.bootstrap_values(*args)
-        self._values_ready = True
+        _first_call_announced("bootstrap_values", "compiling the rollout's values (once per "
+                              "machine, about 5 s; cached on disk)", rollout.bootstrap_values,
+                              *args)
 
 
 class CompiledActing:
@@ -373,7 +379,6 @@ class CompiledActing:
         self._c0 = net.critic_slice.start
         self._ls_off = 0 if net.discrete else net.segments[-1].offset
         self._relu = net.activation == "relu"
-        self._ready = False
         self._records: tuple[np.ndarray, ...] = ()
         self._flat = np.zeros(0, np.float32)
 
@@ -399,13 +404,8 @@ class CompiledActing:
             noise = torch.randn(shape, dtype=torch.float32).numpy()
             args = (self._flat, self._sizes_a, self._c0, self._sizes_c, self._relu,
                     self._ls_off, xs, noise, t, *self._records)
-        if self._ready:
-            self._kernel(*args)
-        else:
-            with _announce_compiling("compiling the policy's step (once per machine, about "
-                                     "10 s; cached on disk)", self._kernel):
-                self._kernel(*args)
-            self._ready = True
+        _first_call_announced(self._kernel.__name__, "compiling the policy's step (once per "
+                              "machine, about 10 s; cached on disk)", self._kernel, *args)
         return torch.from_numpy(self._records[1][t])
 
 
@@ -420,6 +420,17 @@ def acting(net: Any, backend: Any) -> CompiledActing | None:
         _kernels()
         return CompiledActing(net)
     return None
+
+
+def _first_call_announced(name: str, what: str, kernel: Any, *args: Any) -> Any:
+    """kernel(*args). Its first call in a process (by `name`) loads it from the disk cache or,
+    the first time on a machine, compiles it: then "trustrl: <what>" goes to stderr."""
+    if _READY.get(name):
+        return kernel(*args)
+    with _announce_compiling(what, kernel):
+        out = kernel(*args)
+    _READY[name] = True
+    return out
 
 
 @contextlib.contextmanager

@@ -92,6 +92,14 @@ def mlp_out(theta, sizes, relu, x):
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_outputs(flat, a0, sizes, relu, x, out):
+    """mlp_out of each member p: flat [P, *] (the MLP's parameters from column a0), x
+    [P, M, n_in] -> out [P, M, n_out]."""
+    for p in range(x.shape[0]):
+        out[p] = mlp_out(flat[p, a0:], sizes, relu, np.ascontiguousarray(x[p]))
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
 def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
     """Push dLoss/dh_L [M, h_L] back through the hidden layers: writes dW and db of every
     hidden layer into grad (the layout's offsets)."""
