@@ -129,13 +129,14 @@ class PPO(Algorithm):
         zeros = torch.zeros(P, device=dev)
         last = {k: zeros.clone() for k in names}
         diag: dict[str, Tensor] | None = None
-        # views of the parameters, made once: Adam updates `flat` in place, so they stay current
-        params = net.views(net.flat.detach())  # type: ignore[attr-defined]
         # the compiled backend's kernel runs PPO's own loss (not a subclass's): every epoch in
         # one call, or one epoch per call when the KL target may stop members between them
         kernel = getattr(self.backend, "ppo_epochs", None) if self.eager and (
             type(self).loss is PPO.loss and type(self).surrogate is PPO.surrogate
             and type(self).surrogate_grad is PPO.surrogate_grad) else None
+        # views of the parameters for the eager epochs, made once: Adam updates `flat` in
+        # place, so they stay current (the kernel reads `flat` itself)
+        params = {} if kernel is not None else net.views(net.flat.detach())  # type: ignore[attr-defined]  # noqa: E501
         n = batch["obs"].shape[1]
         if kernel is not None:
             c = torch.as_tensor(counter) * K + torch.arange(K)
