@@ -359,9 +359,12 @@ class BatchedCollector:
             obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x))
         return recs + (torch.from_numpy(np.ascontiguousarray(x)),)
 
-    def _compiled_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
-        """`_numpy_rollout` as one compiled call (trustrl.compiled.rollout): the same records,
-        the carried state updated in place likewise."""
+    def _compiled_rollout(self, noise: Tensor, resets: Tensor) -> dict[str, Tensor]:
+        """`collect` on the compiled path: `_numpy_rollout` as one compiled call
+        (trustrl.compiled.rollout: the same records, the carried state updated in place
+        likewise), then the critic's values and the bootstrap values in one more
+        (V(final_x) only where an episode was truncated); the actor's outputs of the rollout
+        kept as old_out."""
         cfg, net = self.cfg, self.net
         P, N, T, D = self.P, self.N, self.T, self.D
         f32 = np.float32
@@ -387,26 +390,18 @@ class BatchedCollector:
             float(cfg.gamma), float(cfg.obs_clip), float(cfg.reward_clip), bounds[0],
             bounds[1], obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
             final_x, out_b)
-        act_b = act_i if net.discrete else act_f
-        self._old_out = torch.from_numpy(out_b)
-        return tuple(torch.from_numpy(r) for r in (
-            obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x, x))
-
-    def _compiled_values(self, obs_b: Tensor, final_x: Tensor, x: Tensor, term_b: Tensor,
-                         trunc_b: Tensor) -> tuple[Tensor, Tensor]:
-        """The critic's values of the records and the bootstrap values, as `collect` computes
-        them in torch, in one compiled call (V(final_x) only where an episode was
-        truncated)."""
-        net = self.net
-        values = np.empty(term_b.shape, np.float32)
-        next_v = np.empty(term_b.shape, np.float32)
-        assert self._compiled is not None
+        values = np.empty((T, P, N), f32)
+        next_v = np.empty((T, P, N), f32)
         self._compiled.values(
             net.flat.detach().numpy(), net.critic_slice.start,
-            np.array((self.D, *net.hidden_sizes, 1), np.int64), net.activation == "relu",
-            obs_b.numpy(), final_x.numpy(), np.ascontiguousarray(x.numpy()), term_b.numpy(),
-            trunc_b.numpy(), values, next_v)
-        return torch.from_numpy(values), torch.from_numpy(next_v)
+            np.array((D, *net.hidden_sizes, 1), np.int64), net.activation == "relu", obs_b,
+            final_x, x, term_b, trunc_b, values, next_v)
+        act_b = act_i if net.discrete else act_f
+        named = {"obs": obs_b, "actions": act_b, "logp": logp_b, "rewards": rew_b,
+                 "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
+                 "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
+                 "next_values": next_v, "old_out": out_b}
+        return {k: torch.from_numpy(v) for k, v in named.items()}
 
     def collect(self) -> dict[str, Tensor]:
         """The batched collector: T steps of every member's N envs with pi_old. Returns the
@@ -419,18 +414,19 @@ class BatchedCollector:
         them again). The carried state (envs, trackers, normalisers) moves on in place."""
         net = self.net
         P, N, T, D = self.P, self.N, self.T, self.D
-        flat = net.views(net.flat.detach())  # fixed during the rollout: views made once
         # rollout noise and start states for all T steps, one batched hash each
         ctr = self.it * T + torch.arange(T, device=self.device)
         keys = self.action_keys[None]
         noise = (rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
                  else rng.normal(keys, ctr[:, None, None], net.n_out))
         resets = self.resets.sample(T)
+        if self._compiled is not None:
+            return self._compiled_rollout(noise, resets)
+        flat = net.views(net.flat.detach())  # fixed during the rollout: views made once
         if self._np_env is not None:
             # the carried state is updated in place by the NumPy rollout (obs included)
-            rollout = self._numpy_rollout if self._compiled is None else self._compiled_rollout
             (obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
-             x) = rollout(noise, resets)
+             x) = self._numpy_rollout(noise, resets)
         else:
             carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
                      self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
@@ -456,12 +452,6 @@ class BatchedCollector:
                                        strict=True):
                     getattr(self, name).copy_(value)
                 self.obs.copy_(next_obs)
-        if self._compiled is not None:
-            values, next_v = self._compiled_values(obs_b, final_x, x, term_b, trunc_b)
-            return {"obs": obs_b, "actions": act_b, "logp": logp_b, "rewards": rew_b,
-                    "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
-                    "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
-                    "next_values": next_v, "old_out": self._old_out}
         with torch.no_grad():
             # the critic is fixed during the rollout: V of every state in one call
             values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)

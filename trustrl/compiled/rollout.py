@@ -203,26 +203,20 @@ def bootstrap_values(flat, c0, sizes, relu, obs_b, final_x, x_last, term_b, trun
             for i in range(N):
                 values[t, p, i] = v[t * N + i, 0]
                 next_v[t, p, i] = v[(t + 1) * N + i, 0] if t + 1 < T else last[i, 0]
+        rows_t = np.empty(T * N, np.int64)  # the truncated steps (t * N + i)
         n_trunc = 0
         for t in range(T):
             for i in range(N):
                 if trunc_b[t, p, i]:
+                    rows_t[n_trunc] = t * N + i
                     n_trunc += 1
         if n_trunc > 0:
             fin = np.empty((n_trunc, D), np.float32)
-            k = 0
-            for t in range(T):
-                for i in range(N):
-                    if trunc_b[t, p, i]:
-                        fin[k] = final_x[t, p, i]
-                        k += 1
+            for k in range(n_trunc):
+                fin[k] = final_x[rows_t[k] // N, p, rows_t[k] % N]
             fv = mlp_out(flat[p, c0:], sizes, relu, fin)
-            k = 0
-            for t in range(T):
-                for i in range(N):
-                    if trunc_b[t, p, i]:
-                        next_v[t, p, i] = fv[k, 0]
-                        k += 1
+            for k in range(n_trunc):
+                next_v[rows_t[k] // N, p, rows_t[k] % N] = fv[k, 0]
         for t in range(T):
             for i in range(N):
                 if term_b[t, p, i]:
