@@ -234,3 +234,40 @@ def test_training_in_process_leaves_the_signal_handlers_as_it_found_them(tmp_pat
     trustrl.train(tiny(tmp_path / "b"), callback=lambda row: False)
     assert {s: signal.getsignal(s) for s in before} == before
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
+
+
+def test_log_rows_wait_in_memory_until_a_flush_and_every_checkpoint_has_its_rows(tmp_path):
+    """The trainer keeps metrics and episode rows in memory between flushes (at most
+    LOG_FLUSH_SECS apart); a checkpoint flushes first, so the rows on disk always reach the
+    checkpoint's iteration (a resume keeps exactly those), and the end of a run writes all."""
+    from trustrl.runs import RunDir
+
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    rd = RunDir(run)
+    rd.buffer_logs(1e9)
+    rd.log_metrics({"iteration": 1, "global_step": 8})
+    rd.log_episodes([{"global_step": 8, "return": 1.0, "length": 8}])
+    assert not (run / "metrics.csv").exists() and not (run / "episodes.csv").exists()
+    rd.flush_logs()
+    assert [r["iteration"] for r in _rows(run / "metrics.csv")] == ["1"]
+    assert len(_rows(run / "episodes.csv")) == 1
+
+    from trustrl.safeio import load_safe
+
+    train_module = sys.modules["trustrl.train"]  # the module (trustrl.train is the function)
+
+    seen = []
+
+    def on_disk(row):  # a checkpoint every 2 iterations: what it finds of the earlier ones
+        path = next(tmp_path.glob("CartPole*")) / "metrics.csv"
+        seen.append((row["iteration"], len(_rows(path)) if path.exists() else 0))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(train_module, "LOG_FLUSH_SECS", 1e9)  # only the checkpoints flush
+        res = trustrl.train(tiny(tmp_path, total_steps=5 * 64, checkpoint_every=2),
+                            callback=on_disk)
+    assert seen == [(1, 0), (2, 2), (3, 2), (4, 4), (5, 5)]
+    ck = load_safe(res.run_dir / "checkpoints" / "latest.pt")
+    assert ck["iteration"] == 5 == len(_rows(res.run_dir / "metrics.csv"))

@@ -52,6 +52,7 @@ __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "see
 
 CHECKPOINT_FORMAT = 3  # 3: the one algorithm core (population networks, PopAdam)
 MAX_MEMBER_PLOTS = 8  # learning_curve.png per member folder up to this many seeds
+LOG_FLUSH_SECS = 1.0  # metrics.csv / episodes.csv rows reach the disk at least this often
 MAX_OVERLAY = 16  # one overlaid curve of every seed in a population folder up to this many
 
 
@@ -132,6 +133,7 @@ class Trainer:
         self.show_progress = progress
         for m in members:
             m.metric_columns = METRIC_COLUMNS + list(learner.extra_columns)
+            m.buffer_logs(LOG_FLUSH_SECS)  # flushed at each checkpoint and when the run ends
         self.elapsed = 0.0
         self.metrics: list[dict[str, Any]] = []
         self._last_checkpoint = time.monotonic()
@@ -157,7 +159,13 @@ class Trainer:
         return (self._checkpointed == 0
                 or time.monotonic() - self._last_checkpoint >= cfg.checkpoint_secs)
 
+    def flush_logs(self) -> None:
+        for m in self.members:
+            m.flush_logs()
+
     def checkpoint(self) -> None:
+        # the logs first: a resume keeps the rows up to the checkpoint's iteration
+        self.flush_logs()
         self._last_checkpoint = time.monotonic()
         self._checkpointed = self.learner.iteration
         lr = self.learner
@@ -285,6 +293,7 @@ class Trainer:
             raise
         finally:
             _restore_signals(previous)
+            self.flush_logs()
             self.root.close()
             lr.close()
         if stopped:
