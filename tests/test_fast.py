@@ -91,6 +91,58 @@ def test_rng_distributions():
     assert torch.allclose(freq, torch.softmax(logits, 0), atol=0.01)
 
 
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_reset_states_drawn_ahead_are_the_ones_drawn_call_by_call(env_id):
+    """ResetSampler.sample_ahead(T, A) hands out exactly sample(T)'s states, call after call
+    (A calls from one draw, then a fresh draw), with the counter where sample leaves it; a
+    counter moved from outside (a loaded checkpoint), on or off a call's boundary, draws
+    afresh from there."""
+    keys = rng.derive(torch.arange(3), 2)
+    plain, ahead = rng.ResetSampler(env_id, keys), rng.ResetSampler(env_id, keys)
+    for _ in range(7):
+        assert torch.equal(ahead.sample_ahead(5, 3), plain.sample(5))
+        assert int(ahead.counter) == int(plain.counter)
+    for moved in (2 * 5 * plain.calls, 1):  # back two calls; then off any boundary
+        plain.counter -= moved
+        ahead.counter -= moved
+        for _ in range(4):
+            assert torch.equal(ahead.sample_ahead(5, 3), plain.sample(5))
+    assert torch.equal(ahead.sample_ahead(2, 3), plain.sample(2))  # another length
+
+
+def test_the_collector_drawing_ahead_changes_no_number(monkeypatch):
+    """The batched collector's noise and reset states drawn for 4 rollouts at once (a CPU
+    collector draws ahead) or rollout by rollout: the same iterations bit for bit, across a
+    fresh draw, and a learner restored from a checkpoint taken in the middle of a draw goes
+    on exactly as the uninterrupted one."""
+    import trustrl.batched as batched
+    from trustrl.learners import BatchedLearner
+
+    cfg = make_config("ppo", "CartPole-v1", sets=dict(
+        grad_backend="closed-form", num_envs=3, num_steps=8, eval_every=0,
+        minibatch_size=12, update_epochs=2))
+
+    def run(ahead, iterations, start=None):
+        monkeypatch.setattr(batched, "DRAWS_AHEAD", ahead)
+        learner = BatchedLearner(cfg, [4, 11])
+        if start is not None:
+            learner.load_state_dict(start)
+        rows = [learner.step()[0] for _ in range(iterations)]
+        return learner, torch.stack(rows)
+
+    one, m_one = run(1, 6)
+    many, m_many = run(4, 6)
+    assert many.collector._noise_ahead is not None  # it did draw ahead
+    assert float(m_many[:, :, many.columns.index("episodes")].sum()) > 0  # resets were drawn
+    same = dict(rtol=0, atol=0, equal_nan=True)  # NaN: no episode ended yet
+    torch.testing.assert_close(m_one, m_many, **same)
+    assert torch.equal(one.net.flat, many.net.flat)
+    first, _ = run(4, 3)
+    resumed, m_rest = run(4, 3, start=first.state_dict())
+    torch.testing.assert_close(m_rest, m_many[3:], **same)
+    assert torch.equal(resumed.net.flat, many.net.flat)
+
+
 @pytest.mark.parametrize("env_id", SUPPORTED)
 def test_reset_sampler_batches_equal_steps_and_stay_in_bounds(env_id):
     keys = rng.derive(torch.arange(6), 2)

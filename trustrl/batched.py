@@ -35,6 +35,10 @@ from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
 from trustrl.popnet import _LOG_2PI, PopActorCritic
 
+DRAWS_AHEAD = 16
+"""Rollouts whose noise and reset states a CPU collector draws at once (one hash each)."""
+DRAWS_AHEAD_NUMBERS = 1 << 21
+"""... as long as one rollout's draws times that stay under this many numbers."""
 _STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_var", "obs_count",
           "ret_var", "ret_mean", "ret_count", "disc_return", "it")
 """Tensors that carry the run from one iteration to the next (updated in place)."""
@@ -151,6 +155,7 @@ class BatchedCollector:
         self.ep_ret = torch.zeros(P, N, **f64)
         self.ep_len = torch.zeros(P, N, dtype=torch.int64, device=dev)
         self.it = torch.zeros((), dtype=torch.int64, device=dev)  # rollouts collected
+        self._noise_ahead: tuple[int, Tensor] | None = None  # (first rollout, its noise)
         if cfg.normalize_obs:
             self.obs_mean, self.obs_var, self.obs_count = _chan(
                 self.obs_mean, self.obs_var, self.obs_count, self.obs)
@@ -403,6 +408,29 @@ class BatchedCollector:
                  "next_values": next_v, "old_out": out_b}
         return {k: torch.from_numpy(v) for k, v in named.items()}
 
+    def _draws(self) -> tuple[Tensor, Tensor]:
+        """The rollout's noise [T, P, N, n_out] and reset states [T, P*N, state_dim]: one
+        batched hash each for all T steps; on a CPU for up to DRAWS_AHEAD rollouts at once
+        (the same numbers: they are functions of the counters alone), handed out in turn."""
+        T, net = self.T, self.net
+        keys = self.action_keys[None]
+        ahead = 1 if self.device.type != "cpu" else max(1, min(
+            DRAWS_AHEAD, DRAWS_AHEAD_NUMBERS // (T * self.P * self.N * max(net.n_out, self.D))))
+        if ahead == 1:
+            ctr = self.it * T + torch.arange(T, device=self.device)
+            noise = (rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
+                     else rng.normal(keys, ctr[:, None, None], net.n_out))
+            return noise, self.resets.sample(T)
+        it = int(self.it)
+        kept = self._noise_ahead
+        if kept is None or not 0 <= it - kept[0] < kept[1].shape[0] // T:
+            ctr = it * T + torch.arange(ahead * T)
+            kept = self._noise_ahead = (it, (
+                rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
+                else rng.normal(keys, ctr[:, None, None], net.n_out)))
+        first = (it - kept[0]) * T
+        return kept[1][first:first + T], self.resets.sample_ahead(T, ahead)
+
     def collect(self) -> dict[str, Tensor]:
         """The batched collector: T steps of every member's N envs with pi_old. Returns the
         records [T, P, N, ...]: obs (network inputs), actions (unclipped samples), logp,
@@ -414,12 +442,7 @@ class BatchedCollector:
         them again). The carried state (envs, trackers, normalisers) moves on in place."""
         net = self.net
         P, N, T, D = self.P, self.N, self.T, self.D
-        # rollout noise and start states for all T steps, one batched hash each
-        ctr = self.it * T + torch.arange(T, device=self.device)
-        keys = self.action_keys[None]
-        noise = (rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
-                 else rng.normal(keys, ctr[:, None, None], net.n_out))
-        resets = self.resets.sample(T)
+        noise, resets = self._draws()
         if self._compiled is not None:
             return self._compiled_rollout(noise, resets)
         flat = net.views(net.flat.detach())  # fixed during the rollout: views made once

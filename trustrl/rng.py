@@ -142,6 +142,29 @@ class ResetSampler:
         probe.random_source = count
         probe.sample_states()
         self.calls = calls[0]
+        self._ahead: tuple[int, int, Tensor] | None = None  # (counter, steps, states) drawn
+
+    def sample_ahead(self, steps: int, calls_ahead: int) -> Tensor:
+        """`sample(steps)`, with the states of up to `calls_ahead` such calls drawn at once
+        and handed out in turn: the same numbers (a row's draws depend only on the counter),
+        one batched hash for many rollouts (CPU; a CUDA graph replays `sample`). The counter
+        still advances by steps * calls per call, so a checkpoint saves where the next call
+        starts; a counter moved from outside (a loaded checkpoint) draws afresh."""
+        c = int(self.counter)
+        if calls_ahead <= 1:
+            return self.sample(steps)
+        kept = self._ahead
+        per_call = steps * self.calls
+        if (kept is None or kept[1] != steps or per_call == 0
+                or not 0 <= c - kept[0] < kept[2].shape[0] * self.calls
+                or (c - kept[0]) % per_call):
+            start = c
+            states = self.sample(steps * calls_ahead)
+            self.counter.fill_(start)
+            kept = self._ahead = (start, steps, states)
+        first = (c - kept[0]) // max(self.calls, 1)
+        self.counter += per_call
+        return kept[2][first:first + steps]
 
     def sample(self, steps: int) -> Tensor:
         """[steps, rows, state_dim] start states; advances the counter by steps * calls."""
