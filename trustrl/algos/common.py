@@ -57,13 +57,15 @@ def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old
 
     approx_kl (k3) and approx_kl_k1 from the stored logp_old; kl_exact, the analytic mean
     KL(pi_old || pi); clip fraction with the band clip_eps (reported even by methods that do
-    not clip); ratio quantiles; entropy of the updated policy. The actor's outputs come from
-    the backend's `actor_outputs` where it has one (the compiled backend's kernel), else from
-    the network.
+    not clip); ratio quantiles; entropy of the updated policy. A backend with a `diagnostics`
+    of its own (the compiled backend's kernel) computes them where it can.
     """
-    forward = getattr(backend, "actor_outputs", None)
-    out = (forward(net, batch["obs"]) if forward is not None
-           else net.actor(batch["obs"]))  # type: ignore[attr-defined]
+    compiled = getattr(backend, "diagnostics", None)
+    if compiled is not None:
+        d = compiled(net, batch, old_out, flat_old, clip_eps)
+        if d is not None:
+            return d
+    out = net.actor(batch["obs"])  # type: ignore[attr-defined]
     logp, ent = net.log_prob_entropy(out, batch["actions"])
     log_ratio = logp - batch["logp_old"]
     ratio = log_ratio.exp()

@@ -128,7 +128,8 @@ def _kernels() -> dict[str, Any]:
         from trustrl.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        gae=k.gae, ppo_epochs=ppo.ppo_epochs, mlp_outputs=k.mlp_outputs)
+                        gae=k.gae, ppo_epochs=ppo.ppo_epochs,
+                        ppo_diagnostics=k.ppo_diagnostics)
     return _KERNELS
 
 
@@ -246,19 +247,44 @@ class Compiled(ClosedForm):
                 "clip_fraction_mb": s[:, 3]}
 
     @torch.no_grad()
-    def actor_outputs(self, net: PopActorCritic, obs: Tensor) -> Tensor:
-        """`net.actor(obs)` (obs [P, M, D] -> logits or means [P, M, n_out]) in one compiled
-        call: the full-batch diagnostics' forward pass. Loaded (or compiled, saying so) at its
-        first call in a process."""
-        kernel = _kernels()["mlp_outputs"]
-        P, M, _ = obs.shape
-        out = np.empty((P, M, net.n_out), np.float32)
-        args = (np.ascontiguousarray(_np(net.flat)), 0,
+    def diagnostics(self, net: PopActorCritic, batch: dict[str, Tensor], old_out: Tensor,
+                    flat_old: Tensor, clip_eps: float) -> dict[str, Tensor] | None:
+        """`algos.common.diagnostics` in one compiled call (the actor's forward pass on the
+        whole batch, the log-probabilities, entropies, KLs, clip fraction and the ratio's
+        order statistics), for MLP networks with a Discrete or Box action; None for another
+        network (the caller then computes them with torch). Loaded (or compiled, saying so)
+        at its first call in a process."""
+        from trustrl.algos.common import QUANTILES
+
+        if not (getattr(net, "closed_form", False) and net.action.kind in ("discrete", "box")
+                and net.flat.device.type == "cpu" and net.flat.dtype == torch.float32):
+            return None
+        kernel = _kernels()["ppo_diagnostics"]
+        P = batch["logp_old"].shape[0]
+        f32 = np.float32
+        acts = batch["actions"]
+        res = np.empty((P, 7 + len(QUANTILES)), np.float64)
+        args = (np.ascontiguousarray(_np(net.flat)),
                 np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
-                net.activation == "relu", np.ascontiguousarray(_np(obs), np.float32), out)
-        _first_call_announced("mlp_outputs", "compiling the diagnostics' forward pass (once per "
-                              "machine, about 5 s; cached on disk)", kernel, *args)
-        return torch.from_numpy(out)
+                net.activation == "relu", net.discrete,
+                0 if net.discrete else net.segments[-1].offset,
+                np.ascontiguousarray(_np(batch["obs"]), f32),
+                np.ascontiguousarray(_np(acts), np.int64) if net.discrete
+                else np.zeros((1, 1), np.int64),
+                np.zeros((1, 1, 1), f32) if net.discrete else np.ascontiguousarray(_np(acts), f32),
+                np.ascontiguousarray(_np(batch["logp_old"]), f32),
+                np.ascontiguousarray(_np(old_out), f32), np.ascontiguousarray(_np(flat_old), f32),
+                float(clip_eps), np.array(QUANTILES, np.float64), res)
+        _first_call_announced("ppo_diagnostics", "compiling the diagnostics (once per machine, "
+                              "about 10 s; cached on disk)", kernel, *args)
+        r = torch.from_numpy(res)
+        f = r.to(torch.float32)
+        d = {"entropy": f[:, 0], "approx_kl": f[:, 1], "approx_kl_k1": f[:, 2],
+             "kl_exact": f[:, 3], "clip_fraction": f[:, 4],
+             "clip_eps": torch.full((P,), clip_eps), "ratio_min": f[:, 5], "ratio_max": f[:, 6]}
+        for j, q in enumerate(QUANTILES):
+            d[f"ratio_q{int(round(q * 100)):02d}"] = r[:, 7 + j]
+        return d
 
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
