@@ -740,3 +740,20 @@ def test_python_api_and_sweeps_reach_the_fast_path(tmp_path):
     assert res.agent.act(torch.zeros(1, 4).numpy()).shape == (1,)
     again = resume(res.run_dir)  # finished: evaluates and returns
     assert again.run_dir == res.run_dir
+
+
+def test_epoch_order_is_torch_stable_argsort_of_the_hash_ties_included(monkeypatch):
+    """algos.common.epoch_order on a CPU sorts with NumPy: the order is torch's stable argsort
+    of the same hash, for E epochs at once; with keys that tie (a hash squeezed into 3
+    values), ties keep the index order, as torch's stable sort does."""
+    from trustrl.algos import common
+
+    keys = rng.shuffle_keys([1, 5, 9])
+    c = torch.arange(4)[:, None]
+    order = common.epoch_order(keys, c, 300)
+    assert order.shape == (4, 3, 300) and order.dtype == torch.int64
+    assert torch.equal(order, torch.argsort(rng.bits(keys, c, 300), dim=-1, stable=True))
+    squeezed = rng.bits(keys, c, 300) % 3
+    monkeypatch.setattr(common.rng, "bits", lambda *a: squeezed)
+    assert torch.equal(common.epoch_order(keys, c, 300),
+                       torch.argsort(squeezed, dim=-1, stable=True))
