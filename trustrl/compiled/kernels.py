@@ -192,9 +192,10 @@ def critic_fit(flat, c0, m, v, t, obs, ret, order, sizes, relu, mb, lr, b1, b2, 
                 M = min(mb, N - s)
                 x = np.empty((M, n_in), np.float32)
                 y = np.empty(M, np.float32)
-                for i in range(M):
+                for i in range(M):  # element by element: a row slice per i costs more
                     j = order[e, p, s + i]
-                    x[i] = obs[p, j]
+                    for k in range(n_in):
+                        x[i, k] = obs[p, j, k]
                     y[i] = ret[p, j]
                 acts = mlp_forward(th, sizes, relu, x)
                 h = acts[L]
@@ -212,7 +213,8 @@ def critic_fit(flat, c0, m, v, t, obs, ret, order, sizes, relu, mb, lr, b1, b2, 
                 grad[off_out + h_L] = d_v.sum()
                 g_h = np.empty((M, h_L), np.float32)
                 for i in range(M):
-                    g_h[i] = d_v[i] * w_out
+                    for k in range(h_L):
+                        g_h[i, k] = d_v[i] * w_out[k]
                 mlp_backward_hidden(th, sizes, relu, acts, g_h, grad)
                 tp += 1.0
                 adam_(th, mm, vv, grad, tp, lr, b1, b2, eps)

@@ -95,13 +95,15 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 A = np.empty(M, np.float32)
                 R = np.empty(M, np.float32)
                 V0 = np.empty(M, np.float32)
-                for i in range(M):
+                for i in range(M):  # element by element: a row slice per i costs more
                     j = order[e, p, s + i]
-                    x[i] = obs[p, j]
+                    for k in range(d):
+                        x[i, k] = obs[p, j, k]
                     if discrete:
                         a_i[i] = act_i[p, j]
                     else:
-                        a_f[i] = act_f[p, j]
+                        for k in range(n):
+                            a_f[i, k] = act_f[p, j, k]
                     lpo[i] = logp_old[p, j]
                     A[i] = adv[p, j]
                     R[i] = returns[p, j]
@@ -221,7 +223,8 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 if Lh > 0:
                     g_hc = np.empty((M, h_L), np.float32)
                     for i in range(M):
-                        g_hc[i] = d_value[i] * wc
+                        for k in range(h_L):
+                            g_hc[i, k] = d_value[i] * wc[k]
                     mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
                 # common.clip_grad_norm, then one Adam step (trustrl.optim's arithmetic)
                 norm = f32(math.sqrt(sum_squares(grad)))
