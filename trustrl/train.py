@@ -256,7 +256,7 @@ class Trainer:
             self.root.open_tensorboard(purge_step=lr.global_step or None)
         stop = _Stop()
         previous = _on_signals(stop)
-        stopped = False
+        stopped = failing = False
         self._last_checkpoint = time.monotonic()
         try:
             if cfg.track != "none":  # a tracker that cannot start fails the run in one line
@@ -277,6 +277,7 @@ class Trainer:
                         stop.raise_if_asked()
                         break
         except BaseException as e:
+            failing = True
             if isinstance(e, KeyboardInterrupt):
                 status = "stopped"
                 msg = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
@@ -293,7 +294,11 @@ class Trainer:
             raise
         finally:
             _restore_signals(previous)
-            self.flush_logs()
+            try:
+                self.flush_logs()
+            except OSError:
+                if not failing:  # else the run's own error is the one to report
+                    raise
             self.root.close()
             lr.close()
         if stopped:
