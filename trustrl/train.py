@@ -52,7 +52,7 @@ __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "see
 
 CHECKPOINT_FORMAT = 3  # 3: the one algorithm core (population networks, PopAdam)
 MAX_MEMBER_PLOTS = 8  # learning_curve.png per member folder up to this many seeds
-LOG_FLUSH_SECS = 1.0  # metrics.csv / episodes.csv rows reach the disk at least this often
+LOG_FLUSH_SECS = 0.25  # metrics.csv / episodes.csv rows reach the disk at least this often
 MAX_OVERLAY = 16  # one overlaid curve of every seed in a population folder up to this many
 
 

@@ -63,7 +63,7 @@ def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old
     """
     compiled = getattr(backend, "diagnostics", None)
     if compiled is not None:
-        d = compiled(net, batch, old_out, flat_old, clip_eps)
+        d = compiled(net, batch, old_out, flat_old, clip_eps, QUANTILES)
         if d is not None:
             return d
     out = net.actor(batch["obs"])  # type: ignore[attr-defined]

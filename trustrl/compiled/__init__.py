@@ -248,14 +248,14 @@ class Compiled(ClosedForm):
 
     @torch.no_grad()
     def diagnostics(self, net: PopActorCritic, batch: dict[str, Tensor], old_out: Tensor,
-                    flat_old: Tensor, clip_eps: float) -> dict[str, Tensor] | None:
+                    flat_old: Tensor, clip_eps: float, quantiles: tuple[float, ...]
+                    ) -> dict[str, Tensor] | None:
         """`algos.common.diagnostics` in one compiled call (the actor's forward pass on the
         whole batch, the log-probabilities, entropies, KLs, clip fraction and the ratio's
         order statistics), for MLP networks with a Discrete or Box action; None for another
         network (the caller then computes them with torch). Loaded (or compiled, saying so)
-        at its first call in a process."""
-        from trustrl.algos.common import QUANTILES
-
+        at its first call in a process. `quantiles`: the ratio's quantiles to report
+        (those of algos.common)."""
         if not (getattr(net, "closed_form", False) and net.action.kind in ("discrete", "box")
                 and net.flat.device.type == "cpu" and net.flat.dtype == torch.float32):
             return None
@@ -263,7 +263,7 @@ class Compiled(ClosedForm):
         P = batch["logp_old"].shape[0]
         f32 = np.float32
         acts = batch["actions"]
-        res = np.empty((P, 7 + len(QUANTILES)), np.float64)
+        res = np.empty((P, 7 + len(quantiles)), np.float64)
         args = (np.ascontiguousarray(_np(net.flat)),
                 np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
                 net.activation == "relu", net.discrete,
@@ -274,7 +274,7 @@ class Compiled(ClosedForm):
                 np.zeros((1, 1, 1), f32) if net.discrete else np.ascontiguousarray(_np(acts), f32),
                 np.ascontiguousarray(_np(batch["logp_old"]), f32),
                 np.ascontiguousarray(_np(old_out), f32), np.ascontiguousarray(_np(flat_old), f32),
-                float(clip_eps), np.array(QUANTILES, np.float64), res)
+                float(clip_eps), np.array(quantiles, np.float64), res)
         _first_call_announced("ppo_diagnostics", "compiling the diagnostics (once per machine, "
                               "about 10 s; cached on disk)", kernel, *args)
         r = torch.from_numpy(res)
@@ -282,7 +282,7 @@ class Compiled(ClosedForm):
         d = {"entropy": f[:, 0], "approx_kl": f[:, 1], "approx_kl_k1": f[:, 2],
              "kl_exact": f[:, 3], "clip_fraction": f[:, 4],
              "clip_eps": torch.full((P,), clip_eps), "ratio_min": f[:, 5], "ratio_max": f[:, 6]}
-        for j, q in enumerate(QUANTILES):
+        for j, q in enumerate(quantiles):
             d[f"ratio_q{int(round(q * 100)):02d}"] = r[:, 7 + j]
         return d
 
