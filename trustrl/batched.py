@@ -413,21 +413,18 @@ class BatchedCollector:
         batched hash each for all T steps; on a CPU for up to DRAWS_AHEAD rollouts at once
         (the same numbers: they are functions of the counters alone), handed out in turn."""
         T, net = self.T, self.net
+        draw = rng.gumbel if net.discrete else rng.normal
         keys = self.action_keys[None]
         ahead = 1 if self.device.type != "cpu" else max(1, min(
             DRAWS_AHEAD, DRAWS_AHEAD_NUMBERS // (T * self.P * self.N * max(net.n_out, self.D))))
-        if ahead == 1:
+        if ahead == 1:  # counters as device tensors: a CUDA graph replays this
             ctr = self.it * T + torch.arange(T, device=self.device)
-            noise = (rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
-                     else rng.normal(keys, ctr[:, None, None], net.n_out))
-            return noise, self.resets.sample(T)
+            return draw(keys, ctr[:, None, None], net.n_out), self.resets.sample(T)
         it = int(self.it)
         kept = self._noise_ahead
         if kept is None or not 0 <= it - kept[0] < kept[1].shape[0] // T:
             ctr = it * T + torch.arange(ahead * T)
-            kept = self._noise_ahead = (it, (
-                rng.gumbel(keys, ctr[:, None, None], net.n_out) if net.discrete
-                else rng.normal(keys, ctr[:, None, None], net.n_out)))
+            kept = self._noise_ahead = (it, draw(keys, ctr[:, None, None], net.n_out))
         first = (it - kept[0]) * T
         return kept[1][first:first + T], self.resets.sample_ahead(T, ahead)
 

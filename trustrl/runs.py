@@ -176,29 +176,30 @@ class RunDir:
     def _append(self, name: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
+        text = [{k: _fmt(row.get(k)) for k in columns} for row in rows]  # as of now
         if self._buffer_secs is None:
-            self._write_rows(name, columns, rows)
+            self._write_rows(name, columns, text)
             return
         kept = self._pending.get(name)
         if kept is None or kept[0] != columns:
             if kept is not None:
                 self._write_rows(name, *kept)
             kept = self._pending[name] = (columns, [])
-        kept[1].extend({k: _fmt(row.get(k)) for k in columns} for row in rows)
+        kept[1].extend(text)
         if time.monotonic() - self._last_flush >= self._buffer_secs:
             self.flush_logs()
 
-    def _write_rows(self, name: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
-        if not rows:
+    def _write_rows(self, name: str, columns: list[str], text: list[dict[str, str]]) -> None:
+        """Append rows already formatted (`_fmt`), the header first into a new file."""
+        if not text:
             return
         path = self.path / name
         new = not path.exists() or path.stat().st_size == 0
         with open(path, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            w = csv.DictWriter(f, fieldnames=columns)
             if new:
                 w.writeheader()
-            for row in rows:
-                w.writerow({k: _fmt(row.get(k)) for k in columns})
+            w.writerows(text)
             f.flush()
 
     def log_metrics(self, row: dict[str, Any]) -> None:

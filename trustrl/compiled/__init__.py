@@ -256,8 +256,7 @@ class Compiled(ClosedForm):
         network (the caller then computes them with torch). Loaded (or compiled, saying so)
         at its first call in a process. `quantiles`: the ratio's quantiles to report
         (those of algos.common)."""
-        if not (getattr(net, "closed_form", False) and net.action.kind in ("discrete", "box")
-                and net.flat.device.type == "cpu" and net.flat.dtype == torch.float32):
+        if not _mlp_on_cpu(net):
             return None
         kernel = _kernels()["ppo_diagnostics"]
         P = batch["logp_old"].shape[0]
@@ -440,12 +439,17 @@ def acting(net: Any, backend: Any) -> CompiledActing | None:
     backend (so Numba is installed and the network is the MLP population network on the CPU,
     with a Discrete or Box action); None otherwise (the collector then calls the policy
     module)."""
-    if isinstance(backend, Compiled) and getattr(net, "closed_form", False) \
-            and net.action.kind in ("box", "discrete") and net.flat.device.type == "cpu" \
-            and net.flat.dtype == torch.float32 and net.population == 1:
+    if isinstance(backend, Compiled) and _mlp_on_cpu(net) and net.population == 1:
         _kernels()
         return CompiledActing(net)
     return None
+
+
+def _mlp_on_cpu(net: Any) -> bool:
+    """Whether the kernels apply to `net`: the closed-form MLP population network, float32 on
+    the CPU, with a Discrete or Box action."""
+    return (getattr(net, "closed_form", False) and net.action.kind in ("box", "discrete")
+            and net.flat.device.type == "cpu" and net.flat.dtype == torch.float32)
 
 
 def _first_call_announced(name: str, what: str, kernel: Any, *args: Any) -> Any:

@@ -333,6 +333,8 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
     half_log_2pi = f32(0.5 * math.log(2.0 * math.pi))
     lsm = np.empty(n, np.float32)
     lso = np.empty(n, np.float32)
+    inv_std = np.empty(n, np.float32)
+    var_ratio = np.empty(n, np.float32)
     for p in range(P):
         out = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(obs[p]))
         ratio = np.empty(B, np.float64)
@@ -345,6 +347,8 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
         if not discrete:
             for k in range(n):
                 ent_box += (f32(0.5) + half_log_2pi) + flat[p, ls_off + k]
+                inv_std[k] = np.exp(-flat[p, ls_off + k])
+                var_ratio[k] = np.exp(f32(2.0) * (flat_old[p, ls_off + k] - flat[p, ls_off + k]))
         for i in range(B):
             if discrete:
                 m = out[i, 0]
@@ -373,11 +377,10 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
                 for k in range(n):
                     ls = flat[p, ls_off + k]
                     ls0 = flat_old[p, ls_off + k]
-                    z = (act_f[p, i, k] - out[i, k]) * np.exp(-ls)
+                    z = (act_f[p, i, k] - out[i, k]) * inv_std[k]
                     logp += (f32(-0.5) * (z * z) - ls) - half_log_2pi
-                    t = (old_out[p, i, k] - out[i, k]) * np.exp(-ls)
-                    kl += f32(0.5) * (np.exp(f32(2.0) * (ls0 - ls)) + t * t - f32(1.0)
-                                      - f32(2.0) * (ls0 - ls))
+                    t = (old_out[p, i, k] - out[i, k]) * inv_std[k]
+                    kl += f32(0.5) * (var_ratio[k] + t * t - f32(1.0) - f32(2.0) * (ls0 - ls))
                 ent = ent_box
             lr = logp - logp_old[p, i]
             r = np.exp(lr)
