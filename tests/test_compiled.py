@@ -3,6 +3,8 @@ numbers to float rounding, member by member, and a member of a population exactl
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -305,6 +307,82 @@ def test_a_whole_compiled_iteration_equals_the_eager_one(algo):
     assert (lc.collector.rollout_kind, le.collector.rollout_kind) == ("compiled", "numpy")
     torch.testing.assert_close(mc, me, rtol=1e-4, atol=1e-5, equal_nan=True)
     torch.testing.assert_close(lc.net.flat, le.net.flat, rtol=1e-4, atol=1e-5)
+
+
+FUSED_CASES = [
+    # algo, env, settings: Discrete and Box actions, both normalisers, a minibatch that does
+    # not divide the batch, a KL target that stops members at different epochs, ppo-noclip
+    ("ppo", "CartPole-v1", {}),
+    ("ppo", "Pendulum-v1", {"normalize_obs": "true", "normalize_reward": "true",
+                            "minibatch_size": "48", "clip_value_loss": "true"}),
+    ("ppo", "Acrobot-v1", {"target_kl": "0.004", "lr": "0.003", "hidden_sizes": "16",
+                           "activation": "relu", "update_epochs": "5"}),
+    ("ppo-noclip", "MountainCarContinuous-v0", {"norm_adv": "false", "ent_coef": "0.0",
+                                                "max_grad_norm": "0.0"}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FUSED_CASES)))
+def test_the_fused_iteration_equals_the_unfused_one(case):
+    """PPO's whole iteration as one compiled call (trustrl.compiled.iteration) against the
+    same iteration as separate calls (rollout, values, GAE, epochs, diagnostics, the metrics
+    in torch), 3 members, 4 iterations: the same parameters, Adam state, episodes and
+    carried env state bit for bit (the same compiled functions on the same numbers), every
+    metric to float rounding (the float64 statistics sum in another order); and a
+    checkpoint taken after 2 fused iterations resumes to the same numbers."""
+    from trustrl.config import make_config
+    from trustrl.learners import BatchedLearner
+
+    algo, env, extra = FUSED_CASES[case]
+    sets = {"num_envs": "4", "num_steps": "24", "update_epochs": "3", "minibatch_size": "32",
+            "eval_every": "0", **extra}
+
+    def learner(fused):
+        cfg = make_config(algo, env_id=env, sets=sets)
+        lr = BatchedLearner(cfg, [3, 1, 4])
+        assert lr.fused  # the default where it applies
+        lr.fused = fused
+        return lr
+
+    a, b = learner(True), learner(False)
+    ms = []
+    for i in range(4):
+        if i == 2:  # a copy: the optimizer's state_dict holds its CPU tensors themselves
+            ck = copy.deepcopy(a.state_dict())
+        (ma, da, ra, la), (mb, db, rb, lb) = a.step(), b.step()
+        ms.append(ma)
+        torch.testing.assert_close(ma, mb, rtol=1e-9, atol=1e-12, equal_nan=True)
+        assert torch.equal(da, db) and torch.equal(ra[da], rb[db]) and torch.equal(la[da], lb[db])
+    assert torch.equal(a.net.flat, b.net.flat)
+    for x, y in ((a.algo.opt.m, b.algo.opt.m), (a.algo.opt.v, b.algo.opt.v),
+                 (a.algo.opt.t, b.algo.opt.t), (a.collector.env_state, b.collector.env_state),
+                 (a.collector.obs_var, b.collector.obs_var),
+                 (a.collector.ret_var, b.collector.ret_var)):
+        assert torch.equal(x, y)
+    c = learner(True)
+    c.load_state_dict(ck)
+    for i in (2, 3):
+        torch.testing.assert_close(c.step()[0], ms[i], rtol=0, atol=0, equal_nan=True)
+    if "target_kl" in extra:  # the case means something only if members stopped unevenly
+        runs = torch.stack(ms)[:, :, a.columns.index("epochs_run")]
+        assert len(set(runs.flatten().tolist())) > 1
+
+
+def test_the_iteration_is_fused_only_for_ppo_on_the_compiled_path():
+    """PPO and ppo-noclip on the compiled rollout and backend fuse; a subclass of PPO's loop
+    (ppo-penalty, ppo-dualclip), TRPO, the NumPy rollout and the eager backends do not."""
+    from trustrl.config import make_config
+    from trustrl.learners import BatchedLearner
+
+    def fused(algo, **sets):
+        cfg = make_config(algo, env_id="CartPole-v1",
+                          sets=dict(num_envs=2, num_steps=32, eval_every=0, **sets))
+        return BatchedLearner(cfg, [0]).fused
+
+    assert fused("ppo") and fused("ppo-noclip")
+    assert not any((fused("ppo-penalty"), fused("ppo-dualclip"), fused("trpo"),
+                    fused("ppo", grad_backend="closed-form"),
+                    fused("ppo", grad_backend="autograd")))
 
 
 PPO_CASES = [

@@ -757,3 +757,22 @@ def test_epoch_order_is_torch_stable_argsort_of_the_hash_ties_included(monkeypat
     monkeypatch.setattr(common.rng, "bits", lambda *a: squeezed)
     assert torch.equal(common.epoch_order(keys, c, 300),
                        torch.argsort(squeezed, dim=-1, stable=True))
+
+
+def test_ppo_epoch_orders_drawn_ahead_are_the_ones_drawn_per_iteration(monkeypatch):
+    """PPO.epoch_orders hands out the shuffles of up to ORDERS_AHEAD iterations drawn at once:
+    each iteration's K orders are epoch_order at counters counter * K + e, inside a draw,
+    across a fresh draw, after a jump back (a loaded checkpoint) and with a new batch size."""
+    from trustrl.algos import common, ppo
+    from trustrl.config import make_config
+    from trustrl.learners import BatchedLearner
+
+    monkeypatch.setattr(ppo, "ORDERS_AHEAD", 3)
+    cfg = make_config("ppo", env_id="CartPole-v1",
+                      sets=dict(num_envs=2, num_steps=16, minibatch_size=8, update_epochs=2,
+                                eval_every=0))
+    algo = BatchedLearner(cfg, [4, 7]).algo
+    K = algo.epochs
+    for counter, n in ((0, 32), (1, 32), (2, 32), (3, 32), (7, 32), (1, 32), (2, 20), (2, 32)):
+        want = common.epoch_order(algo.keys, (counter * K + torch.arange(K))[:, None], n)
+        assert torch.equal(algo.epoch_orders(counter, n), want), (counter, n)

@@ -32,6 +32,7 @@ from trustrl import diagnostics as diag
 from trustrl.advantages import gae
 from trustrl.agent import Agent, make_policy
 from trustrl.algos import Algorithm, make_algorithm
+from trustrl.algos.common import QUANTILES
 from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
@@ -344,7 +345,12 @@ class BatchedLearner:
         self.columns = SHARED_COLUMNS + self.algo.columns
         self.int_columns = ("episodes",) + self.algo.int_columns
         self.lr = torch.tensor(self.algo.learning_rate(0.0), dtype=torch.float32, device=dev)
+        self.fused = self._fusable()
+        """Whether an iteration is one compiled call (trustrl.compiled.iteration): PPO on the
+        compiled rollout with the compiled backend. Equal to the unfused path to float
+        rounding; set False to run that path."""
         self._iteration = 0
+        self._fused_perm: np.ndarray | None = None
         self._graph: Any = None
         self._graph_out: tuple[Tensor, ...] | None = None
         self._warmup = 0
@@ -358,7 +364,54 @@ class BatchedLearner:
         """Env steps taken by each member."""
         return self._iteration * self.cfg.num_steps * self.cfg.num_envs
 
+    def _fusable(self) -> bool:
+        from trustrl.algos.ppo import PPO
+
+        a, net = self.algo, self.net
+        return (not self.graph and self.collector.rollout_kind == "compiled"
+                and type(a) is PPO and a.backend.name == "compiled" and not a.needs_old
+                and compiled._mlp_on_cpu(net) and net.flat.is_contiguous()  # type: ignore[attr-defined]  # noqa: E501
+                and a.opt.param.data_ptr() == net.flat.data_ptr())  # type: ignore[attr-defined]  # noqa: E501
+
+    _FUSED_COLUMNS = (("lr",) + compiled.STATS + ("policy_loss", "value_loss", "grad_norm",
+                                                  "clip_fraction_mb", "entropy", "approx_kl",
+                                                  "approx_kl_k1", "kl_exact", "clip_fraction",
+                                                  "ratio_min", "ratio_max"))
+
+    def _fused_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """`_iteration_body` as one compiled call (Compiled.ppo_iteration): the same numbers
+        to float rounding, the metrics assembled here in the columns' order."""
+        cfg, col, algo = self.cfg, self.collector, self.algo
+        noise, resets = col._draws()
+        n = col.T * col.N
+        orders = algo.epoch_orders(int(col.it), n)  # type: ignore[attr-defined]
+        lr = float(self.lr)
+        r = algo.backend.ppo_iteration(  # type: ignore[attr-defined]
+            self.net, algo.opt, col._compiled, col.rollout_state(), noise, resets, orders,
+            algo.minibatch_size, lr, cfg, algo.clip, algo.target_kl,  # type: ignore[attr-defined]  # noqa: E501
+            QUANTILES)
+        col.it += 1
+        P, q = col.P, len(QUANTILES)
+        diag = r["diag"]
+        runs = r["epochs_run"]
+        vals = np.concatenate((
+            np.full((P, 1), lr), r["stats"], r["last"], diag[:, :7].astype(np.float32),
+            diag[:, 7:], np.full((P, 1), np.float32(cfg.clip_eps)), runs[:, None],
+            (runs < algo.epochs)[:, None]), axis=1, dtype=np.float64)  # type: ignore[attr-defined]  # noqa: E501
+        if self._fused_perm is None:
+            names = (self._FUSED_COLUMNS + tuple(f"ratio_q{int(round(x * 100)):02d}"
+                                                 for x in QUANTILES)
+                     + ("clip_eps", "epochs_run", "early_stopped"))
+            assert len(names) == vals.shape[1] and q == diag.shape[1] - 7
+            self._fused_perm = np.array([names.index(c) for c in self.columns])
+        metrics = torch.from_numpy(vals[:, self._fused_perm])
+        term, trunc = r["term"], r["trunc"]
+        return (metrics, torch.from_numpy(term | trunc), torch.from_numpy(r["fin_ret"]),
+                torch.from_numpy(r["fin_len"]))
+
     def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        if self.fused:
+            return self._fused_body()
         cfg, col = self.cfg, self.collector
         P, N, T = col.P, col.N, col.T
         r = col.collect()

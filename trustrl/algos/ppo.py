@@ -44,6 +44,11 @@ from trustrl.losses import (
 )
 from trustrl.popnet import PopNet
 
+ORDERS_AHEAD = 16
+"""On a CPU, the compiled path draws the epochs' shuffles of this many iterations at once."""
+ORDERS_AHEAD_NUMBERS = 1 << 21
+"""... and at most this many indices in one draw."""
+
 
 class PPO(Algorithm):
     """PPO-clip (or, with clip=False, the unclipped K-epoch ablation) with one Adam over all
@@ -66,6 +71,7 @@ class PPO(Algorithm):
         self.needs_old = False  # whether the loss reads pi_old's output (a KL term)
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
+        self._orders_ahead: tuple[int, int, Tensor] | None = None  # (counter, n, orders)
 
     # --- the minibatch loss, written once for both backends ----------------------------------
     def surrogate(self, ratio: Tensor, adv: Tensor) -> Tensor:
@@ -139,8 +145,7 @@ class PPO(Algorithm):
         params = {} if kernel is not None else net.views(net.flat.detach())  # type: ignore[attr-defined]  # noqa: E501
         n = batch["obs"].shape[1]
         if kernel is not None:
-            c = torch.as_tensor(counter) * K + torch.arange(K)
-            orders = epoch_order(self.keys, c[:, None], n)  # every epoch's, [K, P, n]
+            orders = self.epoch_orders(int(counter), n)  # every epoch's, [K, P, n]
         per_call = K if kernel is not None and not use_mask else 1  # epochs per call
         for first in range(0, K, per_call):
             if kernel is not None:
@@ -170,6 +175,21 @@ class PPO(Algorithm):
             # epoch stops nothing
             out["early_stopped"] = (epochs_run < K).float()
         return out
+
+    def epoch_orders(self, counter: int, n: int) -> Tensor:
+        """Every epoch's shuffle of iteration `counter` [K, P, n] (the orders the eager epochs
+        draw: epoch_order at counters counter * K + e), on a CPU drawn for up to ORDERS_AHEAD
+        iterations at once (the same numbers: they are functions of the counters alone) and
+        handed out in turn."""
+        K = self.epochs
+        ahead = max(1, min(ORDERS_AHEAD, ORDERS_AHEAD_NUMBERS // max(1, K * self.keys.shape[0]
+                                                                     * n)))
+        kept = self._orders_ahead
+        if (kept is None or kept[1] != n or not 0 <= counter - kept[0] < kept[2].shape[0] // K):
+            c = counter * K + torch.arange(ahead * K)
+            kept = self._orders_ahead = (counter, n, epoch_order(self.keys, c[:, None], n))
+        first = (counter - kept[0]) * K
+        return kept[2][first:first + K]
 
     def _epoch(self, batch: dict[str, Tensor], counter: Tensor | int, lr: Tensor | float,
                active: Tensor, use_mask: bool, names: tuple[str, ...],

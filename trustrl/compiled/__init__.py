@@ -50,6 +50,11 @@ def available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("numba", "scipy"))
 
 
+STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
+         "value_loss_fresh")
+"""The learner's metrics the compiled iteration (Compiled.ppo_iteration) writes into its
+`stats` [P, 5], in this order."""
+
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
 _KERNEL_NAMES = ("critic_fit", "fisher_product")
@@ -81,7 +86,7 @@ def _one_blas_thread() -> None:
 
 
 _SOURCES = ("compiled/kernels.py", "compiled/rollout.py", "compiled/ppo.py", "compiled/xp.py",
-            "envs/classic.py", "losses.py")
+            "compiled/iteration.py", "envs/classic.py", "losses.py")
 """The files compiled code is built from. Numba's disk cache checks only a function's own
 file, but a compiled function includes the code of those it calls from other files."""
 
@@ -246,6 +251,57 @@ class Compiled(ClosedForm):
         return {"policy_loss": s[:, 0], "value_loss": s[:, 1], "grad_norm": s[:, 2],
                 "clip_fraction_mb": s[:, 3]}
 
+    def ppo_iteration(self, net: PopActorCritic, opt: PopAdam, rollout: CompiledRollout,
+                      state: tuple[Any, ...], noise: Tensor, resets: Tensor, order: Tensor,
+                      minibatch_size: int, lr: float, cfg: Any, clip: bool,
+                      target_kl: float | None, quantiles: tuple[float, ...]
+                      ) -> dict[str, np.ndarray]:
+        """A whole PPO iteration of the batched collector as one compiled call
+        (trustrl.compiled.iteration): `rollout`'s T steps from the collector's carried
+        `state` (BatchedCollector.rollout_state, moved on in place), the values, GAE, the K
+        epochs of minibatch steps in the orders order [K, P, T*N] (each member stopping on
+        its own past `target_kl`), the diagnostics and the learner's metrics. Adam's step
+        counts are advanced in `opt` as the epochs' calls would. Returns NumPy arrays:
+        term, trunc, fin_ret, fin_len [T, P, N]; last [P, 4] (the last epoch's mean policy
+        loss, value loss, grad norm, clip fraction); epochs_run [P]; diag [P, 7 + len(
+        quantiles)] (ppo_diagnostics' columns); stats [P, 5] (STATS)."""
+        T, P, N, _ = noise.shape
+        f32 = np.float32
+        out = {"term": np.empty((T, P, N), bool), "trunc": np.empty((T, P, N), bool),
+               "fin_ret": np.empty((T, P, N), np.float64),
+               "fin_len": np.empty((T, P, N), np.int64), "last": np.empty((P, 4), f32),
+               "epochs_run": np.empty(P, f32),
+               "diag": np.empty((P, 7 + len(quantiles)), np.float64),
+               "stats": np.empty((P, 5), np.float64)}
+        b1, b2 = opt.betas
+        t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
+        kernel = rollout.iteration()
+        args = (rollout.dynamics.k, net.flat.detach().numpy(),
+                np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
+                net.activation == "relu", net.discrete, net.critic_slice.start,
+                0 if net.discrete else net.segments[-1].offset,
+                np.ascontiguousarray(noise.numpy(), f32), resets.numpy(), *state,
+                float(cfg.gamma * cfg.gae_lambda), opt.m.numpy(), opt.v.numpy(), t,
+                np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
+                float(b2), float(opt.eps), float(cfg.clip_eps), float(cfg.vf_coef),
+                float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
+                bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm),
+                target_kl is not None, float(target_kl or 0.0),
+                np.array(quantiles, np.float64), out["term"], out["trunc"], out["fin_ret"],
+                out["fin_len"], out["last"], out["epochs_run"], out["diag"], out["stats"])
+        _first_call_announced(f"ppo_iteration:{rollout.dynamics.env_id}",
+                              f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
+                              "per machine, about 60 s; cached on disk)", kernel, *args)
+        K = order.shape[0]
+        n_mb = -(-(T * N) // minibatch_size)
+        runs = out["epochs_run"]
+        if bool((runs == K).all()):
+            opt.count_steps(K * n_mb)
+        else:  # as the per-epoch calls count: each epoch, the members still active
+            for e in range(int(runs.max())):
+                opt.count_steps(n_mb, torch.from_numpy(runs > e))
+        return out
+
     @torch.no_grad()
     def diagnostics(self, net: PopActorCritic, batch: dict[str, Tensor], old_out: Tensor,
                     flat_old: Tensor, clip_eps: float, quantiles: tuple[float, ...]
@@ -355,6 +411,7 @@ class CompiledRollout:
         self.dynamics = compiled_dynamics(env_id, np.float32)
         self._run = rollout.bind(self.dynamics)
         self._ready = False
+        self._iteration: Any = None
 
     def run(self, *args: Any) -> Any:
         """trustrl.compiled.rollout.rollout with this env's constants. The first call in a
@@ -372,6 +429,15 @@ class CompiledRollout:
                 np.zeros((1, 1), f32))
         self._ready = True
         return out
+
+    def iteration(self) -> Any:
+        """trustrl.compiled.iteration.ppo_iteration around this env's rollout (bound at the
+        first call)."""
+        if self._iteration is None:
+            from trustrl.compiled import iteration
+
+            self._iteration = iteration.bind(self._run)
+        return self._iteration
 
     def values(self, *args: Any) -> None:
         """trustrl.compiled.rollout.bootstrap_values (the rollout's values and bootstrap

@@ -30,6 +30,7 @@ from trustrl import losses
 from trustrl.compiled import xp
 from trustrl.compiled.kernels import (
     adam_,
+    dot_tn,
     hidden_size,
     mlp_backward_hidden,
     mlp_forward,
@@ -210,7 +211,7 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                         if ent_coef != 0.0:
                             g_ls += d_ent * M
                         grad[ls_off + k] = g_ls
-                np.dot(acts[Lh].T, g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
+                dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
                 for k in range(n):
                     gb = f32(0.0)
                     for i in range(M):

@@ -1,0 +1,202 @@
+"""PPO's whole iteration on the batched classic-control collector as one compiled call (Numba):
+what `learners.BatchedLearner` does in an iteration with the compiled rollout and the compiled
+backend, with no Python between its parts.
+
+    rollout           T steps of every member's envs (trustrl.compiled.rollout.rollout)
+    bootstrap_values  V of every state and the bootstrap values (the same module)
+    gae               the advantages and returns (kernels.gae)
+    ppo_epochs        the K epochs of minibatch steps (trustrl.compiled.ppo), one call, or
+                      one per epoch with a KL target, each member stopping on its own
+    ppo_diagnostics   the full-batch diagnostics after the update (kernels.ppo_diagnostics)
+    the learner's own metrics: episodes ended, their mean return and length, the critic's
+                      explained variance and value loss before the update
+
+Each part is the function the unfused path calls (the same compiled code, in the same order,
+on the same numbers), so the two paths agree to float rounding (tests/test_compiled.py); what
+is left to Python is one call an iteration: the random numbers (drawn ahead by trustrl.rng),
+the learning rate, Adam's step count and the metrics' columns. Like the rollout it calls, the
+function names the env's ``rollout`` as a global that ``bind`` gives it.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from trustrl.compiled.kernels import gae, ppo_diagnostics
+from trustrl.compiled.ppo import ppo_epochs
+from trustrl.compiled.rollout import bootstrap_values
+
+
+def rollout(*args: Any) -> Any:  # the env's compiled rollout, given by bind()
+    raise RuntimeError("ppo_iteration is unbound: use trustrl.compiled.iteration.bind")
+
+
+def _flat(x):  # type: ignore[no-untyped-def]
+    """[T, P, N, W] -> [P, T*N, W] (the learner's bflat), element by element."""
+    T, P, N, W = x.shape
+    out = np.empty((P, T * N, W), x.dtype)
+    for t in range(T):
+        for p in range(P):
+            for i in range(N):
+                for w in range(W):
+                    out[p, t * N + i, w] = x[t, p, i, w]
+    return out
+
+
+def _flat3(x):  # type: ignore[no-untyped-def]
+    """`_flat` of a [T, P, N] array: element by element."""
+    T, P, N = x.shape
+    out = np.empty((P, T * N), x.dtype)
+    for t in range(T):
+        for p in range(P):
+            for i in range(N):
+                out[p, t * N + i] = x[t, p, i]
+    return out
+
+
+def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env_state,  # type: ignore[no-untyped-def]  # noqa: E501
+                  elapsed, obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean,
+                  ret_var, ret_count, disc_return, norm_obs, norm_rew, gamma, obs_clip,
+                  r_clip, act_lo, act_hi, gl, m, v, t, order, mb, lr, b1, b2, adam_eps, clip_eps,
+                  vf_coef, ent_coef, norm_adv, clip, clip_value, max_grad_norm, use_mask,
+                  target_kl, qs, term_b, trunc_b, fin_ret, fin_len, last, epochs_run, diag,
+                  stats):
+    """One iteration of P members. The rollout's arguments as trustrl.compiled.rollout's
+    (k the env's constants, flat [P, D] the parameters: actor from column 0, critic from c0,
+    log-std at ls_off; noise, resets and the carried state, moved on in place, in the
+    rollout's order: `BatchedCollector.rollout_state`), gl = gamma * lambda; the update's as
+    ppo_epochs' (m, v, t Adam's moments and step counts, advanced in place; order [K, P, T*N]
+    every epoch's shuffle), with use_mask: members stop when their full-batch approx KL
+    passed target_kl after an epoch. Writes term_b, trunc_b, fin_ret,
+    fin_len [T, P, N] (the episodes), last [P, 4] (the last epoch each member ran: mean
+    policy loss, value loss, pre-clip gradient norm, clip fraction), epochs_run [P], diag
+    [P, 7 + len(qs)] (ppo_diagnostics' columns) and stats [P, 5] (trustrl.compiled.STATS)."""
+    T, P, N, n_out = noise.shape
+    D = obs.shape[2]
+    f32 = np.float32
+    obs_b = np.empty((T, P, N, D), f32)
+    act_i = np.zeros((T, P, N) if discrete else (0, 0, 0), np.int64)
+    act_f = np.zeros((0, 0, 0, 0) if discrete else (T, P, N, n_out), f32)
+    logp_b = np.empty((T, P, N), f32)
+    rew_b = np.empty((T, P, N), f32)
+    final_x = np.empty((T, P, N, D), f32)
+    out_b = np.empty((T, P, N, n_out), f32)
+    x = rollout(k, flat, 0, sizes, relu, discrete, ls_off, noise, resets, env_state, elapsed,
+                obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean, ret_var,
+                ret_count, disc_return, norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo,
+                act_hi, obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
+                final_x, out_b)
+    csizes = sizes.copy()
+    csizes[sizes.shape[0] - 1] = 1
+    values = np.empty((T, P, N), f32)
+    next_v = np.empty((T, P, N), f32)
+    bootstrap_values(flat, c0, csizes, relu, obs_b, final_x, x, term_b, trunc_b, values,
+                     next_v)
+    adv = np.empty((T, P * N), f32)
+    gae(rew_b.reshape((T, P * N)), values.reshape((T, P * N)), next_v.reshape((T, P * N)),
+        term_b.reshape((T, P * N)), trunc_b.reshape((T, P * N)), gamma, gl, adv)
+    # the batch [P, T*N, ...]; returns = advantages + values in float32, as the learner's
+    B = T * N
+    adv_f = _flat3(adv.reshape((T, P, N)))
+    val_f = _flat3(values)
+    ret_f = np.empty((P, B), f32)
+    for p in range(P):
+        for j in range(B):
+            ret_f[p, j] = adv_f[p, j] + val_f[p, j]
+    obs_f = _flat(obs_b)
+    logp_f = _flat3(logp_b)
+    out_f = _flat(out_b)
+    act_i_f = _flat3(act_i) if discrete else np.zeros((1, 1), np.int64)
+    act_f_f = np.zeros((1, 1, 1), f32) if discrete else _flat(act_f)
+    flat_old = flat.copy()
+    # PPO.update: every epoch in one call, or one epoch per call with the KL target
+    K = order.shape[0]
+    n_mb = -(-B // mb)
+    active = np.ones(P, np.bool_)
+    sums = np.zeros((P, 4), f32)
+    last[:] = 0.0
+    epochs_run[:] = 0.0
+    per_call = 1 if use_mask else K
+    for first in range(0, K, per_call):
+        sums[:] = 0.0
+        ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs_f, act_i_f,
+                   act_f_f, logp_f, adv_f, ret_f, val_f,
+                   np.ascontiguousarray(order[first:first + per_call]), mb, lr,
+                   b1, b2, adam_eps, clip_eps, vf_coef, ent_coef, norm_adv, clip, clip_value,
+                   max_grad_norm, sums)
+        for p in range(P):
+            if active[p]:
+                for j in range(4):
+                    last[p, j] = sums[p, j] / f32(n_mb)
+                epochs_run[p] += f32(per_call)
+        if use_mask:
+            ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs_f, act_i_f, act_f_f,
+                            logp_f, out_f, flat_old, clip_eps, qs, diag)
+            any_active = False
+            for p in range(P):  # the KL as the float32 torch compares with the target
+                active[p] = active[p] and f32(diag[p, 1]) <= f32(target_kl)
+                any_active = any_active or active[p]
+            if not any_active:
+                break
+    if not use_mask:
+        ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs_f, act_i_f, act_f_f, logp_f,
+                        out_f, flat_old, clip_eps, qs, diag)
+    # the learner's metrics: the episodes that ended, the critic before the update
+    for p in range(P):
+        n_ep = 0
+        r_sum = 0.0
+        l_sum = 0
+        for s in range(T):
+            for i in range(N):
+                if term_b[s, p, i] or trunc_b[s, p, i]:
+                    n_ep += 1
+                    r_sum += fin_ret[s, p, i]
+                    l_sum += fin_len[s, p, i]
+        stats[p, 0] = r_sum / n_ep if n_ep > 0 else np.nan
+        stats[p, 1] = l_sum / n_ep if n_ep > 0 else np.nan
+        stats[p, 2] = n_ep
+        mean_r = 0.0
+        mean_e = 0.0
+        for j in range(B):
+            mean_r += np.float64(ret_f[p, j])
+            mean_e += np.float64(ret_f[p, j]) - np.float64(val_f[p, j])
+        mean_r /= B
+        mean_e /= B
+        var_r = 0.0
+        var_e = 0.0
+        sq = 0.0
+        for j in range(B):
+            r = np.float64(ret_f[p, j])
+            e = r - np.float64(val_f[p, j])
+            var_r += (r - mean_r) ** 2
+            var_e += (e - mean_e) ** 2
+            sq += e * e
+        var_r /= B
+        var_e /= B
+        stats[p, 3] = 1.0 - var_e / var_r if var_r > 0 else np.nan
+        stats[p, 4] = 0.5 * sq / B
+
+
+_HELPERS = (_flat, _flat3)
+_BOUND: dict[int, Any] = {}
+
+
+def bind(rollout_fn: Any) -> Any:
+    """The compiled iteration around ``rollout_fn`` (an env's compiled rollout,
+    trustrl.compiled.rollout.bind's): one per env, cached on disk (its signature holds the
+    env's constants' type, as the rollout's does)."""
+    f = _BOUND.get(id(rollout_fn))
+    if f is None:
+        jit = njit(cache=True, error_model="numpy")
+        ns: dict[str, Any] = dict(globals())
+        ns["rollout"] = rollout_fn
+        for h in _HELPERS:
+            ns[h.__name__] = jit(types.FunctionType(h.__code__, ns, h.__name__))
+        g = types.FunctionType(ppo_iteration.__code__, ns, "ppo_iteration")
+        g.__qualname__ = ppo_iteration.__qualname__
+        f = _BOUND[id(rollout_fn)] = jit(g)
+    return f
