@@ -615,3 +615,30 @@ def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation,
         assert fast[k].dtype == slow[k].dtype, k
         torch.testing.assert_close(fast[k], slow[k], rtol=2e-5, atol=2e-6, msg=k)
     assert float(slow["clip_fraction"].max()) > 0  # the ratios are far from 1: the band counts
+
+
+def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
+    """compiled.masked_crc32c equals TensorBoard's own masked CRC-32C on records of several
+    lengths; a run folder's TensorBoard writer uses it, and TensorBoard's reader (which checks
+    every record's checksums with its own function) reads the events back."""
+    import os
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+    from tensorboard.summary.writer import record_writer
+
+    from trustrl.runs import RunDir
+
+    for n in (0, 1, 8, 255, 827, 4099):
+        data = os.urandom(n)
+        assert compiled.masked_crc32c(data) == masked_crc32c(data), n
+    run = RunDir(tmp_path / "run")
+    assert run.open_tensorboard()
+    assert record_writer.masked_crc32c is compiled.masked_crc32c
+    for step in (1, 2, 3):
+        run.log_metrics({"iteration": step, "global_step": 100 * step, "approx_kl": 0.01 * step})
+    run.close()
+    (events,) = (tmp_path / "run" / "tb").iterdir()
+    steps = [e.step for e in EventFileLoader(str(events)).Load() if e.summary.value]
+    assert steps == [100, 200, 300]

@@ -374,6 +374,17 @@ class Compiled(ClosedForm):
         return fvp
 
 
+def masked_crc32c(data: bytes) -> int:
+    """TensorBoard's masked CRC-32C of a record (tensorboard.compat.tensorflow_stub's
+    masked_crc32c: the same value) from a compiled loop: TensorBoard without TensorFlow
+    computes it in Python, about 170 us for one iteration's event of 31 scalars (3-7% of a
+    CartPole iteration on the batched path, paid by every member)."""
+    from trustrl.compiled import kernels
+
+    x = int(kernels.crc32c(np.frombuffer(data, np.uint8), kernels.CRC32C_TABLE))
+    return ((((x >> 15) | (x << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
 def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,
         truncated: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
     """batched.gae_numpy (trustrl.advantages.gae on CPU tensors [T, ...]) as one compiled
