@@ -323,8 +323,8 @@ def _complete(row: dict[str, Any], columns: list[str]) -> bool:
 def _fast_tensorboard_checksums() -> None:
     """Where the compiled extra is installed, TensorBoard's event-record writer checksums with
     trustrl.compiled.masked_crc32c (the same value, compiled) instead of its pure-Python
-    CRC-32C, which took about 170 us an event: an iteration's metrics row is one event per
-    member. Silent where either library is missing or laid out otherwise."""
+    CRC-32C, which took about 170 us an event (an iteration's metrics row is one event).
+    Silent where either library is missing or laid out otherwise."""
     from trustrl import compiled
 
     if not compiled.available():
