@@ -11,8 +11,8 @@ table of our final greedy returns beside the zoo's.
 Each algorithm's SPEC is written to OUT/<algo>.yaml and run into OUT/<algo>/ (an existing
 sweep folder is resumed: finished trials are kept). Every trial is `trustrl train --env ENV
 --preset zoo --seed S`, with total_steps capped at --max-steps. Envs whose extra is not
-installed (Box2D, MuJoCo) are listed as skipped. `trustrl report OUT/<algo>` then draws the
-curves and steps-to-threshold (the threshold: the zoo's mean minus its std).
+installed (Box2D, MuJoCo, Atari's ale-py) are listed as skipped. `trustrl report OUT/<algo>`
+then draws the curves and steps-to-threshold (the threshold: the zoo's mean minus its std).
 
 The zoo's numbers: benchmark.md of DLR-RM/rl-baselines3-zoo (last changed in commit
 61a0d1349fa9, 2023-04-11; unchanged at 22e3ff2450fd, the commit the presets come from):

@@ -232,3 +232,18 @@ def test_missing_opencv_names_the_atari_extra(monkeypatch, tmp_path):
     assert_bad(["train", "--env", BREAKOUT, "--runs-dir", "runs"], tmp_path,
                'pip install "trustrl[atari]"', "OpenCV")
     assert not (tmp_path / "runs").exists()
+
+
+def test_check_env_knows_the_legacy_atari_ids_in_a_fresh_process():
+    """A NoFrameskip-v4 id (the zoo's Atari presets name them) is known to check_env before
+    anything else imported ale_py: Gymnasium 1.x registers ale-py's ids only on request.
+    A fresh interpreter, so that no earlier test registered them."""
+    import subprocess
+    import sys
+
+    code = ("from trustrl.envs.make import check_env; "
+            "s = check_env('PongNoFrameskip-v4'); print(s.obs_kind, s.action.n)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.split() == ["image", "6"]

@@ -76,17 +76,21 @@ def _missing_dependency(env_id: str, extra: str | None, e: BaseException) -> Env
 
 
 def _register_ale(env_id: str) -> None:
-    """Gymnasium 1.x knows the ALE/... ids only once ale_py is imported: import it (when it is
-    installed) before looking the id up, and name the extra when it is not."""
-    if not env_id.split(":")[-1].startswith("ALE/") or any(k.startswith("ALE/")
-                                                           for k in gym.registry):
+    """Gymnasium 1.x knows ale-py's ids (ALE/Breakout-v5, BreakoutNoFrameskip-v4, ...) only
+    once ale_py is imported: import it (when it is installed) before looking up an id that
+    Gymnasium does not know yet, and name the extra for an ALE/... id when it is not."""
+    base = env_id.split(":")[-1]
+    if any(k.startswith("ALE/") for k in gym.registry) or (
+            not base.startswith("ALE/") and base in gym.registry):
         return
     try:
         import ale_py
 
         gym.register_envs(ale_py)
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
     except ImportError as e:
-        raise _missing_dependency(env_id, "atari", e) from None
+        if base.startswith("ALE/"):
+            raise _missing_dependency(env_id, "atari", e) from None
 
 
 def _make_one(env: str | EnvFactory) -> gym.Env:
