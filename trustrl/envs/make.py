@@ -87,7 +87,9 @@ def _register_ale(env_id: str) -> None:
         import ale_py
 
         gym.register_envs(ale_py)
-        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
+        quiet = getattr(getattr(ale_py, "ALEInterface", None), "setLoggerMode", None)
+        if quiet is not None:  # no banner per env (ale-py's own module; not a stand-in)
+            quiet(ale_py.LoggerMode.Error)
     except ImportError as e:
         if base.startswith("ALE/"):
             raise _missing_dependency(env_id, "atari", e) from None
