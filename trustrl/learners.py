@@ -32,7 +32,7 @@ from trustrl import diagnostics as diag
 from trustrl.advantages import gae
 from trustrl.agent import Agent, make_policy
 from trustrl.algos import Algorithm, make_algorithm
-from trustrl.algos.common import QUANTILES
+from trustrl.algos.common import DIAGNOSTIC_COLUMNS, QUANTILES
 from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
@@ -349,8 +349,10 @@ class BatchedLearner:
         """Whether an iteration is one compiled call (trustrl.compiled.iteration): PPO on the
         compiled rollout with the compiled backend. Equal to the unfused path to float
         rounding; set False to run that path."""
+        # where each metrics column sits in what _fused_body concatenates
+        self._fused_perm = np.array([self._FUSED_COLUMNS.index(c) for c in self.columns]
+                                    ) if self.fused else None
         self._iteration = 0
-        self._fused_perm: np.ndarray | None = None
         self._graph: Any = None
         self._graph_out: tuple[Tensor, ...] | None = None
         self._warmup = 0
@@ -376,7 +378,11 @@ class BatchedLearner:
     _FUSED_COLUMNS = (("lr",) + compiled.STATS + ("policy_loss", "value_loss", "grad_norm",
                                                   "clip_fraction_mb", "entropy", "approx_kl",
                                                   "approx_kl_k1", "kl_exact", "clip_fraction",
-                                                  "ratio_min", "ratio_max"))
+                                                  "ratio_min", "ratio_max")
+                      + tuple(c for c in DIAGNOSTIC_COLUMNS if c.startswith("ratio_q"))
+                      + ("clip_eps", "epochs_run", "early_stopped"))
+    """The columns of _fused_body's concatenation, in order (the diagnostics kernel's:
+    its seven statistics, then the ratio's quantiles, QUANTILES' names)."""
 
     def _fused_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """`_iteration_body` as one compiled call (Compiled.ppo_iteration): the same numbers
@@ -391,19 +397,13 @@ class BatchedLearner:
             algo.minibatch_size, lr, cfg, algo.clip, algo.target_kl,  # type: ignore[attr-defined]  # noqa: E501
             QUANTILES)
         col.it += 1
-        P, q = col.P, len(QUANTILES)
+        P = col.P
         diag = r["diag"]
         runs = r["epochs_run"]
         vals = np.concatenate((
             np.full((P, 1), lr), r["stats"], r["last"], diag[:, :7].astype(np.float32),
             diag[:, 7:], np.full((P, 1), np.float32(cfg.clip_eps)), runs[:, None],
             (runs < algo.epochs)[:, None]), axis=1, dtype=np.float64)  # type: ignore[attr-defined]  # noqa: E501
-        if self._fused_perm is None:
-            names = (self._FUSED_COLUMNS + tuple(f"ratio_q{int(round(x * 100)):02d}"
-                                                 for x in QUANTILES)
-                     + ("clip_eps", "epochs_run", "early_stopped"))
-            assert len(names) == vals.shape[1] and q == diag.shape[1] - 7
-            self._fused_perm = np.array([names.index(c) for c in self.columns])
         metrics = torch.from_numpy(vals[:, self._fused_perm])
         term, trunc = r["term"], r["trunc"]
         return (metrics, torch.from_numpy(term | trunc), torch.from_numpy(r["fin_ret"]),

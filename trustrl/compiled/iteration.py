@@ -48,14 +48,9 @@ def _flat(x):  # type: ignore[no-untyped-def]
 
 
 def _flat3(x):  # type: ignore[no-untyped-def]
-    """`_flat` of a [T, P, N] array: element by element."""
+    """`_flat` of a [T, P, N] array: [P, T*N]."""
     T, P, N = x.shape
-    out = np.empty((P, T * N), x.dtype)
-    for t in range(T):
-        for p in range(P):
-            for i in range(N):
-                out[p, t * N + i] = x[t, p, i]
-    return out
+    return _flat(x.reshape((T, P, N, 1))).reshape((P, T * N))
 
 
 def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env_state,  # type: ignore[no-untyped-def]  # noqa: E501
