@@ -305,6 +305,15 @@ def test_a_whole_compiled_iteration_equals_the_eager_one(algo):
 
     (lc, mc), (le, me) = run("compiled"), run("closed-form")
     assert (lc.collector.rollout_kind, le.collector.rollout_kind) == ("compiled", "numpy")
+    cols = list(lc.columns)
+    if "cg_iters_run" in cols:
+        # conjugate gradient stops where its residual falls under a tolerance: a residual at
+        # the tolerance takes one iteration more on one side after rounding (seen: 6 against
+        # 5), which moves the step by less than the tolerances below
+        c = cols.index("cg_iters_run")
+        assert float((mc[..., c] - me[..., c]).abs().max()) <= 1.0
+        keep = [i for i in range(len(cols)) if i != c]
+        mc, me = mc[..., keep], me[..., keep]
     torch.testing.assert_close(mc, me, rtol=1e-4, atol=1e-5, equal_nan=True)
     torch.testing.assert_close(lc.net.flat, le.net.flat, rtol=1e-4, atol=1e-5)
 
