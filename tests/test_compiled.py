@@ -628,14 +628,18 @@ def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation,
 
 def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     """compiled.masked_crc32c equals TensorBoard's own masked CRC-32C on records of several
-    lengths; a run folder's TensorBoard writer uses it, and TensorBoard's reader (which checks
-    every record's checksums with its own function) reads the events back."""
+    lengths; a run folder's event file (runs.EventWriter) is TensorBoard's format: every
+    record's checksums are TensorBoard's, and its reader gives back each row's scalars at its
+    step and, on a resume, the SessionLog START at the purge step."""
     import os
+    import struct
 
     pytest.importorskip("tensorboard")
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.backend.event_processing.event_file_loader import (
+        LegacyEventFileLoader as EventFileLoader,  # the events as written, not migrated
+    )
+    from tensorboard.compat.proto.event_pb2 import SessionLog
     from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-    from tensorboard.summary.writer import record_writer
 
     from trustrl.runs import RunDir
 
@@ -643,11 +647,40 @@ def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
         data = os.urandom(n)
         assert compiled.masked_crc32c(data) == masked_crc32c(data), n
     run = RunDir(tmp_path / "run")
+    run.buffer_logs(3600.0)  # kept in memory until flush_logs
     assert run.open_tensorboard()
-    assert record_writer.masked_crc32c is compiled.masked_crc32c
     for step in (1, 2, 3):
-        run.log_metrics({"iteration": step, "global_step": 100 * step, "approx_kl": 0.01 * step})
-    run.close()
+        run.log_metrics({"iteration": step, "global_step": 100 * step, "approx_kl": 0.01 * step,
+                         "ep_return_mean": float("nan"), "episodes": step})
     (events,) = (tmp_path / "run" / "tb").iterdir()
-    steps = [e.step for e in EventFileLoader(str(events)).Load() if e.summary.value]
-    assert steps == [100, 200, 300]
+    assert [e.step for e in EventFileLoader(str(events)).Load() if e.summary.value] == []
+    run.flush_logs()
+    run.open_tensorboard(purge_step=200)  # a resume from the checkpoint at step 200
+    run.log_metrics({"iteration": 2, "global_step": 200, "approx_kl": 0.5, "episodes": 9})
+    run.close()
+    files = sorted((tmp_path / "run" / "tb").iterdir())
+    assert len(files) == 2
+    for f in files:  # every record: length, its masked CRC, data, its masked CRC
+        raw, at = f.read_bytes(), 0
+        while at < len(raw):
+            head = raw[at:at + 8]
+            (n,) = struct.unpack("<Q", head)
+            assert struct.unpack("<I", raw[at + 8:at + 12])[0] == masked_crc32c(head)
+            data = raw[at + 12:at + 12 + n]
+            assert struct.unpack("<I", raw[at + 12 + n:at + 16 + n])[0] == masked_crc32c(data)
+            at += 16 + n
+        assert at == len(raw)
+    first = [e for e in EventFileLoader(str(files[0])).Load()]
+    assert first[0].file_version == "brain.Event:2"
+    rows = [(e.step, {v.tag: v.simple_value for v in e.summary.value})
+            for e in first if e.summary.value]
+    assert [s for s, _ in rows] == [100, 200, 300]
+    for (step, vals), i in zip(rows, (1, 2, 3), strict=True):
+        assert vals == {"diagnostics/approx_kl": pytest.approx(0.01 * i),
+                        "charts/episodes": float(i)}  # the NaN return is left out
+    second = [e for e in EventFileLoader(str(files[1])).Load()]
+    assert [(e.step, e.session_log.status) for e in second if e.HasField("session_log")] == [
+        (200, SessionLog.START)]
+    assert [(e.step, e.summary.value[0].simple_value) for e in second if e.summary.value] == [
+        (200, pytest.approx(0.5))]
+
