@@ -684,3 +684,33 @@ def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     assert [(e.step, e.summary.value[0].simple_value) for e in second if e.summary.value] == [
         (200, pytest.approx(0.5))]
 
+
+def test_the_env_constants_are_typed_once_by_identity(monkeypatch):
+    """compiled._typed_once: a dispatcher types a registered env's constants from its table
+    (Numba's own Python typeof is not called again for them), while another env's constants,
+    or a changed copy of the same env's, are typed and computed with afresh."""
+    import numba
+    import numba.core.dispatcher as dispatcher
+
+    cart = compiled.compiled_dynamics("CartPole-v1").k
+    acro = compiled.compiled_dynamics("Acrobot-v1").k
+
+    @numba.njit
+    def first_constant(k, x):
+        return k[1] + x[0]
+
+    x = np.ones(1, np.float64)
+    compiled._typed_once(first_constant, cart)
+    assert first_constant(cart, x) == pytest.approx(1.0 + float(cart[1]))
+    calls = []
+    real = dispatcher.typeof
+    monkeypatch.setattr(dispatcher, "typeof", lambda v, *a: (calls.append(v), real(v, *a))[1])
+    for _ in range(3):
+        first_constant(cart, x)
+    assert calls == []  # from the table
+    other = cart._replace(**{cart._fields[1]: np.float32(7.0)})
+    assert first_constant(other, x) == pytest.approx(8.0)
+    assert first_constant(acro, x) == pytest.approx(1.0 + float(acro[1]))
+    typed = [v for v in calls if isinstance(v, tuple)]  # typed as before (a new signature
+    assert {id(v) for v in typed} == {id(other), id(acro)}  # is typed again to compile)
+    assert first_constant.typeof_pyval(acro) == real(acro, dispatcher.Purpose.argument)
