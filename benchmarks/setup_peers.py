@@ -55,7 +55,9 @@ CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"  # 2026-04-20
 PUREJAXRL_COMMIT = "31756b197773a52db763fdbe6d635e4b46522a73"  # 2024-09-09
 
 # The versions every figure in RESULTS.md was measured with (PEERS_SETUP.md says why).
-SB3_PINS = ["stable-baselines3==2.9.2", "gymnasium==1.4.0", "numpy==2.4.6"]
+# Box2D and MuJoCo for the zoo-setting runs (mujoco_cpu.py, peer_sb3.py zoo).
+SB3_PINS = ["stable-baselines3==2.9.2", "gymnasium[box2d,mujoco]==1.4.0", "numpy==2.4.6",
+            "box2d==2.3.10", "mujoco==4.0.0"]
 # CleanRL's requirements/requirements.txt where they install on Python 3.11: gymnasium 0.29.1,
 # tyro 0.5.10, numpy < 2 (as gymnasium 0.29 needs); tensorboard not at its 2.11.2 (it wants
 # protobuf 3.20 and an old setuptools): the version that resolved.
