@@ -63,7 +63,9 @@ packing cost more than the product there (an MLP 4-64-64-2 on 4 rows: 3.4 agains
 @njit(cache=True, fastmath=True, error_model="numpy")
 def dense(h, W, bias):
     """h @ W + bias for h [M, a] and W [a, b] (C-contiguous float32): np.dot (BLAS), or
-    loops for up to SMALL_ROWS rows."""
+    loops for up to SMALL_ROWS rows: W's rows in the outer loop, or, for an output layer of
+    at most SMALL_ROWS units, a dot product over each of W's columns (a 4-64-64-2 MLP on 4
+    rows: 3.0 -> 2.5 us; the output layer alone 0.93 -> 0.12 us)."""
     M = h.shape[0]
     a, b = W.shape
     if M > SMALL_ROWS:
@@ -73,10 +75,20 @@ def dense(h, W, bias):
                 z[i, k] += bias[k]
         return z
     z = np.empty((M, b), np.float32)
+    if b <= SMALL_ROWS:  # an output layer: a dot product over W's column per output
+        Wt = W.T if b == 1 else np.ascontiguousarray(W.T)  # [b, a], contiguous in a
+        for i in range(M):
+            for k in range(b):
+                acc = np.float32(0.0)
+                for j in range(a):
+                    acc += h[i, j] * Wt[k, j]
+                z[i, k] = acc + bias[k]
+        return z
     for i in range(M):
         for k in range(b):
             z[i, k] = bias[k]
-        for j in range(a):
+    for j in range(a):  # W's row j once for every row of h
+        for i in range(M):
             hij = h[i, j]
             for k in range(b):
                 z[i, k] += hij * W[j, k]
@@ -169,8 +181,9 @@ def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
         for i in range(h.shape[0]):
             for k in range(b):
                 db[k] += g_z[i, k]
-        if layer > 0:
-            g_h = np.dot(g_z, theta[off:off + a * b].reshape((a, b)).T)
+        if layer > 0:  # g_z @ W.T, with W.T copied contiguous: BLAS's transposed
+            # operand cost more than the copy (128 x 64 @ 64 x 64: 13.5-14.3 us, 11.1-12.2)
+            g_h = np.dot(g_z, np.ascontiguousarray(theta[off:off + a * b].reshape((a, b)).T))
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
