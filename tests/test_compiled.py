@@ -655,7 +655,9 @@ def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     (events,) = (tmp_path / "run" / "tb").iterdir()
     assert [e.step for e in EventFileLoader(str(events)).Load() if e.summary.value] == []
     run.flush_logs()
+    first_writer = run._tb
     run.open_tensorboard(purge_step=200)  # a resume from the checkpoint at step 200
+    assert first_writer._file is None  # closed
     run.log_metrics({"iteration": 2, "global_step": 200, "approx_kl": 0.5, "episodes": 9})
     run.close()
     files = sorted((tmp_path / "run" / "tb").iterdir())

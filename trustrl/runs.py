@@ -278,9 +278,12 @@ class RunDir:
         resumed run passes purge_step, its checkpoint's global step: TensorBoard then drops
         the events at and after it that the killed process had written."""
         try:
-            self._tb = EventWriter(self.path / "tb", purge_step)
-        except ImportError:
+            from tensorboard.compat.proto import event_pb2  # noqa: F401
+        except Exception:  # noqa: BLE001 - tensorboard not installed (or not importable)
             return False
+        if self._tb is not None:  # one writer at a time: a second open starts a new file
+            self._tb.close()
+        self._tb = EventWriter(self.path / "tb", purge_step)
         return True
 
     # --- experiment trackers (W&B, MLflow) ----------------------------------------------------
