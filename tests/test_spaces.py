@@ -652,3 +652,73 @@ def test_nature_cnn_channels_last_batches_equal_the_plain_layout():
         x = torch.rand(n, 4, 40, 44)
         ref = torch.relu(m.linear(torch.flatten(m.convs[:-1](x), 1)))
         assert torch.allclose(m(x), ref, atol=1e-5)
+
+
+# --- images as uint8 pixel rows ---------------------------------------------------------------
+
+def test_pixel_rows_scaled_by_the_networks_equal_the_float_rows():
+    """An observation of images only travels as uint8 rows (channels first, not scaled); the
+    networks' float_pixels gives exactly the float rows flatten_obs gives, for every pixel
+    value and for channels-last and several image parts; a layout with a non-image part
+    has no pixel rows."""
+    from trustrl.envs.make import pixel_rows
+    from trustrl.envs.spaces import flatten_obs
+    from trustrl.extractors import float_pixels
+
+    space = gym.spaces.Dict({"a": gym.spaces.Box(0, 255, (6, 5, 3), np.uint8),
+                             "b": gym.spaces.Box(0, 255, (1, 8, 8), np.uint8)})
+    spec = spaces_spec("img", space, gym.spaces.Discrete(2))
+    assert pixel_rows(spec)
+    rng = np.random.default_rng(0)
+    obs = {"a": rng.integers(0, 256, (4, 6, 5, 3), dtype=np.uint8),
+           "b": rng.integers(0, 256, (4, 1, 8, 8), dtype=np.uint8)}
+    obs["a"].reshape(-1)[:256] = np.arange(256)  # every value once
+    rows = flatten_obs(obs, spec.layout(), pixels=True)
+    assert rows.dtype == np.uint8 and rows.shape == (4, spec.obs_dim)
+    floats = flatten_obs(obs, spec.layout())
+    assert torch.equal(float_pixels(torch.from_numpy(rows)), torch.from_numpy(floats))
+    x = torch.rand(3, 5)
+    assert float_pixels(x) is x
+    mixed = spaces_spec("mix", DictWalk.observation_space, gym.spaces.Discrete(2))
+    assert not pixel_rows(mixed)
+    with pytest.raises(ValueError):
+        flatten_obs({"k": np.zeros(2, np.int64), "img": np.zeros((2, 8, 8, 1), np.uint8)},
+                    mixed.layout(), pixels=True)
+
+
+def test_cnn_on_pixel_rows_equals_the_cnn_on_float_rows():
+    """NatureCNN (in both layouts) and a user's extractor see the same values from uint8 pixel
+    rows as from the float rows."""
+    torch.manual_seed(0)
+    m = NatureCNN((4, 40, 44))
+    for n in (2, 40):
+        px = torch.randint(0, 256, (n, 4, 40, 44), dtype=torch.uint8)
+        f = px.float() * torch.tensor(np.float32(1 / 255))
+        assert torch.equal(m(px), m(f))
+
+
+def test_image_training_on_pixel_rows_equals_training_on_float_rows(monkeypatch):
+    """The collector keeps an image observation as uint8 rows; two PPO iterations on them give
+    the very metrics and parameters of the same run on float rows."""
+    import trustrl.rollout
+
+    def run():
+        cfg = make_config("ppo", "trustrl-test/ImageObs-v0", sets={
+            "num_envs": 4, "num_steps": 16, "seed": 3, "vector": "sync", "eval_every": 0,
+            "tensorboard": False, "preset": "none", "minibatch_size": 32, "update_epochs": 2},
+            flags={"total_steps": 128})
+        learner = GymLearner(cfg)
+        try:
+            rows = [learner.iterate()[0][0] for _ in range(2)]
+            return learner.collector.pixels, rows, learner.net.flat.detach().clone()
+        finally:
+            learner.close()
+
+    pixels, rows, flat = run()
+    monkeypatch.setattr(trustrl.rollout, "pixel_rows", lambda spec: False)
+    floats, rows_f, flat_f = run()
+    assert pixels and not floats
+    assert torch.equal(flat, flat_f)
+    for r, rf in zip(rows, rows_f, strict=True):
+        assert {k: v for k, v in r.items() if k not in ("sps", "time")} == \
+            {k: v for k, v in rf.items() if k not in ("sps", "time")}

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from trustrl.envs.spaces import PIXEL_SCALE
 from trustrl.errors import ConfigError
 from trustrl.importing import import_path as _import_path
 from trustrl.importing import resolve
@@ -50,6 +51,14 @@ def _ortho(layer: nn.Module, ortho_init: bool) -> nn.Module:
 
 def _conv(c_in: int, c_out: int, k: int, s: int, p: int, ortho_init: bool) -> nn.Module:
     return _ortho(nn.Conv2d(c_in, c_out, k, s, p), ortho_init)
+
+
+def float_pixels(x: Tensor) -> Tensor:
+    """uint8 pixel rows (trustrl.envs.spaces.flatten_obs with pixels) -> float32 in [0, 1],
+    the values flatten_obs gives without it; float input is returned as it is."""
+    if x.dtype != torch.uint8:
+        return x
+    return x.to(torch.float32) * torch.tensor(PIXEL_SCALE, device=x.device)
 
 
 CHANNELS_LAST_MIN = 32
@@ -75,12 +84,14 @@ class NatureCNN(nn.Module):
         self.features_dim = features_dim
 
     def forward(self, x: Tensor) -> Tensor:
+        """x: [B, C, H, W] in [0, 1], or uint8 pixel values (scaled here, after the layout
+        change, which then moves a quarter of the bytes)."""
         if x.device.type == "cpu" and x.shape[0] >= CHANNELS_LAST_MIN:
             # oneDNN's convolutions on channels-last input: NatureCNN's forward and backward
             # on 256 Atari frames took 116 ms against 175 ms (one thread); at a rollout's few
             # frames the plain layout is the faster
             x = x.contiguous(memory_format=torch.channels_last)
-        return torch.relu(self.linear(self.convs(x)))
+        return torch.relu(self.linear(self.convs(float_pixels(x))))
 
 
 class SmallCNN(NatureCNN):
@@ -166,7 +177,9 @@ def unflatten(x: Tensor, layout: Sequence[dict[str, Any]]) -> Any:
     """A flat batch [B, obs_dim] -> the structured observation as a user's network sees it:
     per part a tensor [B, *shape] (images [B, C, H, W] in [0, 1]; Discrete and MultiDiscrete
     parts as their one-hots [B, n] / [B, sum(nvec)]; the rest as floats), in dicts and tuples
-    as the space nests them. A plain Box space gives [B, *shape]."""
+    as the space nests them. A plain Box space gives [B, *shape]. uint8 pixel rows are
+    scaled first."""
+    x = float_pixels(x)
     return _nest(layout, lambda p: _part_tensor(x, p), tuple, dict)
 
 

@@ -36,7 +36,7 @@ from trustrl.algos.common import DIAGNOSTIC_COLUMNS, QUANTILES
 from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
-from trustrl.envs.make import EnvSpec, check_env, make_vec_env
+from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pixel_rows
 from trustrl.errors import ConfigError, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.normalize import ObsNormalizer, RewardScaler
@@ -179,7 +179,10 @@ class GymLearner:
         self.extra_columns = tuple(self.algo.extra_columns)
         self.columns = SHARED_COLUMNS + self.algo.columns
         self.int_columns = ("episodes",) + self.algo.int_columns
-        norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) if cfg.normalize_obs else None
+        # images are never normalised: an observation of images only needs no normaliser
+        # (and then travels as uint8 pixel rows, trustrl.rollout.Collector)
+        norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) \
+            if cfg.normalize_obs and not pixel_rows(self.spec) else None
         self._agent = Agent(policy, self.spec, norm, cfg.device)
         self.envs = make_vec_env(self.env, cfg.num_envs, cfg.vector)
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)

@@ -20,6 +20,7 @@ from trustrl.extractors import (
     UserExtractor,
     call_factory,
     features_dim,
+    float_pixels,
     layout_space,
     needs_extractor,
 )
@@ -252,19 +253,17 @@ class ActorCritic(_Acting, nn.Module):
         if part == "both":
             if not self.shared_trunk:
                 return self.forward(obs), self.value(obs)
-            x = obs if self.actor_extractor is None else self.actor_extractor(obs)
+            x = float_pixels(obs) if self.actor_extractor is None else self.actor_extractor(obs)
             h = _plain_forward(self.actor_trunk, x)
             return (F.linear(h, self.policy_head.weight, self.policy_head.bias),
                     F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1))
-        if self.actor_extractor is not None:
-            obs = self.actor_extractor(obs)
+        obs = float_pixels(obs) if self.actor_extractor is None else self.actor_extractor(obs)
         out = _plain_forward(self.actor_trunk, obs)
         return F.linear(out, self.policy_head.weight, self.policy_head.bias)
 
     def value(self, obs: Tensor) -> Tensor:
         """V(s): [B, obs_dim] -> [B]."""
-        if self.critic_extractor is not None:
-            obs = self.critic_extractor(obs)
+        obs = float_pixels(obs) if self.critic_extractor is None else self.critic_extractor(obs)
         h = _plain_forward(self.critic_trunk, obs)
         return F.linear(h, self.value_head.weight, self.value_head.bias).squeeze(-1)
 

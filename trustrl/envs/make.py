@@ -10,7 +10,8 @@ import gymnasium as gym
 import numpy as np
 
 from trustrl.envs.factory import EnvFactory, as_factory
-from trustrl.envs.spaces import UnsupportedSpace, flatten_obs, obs_layout, top_kind
+from trustrl.envs.spaces import (UnsupportedSpace, all_images, flatten_obs, obs_layout,
+                                 top_kind)
 from trustrl.errors import EnvError, TrustrlError
 from trustrl.policies import ActionSpec
 
@@ -210,15 +211,23 @@ def check_compatible(spec: EnvSpec, env_id: str) -> EnvSpec:
     return other
 
 
-def obs_to_array(obs: np.ndarray, spec: EnvSpec) -> np.ndarray:
+def obs_to_array(obs: np.ndarray, spec: EnvSpec, pixels: bool = False) -> np.ndarray:
     """Vector-env observations as float [N, obs_dim] (trustrl.envs.spaces.flatten_obs: one-hot
     for Discrete parts, images scaled to [0, 1] and channels-first, Dict/Tuple parts
-    concatenated)."""
+    concatenated). pixels: an observation of images only as uint8 rows, not scaled
+    (`pixel_rows`)."""
+    if pixels:
+        return flatten_obs(obs, spec.layout(), pixels=True)
     if spec.obs_kind == "discrete" and spec.obs_layout == ():
         return np.eye(spec.obs_n, dtype=np.float64)[np.asarray(obs, np.int64)]
     if spec.obs_kind == "box" and len(spec.obs_layout) <= 1:
         return np.asarray(obs, np.float64).reshape(len(obs), -1)
     return flatten_obs(obs, spec.layout())
+
+
+def pixel_rows(spec: EnvSpec) -> bool:
+    """Whether observations can travel as uint8 pixel rows: every part an image."""
+    return all_images(spec.layout())
 
 
 def make_vec_env(env_id: str | EnvFactory, num_envs: int, vector: str = "sync"
