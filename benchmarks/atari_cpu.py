@@ -2,7 +2,7 @@
 
     python benchmarks/atari_cpu.py --cleanrl $PEERS/cleanrl-atari \\
         --cleanrl-python $PEERS/cleanrl-atari-venv/bin/python [--repeats 3] [--steps 20480]
-        [--tools cleanrl trustrl] [--trustrl-args "..."] [--json out.json]
+        [--tools cleanrl trustrl] [--trustrl-args "..."] [--json out.json] [--floor]
     python benchmarks/atari_cpu.py --learn --cleanrl ... --cleanrl-python ... \\
         [--steps 500000] [--seeds 3]
 
@@ -19,7 +19,11 @@ Default mode (SPS): the tools alternate (CleanRL, trustrl, CleanRL, ...), repeti
 seed r for both; train SPS as benchmarks/peers_cpu.py measures it (CleanRL: its last `SPS:`
 print; trustrl: from its loop's start to its last checkpoint, one 100-step greedy episode at the
 end included: eval_episodes 1, eval_max_steps 100, no evaluation before or during training).
-The ratio is trustrl's median train SPS over CleanRL's.
+The ratio is trustrl's median train SPS over CleanRL's. With --floor it then times, in its
+own process, the work any PPO at this setting must do (the NatureCNN's 16 minibatch passes
+forward and backward, the rollout's 128 forward passes on 8 frames, the emulator's 1,024
+steps of 4 frames) with trustrl's fastest kernels and no other work, and prints the SPS
+that work alone allows: the ceiling of any tool's ratio over CleanRL on this machine.
 
 --learn: each seed 1..N with each tool at the budget (hours: trustrl trained at about 130
 SPS on this 2-core machine in a 2,048-step smoke run, so 500,000 steps take it about an
@@ -128,6 +132,74 @@ def run_trustrl(seed: int, steps: int, a: argparse.Namespace, learn: bool = Fals
     return Result("trustrl", n, seconds, wall, rss, None, extras)
 
 
+# --- the floor: the work any PPO at this setting does, timed with trustrl's kernels ------------
+def floor_seconds(repeats: int = 3) -> dict[str, float]:
+    """Seconds per iteration (8 envs x 128 steps) of the work every PPO at ppo_atari.py's
+    setting does, whatever its overheads: 16 forward and backward passes of the loss through
+    the NatureCNN actor-critic on 256 frames (4 epochs x 4 minibatches), 128 forward passes
+    on 8 frames (the rollout), and the emulator's 1,024 steps of 4 frames (ALE/Breakout-v5
+    with frameskip 4, no wrappers). Timed in this process with one torch thread, trustrl's
+    network in its fastest layout (channels-last for the minibatches); medians of `repeats`."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from trustrl.agent import make_policy
+    from trustrl.config import make_config
+    from trustrl.envs.factory import env_factory
+    from trustrl.envs.make import check_env
+
+    torch.set_num_threads(1)
+    cfg = make_config("ppo", TRUSTRL_ENV, sets={"preset": "cleanrl"})
+    spec = check_env(env_factory(cfg))  # behind the Atari preprocessing: (4, 84, 84)
+    torch.manual_seed(0)
+    policy = make_policy(spec, cfg)
+    g = torch.Generator().manual_seed(0)
+    frames = torch.randint(0, 256, (cfg.minibatch_size, spec.obs_dim), dtype=torch.uint8,
+                           generator=g)
+    acts = torch.randint(0, spec.action.n, (cfg.minibatch_size,), generator=g)
+    adv = torch.randn(cfg.minibatch_size, generator=g)
+    n_mb = cfg.update_epochs * (cfg.num_envs * cfg.num_steps // cfg.minibatch_size)
+
+    def update() -> None:
+        for _ in range(n_mb):
+            policy.zero_grad(set_to_none=True)
+            logp, ent, v = policy.evaluate_actions(frames, acts)
+            (-(logp.exp() * adv).mean() + 0.5 * (v ** 2).mean() - 0.01 * ent.mean()).backward()
+
+    few = frames[:cfg.num_envs]
+
+    def rollout() -> None:
+        for _ in range(cfg.num_steps):
+            policy.sample_step(few)
+
+    envs = [gym.make("ALE/Breakout-v5", frameskip=4, repeat_action_probability=0.0,
+                     obs_type="grayscale") for _ in range(cfg.num_envs)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    rng = np.random.default_rng(0)
+
+    def emulator() -> None:
+        for _ in range(cfg.num_steps):
+            for e in envs:
+                _, _, term, trunc, _ = e.step(int(rng.integers(spec.action.n)))
+                if term or trunc:
+                    e.reset()
+
+    out = {}
+    for name, fn in (("update", update), ("rollout_forward", rollout), ("emulator", emulator)):
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        out[name] = statistics.median(times)
+    for e in envs:
+        e.close()
+    out["total"] = sum(out.values())
+    return out
+
+
 # --- the two modes ---------------------------------------------------------------------------
 def sps_mode(a: argparse.Namespace, steps: int) -> dict[str, list[Result]]:
     results: dict[str, list[Result]] = {t: [] for t in a.tools}
@@ -148,6 +220,17 @@ def sps_mode(a: argparse.Namespace, steps: int) -> dict[str, list[Result]]:
               f"| {statistics.median(r.peak_rss_mib for r in rs):.0f} |")
     if "cleanrl" in med and "trustrl" in med:
         print(f"\ntrustrl / CleanRL train SPS: {med['trustrl'] / med['cleanrl']:.2f}x")
+    if a.floor:
+        f = floor_seconds()
+        ceiling = BATCH / f["total"]
+        print(f"\nThe floor per iteration of {BATCH:,} steps (timed after the runs, one torch "
+              f"thread): NatureCNN update {f['update']:.2f} s, rollout forward passes "
+              f"{f['rollout_forward']:.2f} s, emulator {f['emulator']:.2f} s; "
+              f"{f['total']:.2f} s in all: at most {ceiling:,.0f} SPS for any tool with these "
+              "kernels and no other work"
+              + (f", {ceiling / med['cleanrl']:.2f}x CleanRL's median" if "cleanrl" in med
+                 else "") + ".")
+        results["floor"] = [Result("floor", BATCH, f["total"], f["total"], 0.0, None, f)]
     return results
 
 
@@ -196,6 +279,8 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3, help="--learn: seeds 1..N")
     p.add_argument("--trustrl-args", default="", help="extra options for `trustrl train`")
     p.add_argument("--json", help="also write every run's numbers to this JSON file")
+    p.add_argument("--floor", action="store_true", help="SPS mode: then time the work any PPO "
+                   "at this setting does (CNN passes, emulator) and print the SPS ceiling")
     a = p.parse_args()
     if "cleanrl" in a.tools and not (a.cleanrl and a.cleanrl_python):
         p.error("cleanrl needs --cleanrl DIR and --cleanrl-python PATH (or --tools trustrl)")
