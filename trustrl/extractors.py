@@ -53,6 +53,9 @@ def _conv(c_in: int, c_out: int, k: int, s: int, p: int, ortho_init: bool) -> nn
     return _ortho(nn.Conv2d(c_in, c_out, k, s, p), ortho_init)
 
 
+_SCALE = float(PIXEL_SCALE)  # exactly the float32 1/255 (a Python scalar: no device copy)
+
+
 def float_pixels(x: Tensor) -> Tensor:
     """uint8 pixel rows (trustrl.envs.spaces.flatten_obs with pixels) -> float32 in [0, 1],
     the values flatten_obs gives without it; float input is returned as it is."""
@@ -60,7 +63,7 @@ def float_pixels(x: Tensor) -> Tensor:
         return x
     # scaled in place: a fresh array of a minibatch's frames costs more in page faults than
     # the multiplication (the conversion's own array is new and holds no gradient)
-    return x.to(torch.float32).mul_(torch.tensor(PIXEL_SCALE, device=x.device))
+    return x.to(torch.float32).mul_(_SCALE)
 
 
 CHANNELS_LAST_MIN = 32
