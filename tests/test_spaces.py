@@ -687,8 +687,8 @@ def test_pixel_rows_scaled_by_the_networks_equal_the_float_rows():
 
 
 def test_cnn_on_pixel_rows_equals_the_cnn_on_float_rows():
-    """NatureCNN (in both layouts) and a user's extractor see the same values from uint8 pixel
-    rows as from the float rows."""
+    """NatureCNN, in both layouts (below and above CHANNELS_LAST_MIN frames), gives the same
+    features on uint8 pixels as on the float rows."""
     torch.manual_seed(0)
     m = NatureCNN((4, 40, 44))
     for n in (2, 40):

@@ -135,12 +135,11 @@ class Collector:
             env = first if env_index is None else int(env_index[first])
             raise NonFiniteError(what, env, self.state.global_step)
 
-    def _rows(self, obs: Any) -> Tensor:
-        """Vector-env observations as the rows the networks take (uint8 pixels or floats)."""
-        if self.pixels:
-            return torch.from_numpy(obs_to_array(obs, self.agent.spec, True)).to(
-                self.agent.device)
-        return self.agent.obs_tensor(obs)
+    def _tensor(self, x: np.ndarray) -> Tensor:
+        """Rows of obs_to_array(..., self.pixels) as the networks take them: uint8 pixels as
+        they are, float rows normalised (Agent.array_tensor)."""
+        return torch.from_numpy(x).to(self.agent.device) if self.pixels else \
+            self.agent.array_tensor(x)
 
     @torch.no_grad()
     def collect(self) -> tuple[Rollout, list[Episode]]:
@@ -169,7 +168,7 @@ class Collector:
             out_buf = torch.zeros((T, N, acting.net.n_out))
             acting.begin(obs_buf, act_buf, logp_buf, val_buf, out_buf)
 
-        obs_t = self._rows(st.next_obs)
+        obs_t = self._tensor(obs_to_array(st.next_obs, agent.spec, self.pixels))
         for t in range(T):
             if acting is not None:  # the same records, written by one compiled call
                 action = acting.step(t, obs_t)
@@ -226,8 +225,7 @@ class Collector:
                 term_buf[t] = torch.as_tensor(term, device=device)
                 trunc_buf[t] = torch.as_tensor(trunc, device=device)
             st.next_obs = next_obs
-            obs_t = torch.from_numpy(next_x).to(device) if self.pixels else \
-                agent.array_tensor(next_x)
+            obs_t = self._tensor(next_x)
 
         last_val = policy.value(obs_t)
         next_values = torch.cat([val_buf[1:], last_val[None]], dim=0)

@@ -145,8 +145,8 @@ def flatten_obs(obs: Any, layout: Sequence[dict[str, Any]], pixels: bool = False
     if pixels:
         if not all_images(layout):
             raise ValueError("pixels rows need a layout of images only")
-        return np.concatenate([_image_rows(obs, p) for p in layout], axis=1) \
-            if len(layout) > 1 else np.ascontiguousarray(_image_rows(obs, layout[0]))
+        rows = [_image_rows(np.asarray(_leaf(obs, p["path"])), p) for p in layout]
+        return np.concatenate(rows, axis=1) if len(rows) > 1 else np.ascontiguousarray(rows[0])
     cols = []
     for p in layout:
         x = np.asarray(_leaf(obs, p["path"]))
@@ -160,7 +160,7 @@ def flatten_obs(obs: Any, layout: Sequence[dict[str, Any]], pixels: bool = False
             cols.extend(np.eye(k, dtype=np.float64)[x[:, i]] for i, k in enumerate(p["nvec"]))
         elif kind == "image":
             # float32 (what the networks take): an 84x84x4 frame is 28k values a step
-            cols.append(_image_rows(obs, p).astype(np.float32) * PIXEL_SCALE)
+            cols.append(_image_rows(x, p).astype(np.float32) * PIXEL_SCALE)
         else:  # box, multibinary
             cols.append(np.asarray(x, np.float64).reshape(n, -1))
     return cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
@@ -170,9 +170,8 @@ PIXEL_SCALE = np.float32(1.0 / 255.0)
 """Image values 0..255 -> [0, 1]: uint8 * this, in float32 (torch.float32 gives the same)."""
 
 
-def _image_rows(obs: Any, p: dict[str, Any]) -> np.ndarray:
-    """An image part's batch [N, ...] as uint8 rows [N, C*H*W], channels first."""
-    x = np.asarray(_leaf(obs, p["path"]))
+def _image_rows(x: np.ndarray, p: dict[str, Any]) -> np.ndarray:
+    """An image part's batch x [N, ...] as uint8 rows [N, C*H*W], channels first."""
     n = x.shape[0] if x.ndim else 1
     x = x.reshape(n, *p["shape"])
     if p["channels_last"]:
