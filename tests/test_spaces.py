@@ -722,3 +722,29 @@ def test_image_training_on_pixel_rows_equals_training_on_float_rows(monkeypatch)
     for r, rf in zip(rows, rows_f, strict=True):
         assert {k: v for k, v in r.items() if k not in ("sps", "time")} == \
             {k: v for k, v in rf.items() if k not in ("sps", "time")}
+
+
+def test_a_nature_cnn_trains_on_every_core_by_default(tmp_path):
+    """torch_threads None: a learner whose network has a NatureCNN (images of sides >= 36) takes
+    the available cores; one with a smaller image, or none, keeps one thread; a set value wins."""
+    import os
+
+    from trustrl.extractors import nature_cnn
+
+    cores = len(os.sched_getaffinity(0))
+    image = {"kind": "image", "chw": (4, 84, 84)}
+    assert nature_cnn([image]) and nature_cnn([{"kind": "box"}, image])
+    assert not nature_cnn([{"kind": "image", "chw": (1, 8, 8)}, {"kind": "box"}])
+    before = torch.get_num_threads()
+    try:
+        for env, sets, want in (("trustrl-test/ImageObs-v0", {}, cores),
+                                ("trustrl-test/ImageObs-v0", {"torch_threads": 1}, 1),
+                                ("trustrl-test/DictObs-v0", {}, 1)):
+            torch.set_num_threads(3 if cores != 3 else 4)
+            cfg = make_config("ppo", env, sets={"num_envs": 2, "num_steps": 8, "vector": "sync",
+                                                "preset": "none", "minibatch_size": 16, **sets},
+                              flags={"total_steps": 16})
+            GymLearner(cfg).close()
+            assert torch.get_num_threads() == want, (env, sets)
+    finally:
+        torch.set_num_threads(before)

@@ -118,6 +118,11 @@ def image_cnn(chw: Sequence[int], ortho_init: bool = True) -> NatureCNN:
     return cls(chw, ortho_init=ortho_init)
 
 
+def nature_cnn(layout: Sequence[dict[str, Any]]) -> bool:
+    """Whether the default network has a NatureCNN: an image part of sides >= NATURE_MIN."""
+    return any(p["kind"] == "image" and min(p["chw"][1:]) >= NATURE_MIN for p in layout)
+
+
 def needs_extractor(layout: Sequence[dict[str, Any]]) -> bool:
     """Whether the default network needs a CombinedExtractor (an image part)."""
     return any(p["kind"] == "image" for p in layout)

@@ -39,6 +39,7 @@ from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pixel_rows
 from trustrl.errors import ConfigError, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
+from trustrl.extractors import nature_cnn
 from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
 from trustrl.popnet import ModuleNet, PopActorCritic, PopNet
@@ -88,11 +89,14 @@ class Learner(Protocol):
     def close(self) -> None: ...
 
 
-def torch_threads(cfg: Any, members: int) -> int:
-    """cfg.torch_threads, or when None: 1 below 8 members, else the available cores."""
+def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:
+    """cfg.torch_threads, or when None: the available cores from 8 members on or for a
+    network with a NatureCNN (`cnn`), else 1. (NatureCNN's minibatch passes are large enough
+    to share: CleanRL's Breakout setting trained at 265 against 196 steps a second with 2
+    threads on 2 cores; a 64x64 MLP's products are not.)"""
     if cfg.torch_threads is not None:
         return int(cfg.torch_threads)
-    if members < 8:
+    if members < 8 and not cnn:
         return 1
     try:
         return len(os.sched_getaffinity(0))
@@ -169,10 +173,10 @@ class GymLearner:
         self.cfg = cfg
         self._unpicklable: str | None = None  # why the sync sub-envs cannot be pickled
         self.seeds = [cfg.seed]
-        torch.set_num_threads(torch_threads(cfg, 1))
         seed_everything(cfg.seed)
         self.env = env_factory(cfg)  # the id, or a class/function with kwargs and wrappers
         self.spec = check_env(self.env)
+        torch.set_num_threads(torch_threads(cfg, 1, nature_cnn(self.spec.layout())))
         policy = make_policy(self.spec, cfg).to(cfg.device)
         self.net = population_net([policy], self.spec, cfg.device)
         self.algo = _algorithm(cfg, self.net, self.seeds)
