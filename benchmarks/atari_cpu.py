@@ -8,8 +8,9 @@
 
 The setting is ppo_atari.py's own defaults, for both tools: 8 envs x 128 steps, 4 epochs x 4
 minibatches, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip 0.1 (value loss clipped
-too), entropy 0.01, vf 0.5, grad norm 0.5, NatureCNN shared by both heads, one torch thread
-each. trustrl runs `--preset cleanrl` (trustrl/presets/cleanrl.py) on ALE/Breakout-v5 with its
+too), entropy 0.01, vf 0.5, grad norm 0.5, NatureCNN shared by both heads, `--threads` torch
+threads each (default 1; 2 is what each tool takes on this 2-core machine when left alone).
+trustrl runs `--preset cleanrl` (trustrl/presets/cleanrl.py) on ALE/Breakout-v5 with its
 Atari preprocessing (frameskip=1, repeat_action_probability=0 on the v5 id); CleanRL runs
 BreakoutNoFrameskip-v4, the same emulator settings, behind its wrappers (the same chain).
 --steps counts agent steps summed over envs, as both tools do (4 frames each: 500,000 steps
@@ -50,7 +51,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers_cpu import REPO, Result, launch, parse_cleanrl, parse_trustrl_run  # noqa: E402
@@ -83,7 +86,7 @@ def run_cleanrl(seed: int, steps: int, a: argparse.Namespace) -> Result:
     try:  # cleanrl_utils (its Atari wrappers) sits beside ppo_atari.py
         with tempfile.TemporaryDirectory(prefix="bench-cleanrl-atari-") as tmp:
             out, _, wall, rss = launch(cleanrl_command(seed, steps, cleanrl, a.cleanrl_python),
-                                       Path(tmp))
+                                       Path(tmp), a.threads)
     finally:
         if old is None:
             os.environ.pop("PYTHONPATH", None)
@@ -98,8 +101,8 @@ def run_cleanrl(seed: int, steps: int, a: argparse.Namespace) -> Result:
 
 # --- trustrl -------------------------------------------------------------------------------
 def trustrl_command(seed: int, steps: int, runs: Path, learn: bool,
-                    extra: list[str]) -> list[str]:
-    sets = {"torch_threads": 1, "device": "cpu", "eval_every": 0}
+                    extra: list[str], threads: int = 1) -> list[str]:
+    sets = {"torch_threads": threads, "device": "cpu", "eval_every": 0}
     if not learn:  # the final greedy evaluation kept short: the loop is what is timed
         sets.update(eval_episodes=1, eval_max_steps=100)
     cmd = [sys.executable, "-m", "trustrl", "train", "ppo", "--env", TRUSTRL_ENV,
@@ -122,8 +125,8 @@ def stochastic_eval(run: Path, episodes: int) -> float | None:
 def run_trustrl(seed: int, steps: int, a: argparse.Namespace, learn: bool = False) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-trustrl-atari-") as tmp:
         out, _, wall, rss = launch(
-            trustrl_command(seed, steps, Path(tmp) / "runs", learn, shlex.split(a.trustrl_args)),
-            REPO)
+            trustrl_command(seed, steps, Path(tmp) / "runs", learn, shlex.split(a.trustrl_args),
+                            a.threads), REPO, a.threads)
         run = Path(next(x for x in out.splitlines() if x.startswith("run: "))[5:])
         n, seconds, _, extras = parse_trustrl_run(run)
         if learn:
@@ -133,23 +136,28 @@ def run_trustrl(seed: int, steps: int, a: argparse.Namespace, learn: bool = Fals
 
 
 # --- the floor: the work any PPO at this setting does, timed with trustrl's kernels ------------
-def floor_seconds(repeats: int = 3) -> dict[str, float]:
+def floor_seconds(repeats: int = 3, threads: int = 1) -> dict[str, float]:
     """Seconds per iteration (8 envs x 128 steps) of the work every PPO at ppo_atari.py's
     setting does, whatever its overheads: 16 forward and backward passes of the loss through
     the NatureCNN actor-critic on 256 frames (4 epochs x 4 minibatches), 128 forward passes
-    on 8 frames (the rollout), and the emulator's 1,024 steps of 4 frames (ALE/Breakout-v5
-    with frameskip 4, no wrappers). Timed in this process with one torch thread, trustrl's
-    network in its fastest layout (channels-last for the minibatches); medians of `repeats`."""
+    on 8 frames (the rollout), the emulator's 1,024 steps of 4 frames (ALE/Breakout-v5 with
+    frameskip 4, no wrappers) and the same steps with the standard preprocessing (the
+    emulator behind trustrl's Gymnasium chain, trustrl.envs.atari: max of two frames, 84x84
+    grey, frame stack, episodic life; ale-py's C++ AtariVectorEnv on one thread took about as
+    long, 0.79 against 0.74 s here). The floor counts the preprocessed steps. Timed in this
+    process with `threads` torch threads, trustrl's network in its fastest layout
+    (channels-last for the minibatches); medians of `repeats`."""
     import gymnasium as gym
     import numpy as np
     import torch
 
     from trustrl.agent import make_policy
     from trustrl.config import make_config
+    from trustrl.envs.atari import atari_env
     from trustrl.envs.factory import env_factory
     from trustrl.envs.make import check_env
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     cfg = make_config("ppo", TRUSTRL_ENV, sets={"preset": "cleanrl"})
     spec = check_env(env_factory(cfg))  # behind the Atari preprocessing: (4, 84, 84)
     torch.manual_seed(0)
@@ -177,26 +185,32 @@ def floor_seconds(repeats: int = 3) -> dict[str, float]:
                      obs_type="grayscale") for _ in range(cfg.num_envs)]
     for i, e in enumerate(envs):
         e.reset(seed=i)
+    chains = [atari_env(TRUSTRL_ENV) for _ in range(cfg.num_envs)]
+    for i, e in enumerate(chains):
+        e.reset(seed=i)
     rng = np.random.default_rng(0)
 
-    def emulator() -> None:
-        for _ in range(cfg.num_steps):
-            for e in envs:
-                _, _, term, trunc, _ = e.step(int(rng.integers(spec.action.n)))
-                if term or trunc:
-                    e.reset()
+    def steps(which: list[Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(cfg.num_steps):
+                for e in which:
+                    _, _, term, trunc, _ = e.step(int(rng.integers(spec.action.n)))
+                    if term or trunc:
+                        e.reset()
+        return run
 
     out = {}
-    for name, fn in (("update", update), ("rollout_forward", rollout), ("emulator", emulator)):
+    for name, fn in (("update", update), ("rollout_forward", rollout),
+                     ("emulator", steps(envs)), ("preprocessed", steps(chains))):
         times = []
         for _ in range(repeats):
             t = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t)
         out[name] = statistics.median(times)
-    for e in envs:
+    for e in envs + chains:
         e.close()
-    out["total"] = sum(out.values())
+    out["total"] = out["update"] + out["rollout_forward"] + out["preprocessed"]
     return out
 
 
@@ -221,11 +235,13 @@ def sps_mode(a: argparse.Namespace, steps: int) -> dict[str, list[Result]]:
     if "cleanrl" in med and "trustrl" in med:
         print(f"\ntrustrl / CleanRL train SPS: {med['trustrl'] / med['cleanrl']:.2f}x")
     if a.floor:
-        f = floor_seconds()
+        f = floor_seconds(threads=a.threads)
         ceiling = BATCH / f["total"]
-        print(f"\nThe floor per iteration of {BATCH:,} steps (timed after the runs, one torch "
-              f"thread): NatureCNN update {f['update']:.2f} s, rollout forward passes "
-              f"{f['rollout_forward']:.2f} s, emulator {f['emulator']:.2f} s; "
+        print(f"\nThe floor per iteration of {BATCH:,} steps (timed after the runs, "
+              f"{a.threads} torch thread(s)): NatureCNN update {f['update']:.2f} s, rollout "
+              f"forward passes {f['rollout_forward']:.2f} s, emulator {f['emulator']:.2f} s, "
+              "with the "
+              f"standard preprocessing {f['preprocessed']:.2f} s; "
               f"{f['total']:.2f} s in all: at most {ceiling:,.0f} SPS for any tool with these "
               "kernels and no other work"
               + (f", {ceiling / med['cleanrl']:.2f}x CleanRL's median" if "cleanrl" in med
@@ -279,6 +295,9 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3, help="--learn: seeds 1..N")
     p.add_argument("--trustrl-args", default="", help="extra options for `trustrl train`")
     p.add_argument("--json", help="also write every run's numbers to this JSON file")
+    p.add_argument("--threads", type=int, default=1, help="torch / OpenMP threads for each "
+                   "tool (OMP_NUM_THREADS, MKL_NUM_THREADS; trustrl's torch_threads); default 1; "
+                   "this machine's cores: what each tool takes when left alone")
     p.add_argument("--floor", action="store_true", help="SPS mode: then time the work any PPO "
                    "at this setting does (CNN passes, emulator) and print the SPS ceiling")
     a = p.parse_args()
@@ -286,11 +305,12 @@ def main() -> None:
         p.error("cleanrl needs --cleanrl DIR and --cleanrl-python PATH (or --tools trustrl)")
     if a.cleanrl and not (Path(a.cleanrl) / "ppo_atari.py").is_file():
         p.error(f"--cleanrl {a.cleanrl}: no ppo_atari.py there")
-    if a.repeats < 1 or a.seeds < 1 or (a.steps is not None and a.steps < 1):
-        p.error("--repeats, --seeds and --steps must be positive")
+    if a.repeats < 1 or a.seeds < 1 or a.threads < 1 or (a.steps is not None and a.steps < 1):
+        p.error("--repeats, --seeds, --threads and --steps must be positive")
     steps = budget(a.steps or (500_000 if a.learn else 20_480))
-    print(f"# atari_cpu: {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, one torch "
-          f"thread per tool; {'learning' if a.learn else 'train SPS'}", flush=True)
+    print(f"# atari_cpu: {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
+          f"{a.threads} torch thread(s) per tool; {'learning' if a.learn else 'train SPS'}",
+          flush=True)
     results = learn_mode(a, steps) if a.learn else sps_mode(a, steps)
     if a.json:
         Path(a.json).write_text(json.dumps(

@@ -96,19 +96,20 @@ def budget(setting: dict[str, Any], steps: int) -> int:
     return steps // batch * batch
 
 
-def thread_env() -> dict[str, str]:
+def thread_env(threads: int = 1) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     return env
 
 
-def launch(cmd: list[str], cwd: Path) -> tuple[str, float, float, float]:
-    """Run cmd to completion; returns (stdout, launch epoch, wall seconds, peak RSS MiB).
-    Fails loudly with the tool's stderr tail: a crashed peer must not become a number."""
+def launch(cmd: list[str], cwd: Path, threads: int = 1) -> tuple[str, float, float, float]:
+    """Run cmd to completion with `threads` OpenMP / MKL threads; returns (stdout, launch
+    epoch, wall seconds, peak RSS MiB). Fails loudly with the tool's stderr tail: a crashed
+    peer must not become a number."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t_launch = time.time()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=thread_env(), stdout=out, stderr=err,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=thread_env(threads), stdout=out, stderr=err,
                                 text=True)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
