@@ -1,0 +1,152 @@
+"""The zoo's learning curve beside trustrl's, for a preset run below the zoo's budget (issue 19,
+point 3: "the largest budget this machine allows in a few hours, with the zoo's curve at that
+budget beside it").
+
+    python benchmarks/zoo_curves.py --agents $ZOO_AGENTS --algo ppo \\
+        --env BipedalWalkerHardcore-v3 --runs $SWEEPS/bwh/ppo --out $OUT
+
+$ZOO_AGENTS is a clone of github.com/DLR-RM/rl-trained-agents, the agents behind the zoo's
+benchmark.md: each `<algo>/<env>_1/evaluations.npz` is the EvalCallback record of its training
+run (`timesteps` [E], `results` [E, episodes]: the deterministic policy's returns at each
+evaluation). --runs takes trustrl run folders, or folders searched for them (a sweep's
+`trials/*/<run>/`), whose config env_id is --env; their greedy evaluations (eval_return_mean
+of metrics.csv, eval_initial.json at step 0) are the trustrl curve.
+
+Prints, at trustrl's budget (the smallest final step of the runs): the zoo's evaluation
+nearest that step and the mean of its evaluations in the last tenth up to it, beside each
+seed's last greedy evaluation and their median; then the zoo's score at its own budget.
+With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget) and
+zoo_<algo>_<env>.csv (the zoo's evaluations up to that point: step, mean, std).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from presets_sweep import zoo_score  # noqa: E402
+
+
+def zoo_curve(agents: Path, algo: str, zoo_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps [E], mean return [E], std [E]) of the zoo agent's evaluations."""
+    path = agents / algo / f"{zoo_id}_1" / "evaluations.npz"
+    if not path.is_file():
+        raise SystemExit(f"no {path}: --agents must be a clone of DLR-RM/rl-trained-agents")
+    with np.load(path, allow_pickle=False) as d:  # plain arrays: never unpickled
+        steps, results = np.asarray(d["timesteps"]), np.asarray(d["results"], dtype=float)
+    return steps, results.mean(axis=1), results.std(axis=1)
+
+
+def run_folders(paths: list[Path], env_id: str) -> list[Path]:
+    """Run folders (a metrics.csv beside a config.json) at or under `paths` training env_id."""
+    found = []
+    for p in paths:
+        for cfg in ([p / "config.json"] if (p / "config.json").is_file()
+                    else sorted(p.rglob("config.json"))):
+            run = cfg.parent
+            if not (run / "metrics.csv").is_file():
+                continue
+            try:
+                if json.loads(cfg.read_text()).get("env_id") == env_id:
+                    found.append(run)
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray]:
+    """(seed, steps, greedy mean returns) of one run folder."""
+    seed = int(json.loads((run / "config.json").read_text()).get("seed", 0))
+    steps, rets = [], []
+    init = run / "eval_initial.json"
+    if init.is_file():
+        steps.append(0)
+        rets.append(float(json.loads(init.read_text())["mean"]))
+    with open(run / "metrics.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            v = row.get("eval_return_mean") or ""
+            if v and not math.isnan(float(v)):
+                steps.append(int(float(row["global_step"])))
+                rets.append(float(v))
+    return seed, np.array(steps), np.array(rets)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agents", required=True, type=Path, help="clone of rl-trained-agents")
+    p.add_argument("--algo", default="ppo", choices=("ppo", "trpo"))
+    p.add_argument("--env", required=True, help="trustrl's env id (the preset table's)")
+    p.add_argument("--runs", nargs="+", type=Path, required=True,
+                   help="run folders, or folders holding them (a sweep folder)")
+    p.add_argument("--out", type=Path, help="write the plot and the zoo's curve here")
+    a = p.parse_args()
+    row = zoo_score(a.algo, a.env)  # (the zoo's env id: older versions, mean, std, budget)
+    if row is None:
+        raise SystemExit(f"--env {a.env}: the zoo published no {a.algo} score for it")
+    zoo_id, zoo_mean, zoo_sd, zoo_budget = row
+    z_steps, z_mean, z_std = zoo_curve(a.agents, a.algo, zoo_id)
+    runs = run_folders(a.runs, a.env)
+    curves = sorted((trustrl_curve(r) for r in runs), key=lambda c: c[0])
+    curves = [c for c in curves if len(c[1])]
+    if not curves:
+        raise SystemExit(f"no run of {a.env} with greedy evaluations under {a.runs}")
+    budget = int(min(c[1][-1] for c in curves))
+    at = int(np.argmin(np.abs(z_steps - budget)))
+    window = (z_steps > 0.9 * budget) & (z_steps <= budget)
+    finals = [float(c[2][c[1] <= budget][-1]) for c in curves]
+    print(f"### {a.algo.upper()} on {a.env} at {budget:,} steps: trustrl beside the zoo's run\n")
+    print("| | greedy return at the budget | note |")
+    print("|---|---:|---|")
+    print(f"| trustrl, median of seeds {', '.join(str(c[0]) for c in curves)} "
+          f"| {statistics.median(finals):.1f} | per seed: "
+          f"{', '.join(f'{v:.1f}' for v in finals)} |")
+    print(f"| the zoo's agent ({zoo_id}), evaluation at {int(z_steps[at]):,} "
+          f"| {z_mean[at]:.1f} | ± {z_std[at]:.1f} over its 10 episodes |")
+    if window.any():
+        print(f"| the zoo's agent, mean of its {int(window.sum())} evaluations in "
+              f"({0.9 * budget:,.0f}, {budget:,}] | {z_mean[window].mean():.1f} | "
+              f"range {z_mean[window].min():.1f} to {z_mean[window].max():.1f} |")
+    print(f"| the zoo's published score at its budget ({zoo_budget}) | {zoo_mean:.1f} "
+          f"| ± {zoo_sd:.1f} |")
+    if a.out is None:
+        return
+    a.out.mkdir(parents=True, exist_ok=True)
+    shown = z_steps <= 1.5 * budget
+    safe = a.env.replace("/", "-")
+    with open(a.out / f"zoo_{a.algo}_{safe}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "mean", "std"])
+        for s, m, sd in zip(z_steps[shown], z_mean[shown], z_std[shown], strict=True):
+            w.writerow([int(s), f"{m:.3f}", f"{sd:.3f}"])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(z_steps[shown], z_mean[shown], color="0.4", lw=1.2,
+            label=f"the zoo's agent (SB3, {zoo_id}): deterministic, 10 episodes")
+    for seed, s, r in curves:
+        ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: greedy, 10 episodes")
+    ax.axvline(budget, color="k", lw=0.8, ls=":")
+    ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--",
+               label=f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("evaluation return")
+    ax.set_title(f"{a.algo.upper()} on {a.env}, zoo preset: trustrl's budget {budget:,} steps")
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(a.out / f"curve_{safe}.png", dpi=110)
+    print(f"\nwrote {a.out / f'curve_{safe}.png'} and {a.out / f'zoo_{a.algo}_{safe}.csv'}")
+
+
+if __name__ == "__main__":
+    main()

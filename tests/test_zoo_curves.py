@@ -1,0 +1,69 @@
+"""benchmarks/zoo_curves.py (issue 19.3): the zoo's evaluation curve at trustrl's budget, read from
+an rl-trained-agents layout without unpickling, beside each run's last greedy evaluation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "zoo_curves.py"
+ENV = "BipedalWalkerHardcore-v3"
+
+
+def _agents(tmp: Path) -> Path:
+    d = tmp / "agents" / "ppo" / f"{ENV}_1"
+    d.mkdir(parents=True)
+    steps = np.arange(1, 41) * 50_000  # 50k .. 2M
+    results = np.stack([np.full(10, s / 10_000.0) + np.linspace(-1, 1, 10) for s in steps])
+    np.savez(d / "evaluations.npz", timesteps=steps, results=results,
+             ep_lengths=np.ones_like(results))
+    return tmp / "agents"
+
+
+def _run(folder: Path, seed: int, evals: list[tuple[int, float]], env: str = ENV) -> None:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"env_id": env, "seed": seed}))
+    lines = ["iteration,global_step,eval_return_mean"]
+    lines += [f"{i},{s},{v}" for i, (s, v) in enumerate(evals, 1)]
+    lines.append(f"{len(evals) + 1},{evals[-1][0] + 10},")  # a row without an evaluation
+    (folder / "metrics.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
+    agents = _agents(tmp_path)
+    sweep = tmp_path / "sweep" / "trials"
+    _run(sweep / "t1" / "run", 1, [(500_000, 10.0), (1_000_000, 30.0)])
+    _run(sweep / "t2" / "run", 2, [(500_000, 5.0), (1_000_000, 50.0), (1_500_000, 99.0)])
+    _run(sweep / "t3" / "run", 3, [(400_000, -7.0), (1_000_000, 20.0)])
+    _run(sweep / "t4" / "run", 4, [(1_000_000, 1e6)], env="Other-v0")  # another env: ignored
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
+                           "--runs", str(tmp_path / "sweep"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "at 1,000,000 steps" in text
+    # seeds' last evaluations up to 1M: 30, 50 (not its 99 at 1.5M), 20 -> median 30
+    assert "| trustrl, median of seeds 1, 2, 3 | 30.0 | per seed: 30.0, 50.0, 20.0 |" in text
+    # the zoo's evaluation at 1M: mean 100 (its episodes' offsets cancel), std over 10 episodes
+    assert "evaluation at 1,000,000 | 100.0 |" in text
+    # its evaluations in (900k, 1M]: 950k and 1M -> 97.5
+    assert "mean of its 2 evaluations in (900,000, 1,000,000] | 97.5 |" in text
+    assert "| the zoo's published score at its budget (100M) | 122.4 |" in text
+    rows = (out / f"zoo_ppo_{ENV}.csv").read_text().splitlines()
+    assert rows[0] == "step,mean,std" and rows[-1].startswith("1500000,150.000,")
+    assert (out / f"curve_{ENV}.png").stat().st_size > 10_000
+
+
+def test_an_env_the_zoo_did_not_score_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(tmp_path),
+                           "--env", "Humanoid-v5", "--runs", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "--env Humanoid-v5: the zoo published no ppo score for it"]
