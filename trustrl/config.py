@@ -301,8 +301,9 @@ class RunConfig:
     network's products are too small for a second thread to pay; one thread also keeps
     reductions in a fixed order), the process's available cores from 8 seeds on (16 seeds
     in 71-86 ms an iteration with 2 threads against 102-138 ms with 1, on 2 cores) and for
-    a network with a NatureCNN (image observations of sides >= 36: Atari's frames; 265
-    against 196 steps a second on Breakout with 2 threads on 2 cores)."""
+    a network with a NatureCNN (image observations of sides >= 36: Atari's frames; 317
+    against 205 steps a second on Breakout in CleanRL's setting with 2 threads on 2 cores,
+    medians of benchmarks/atari_cpu.py)."""
     tensorboard: bool = True
     """Also write TensorBoard events when the tensorboard package is installed."""
 

@@ -92,8 +92,8 @@ class Learner(Protocol):
 def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:
     """cfg.torch_threads, or when None: the available cores from 8 members on or for a
     network with a NatureCNN (`cnn`), else 1. (NatureCNN's minibatch passes are large enough
-    to share: CleanRL's Breakout setting trained at 265 against 196 steps a second with 2
-    threads on 2 cores; a 64x64 MLP's products are not.)"""
+    to share: CleanRL's Breakout setting trained at 317 against 205 steps a second with 2
+    threads on 2 cores, benchmarks/atari_cpu.py's medians; a 64x64 MLP's products are not.)"""
     if cfg.torch_threads is not None:
         return int(cfg.torch_threads)
     if members < 8 and not cnn:
