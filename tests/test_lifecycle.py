@@ -212,17 +212,51 @@ def test_a_second_signal_stops_at_once():
     stop.raise_if_asked()  # nothing asked: nothing raised
 
 
-def test_torch_threads_auto_one_below_eight_seeds_else_the_cores(tmp_path):
+def test_torch_threads_auto_one_below_eight_seeds_else_the_cores(tmp_path, monkeypatch):
     import os
 
-    from trustrl.learners import torch_threads
+    from trustrl.learners import CORES_ENV, torch_threads
 
+    monkeypatch.delenv(CORES_ENV, raising=False)
     cfg = tiny(tmp_path)
     assert cfg.torch_threads is None
     cores = len(os.sched_getaffinity(0))
     assert [torch_threads(cfg, p) for p in (1, 7, 8, 16)] == [1, 1, cores, cores]
     assert torch_threads(tiny(tmp_path, torch_threads=3), 16) == 3
     assert torch_threads(tiny(tmp_path, torch_threads=2), 1) == 2
+
+
+def test_trustrl_cores_bounds_the_automatic_thread_count(tmp_path, monkeypatch):
+    """TRUSTRL_CORES caps what an automatic torch_threads takes (8+ seeds, a NatureCNN), a set
+    torch_threads still wins, a bad value is a one-line ConfigError; a sweep's local workers
+    set it to their share of the cores."""
+    import torch
+
+    from trustrl.errors import ConfigError
+    from trustrl.learners import CORES_ENV, torch_threads
+    from trustrl.sweep.local import default_workers, worker_cores
+    from trustrl.sweep.trial import worker_init
+
+    cfg = tiny(tmp_path)
+    monkeypatch.setenv(CORES_ENV, "3")
+    assert [torch_threads(cfg, 1), torch_threads(cfg, 8), torch_threads(cfg, 1, cnn=True)] \
+        == [1, 3, 3]
+    assert torch_threads(tiny(tmp_path, torch_threads=2), 8) == 2
+    for bad in ("0", "x", "-1", "1.5"):
+        monkeypatch.setenv(CORES_ENV, bad)
+        with pytest.raises(ConfigError, match=CORES_ENV) as e:
+            torch_threads(cfg, 8)
+        assert "\n" not in str(e.value)
+    cores = default_workers()
+    assert worker_cores(1) == cores and worker_cores(2) == max(1, cores // 2)
+    assert worker_cores(4 * cores) == 1
+    threads, handler = torch.get_num_threads(), signal.getsignal(signal.SIGINT)
+    try:
+        worker_init(1)  # what a pool worker of a sweep on every core runs first
+        assert torch_threads(cfg, 8, cnn=True) == 1
+    finally:
+        torch.set_num_threads(threads)
+        signal.signal(signal.SIGINT, handler)
 
 
 def test_training_in_process_leaves_the_signal_handlers_as_it_found_them(tmp_path):

@@ -724,13 +724,15 @@ def test_image_training_on_pixel_rows_equals_training_on_float_rows(monkeypatch)
             {k: v for k, v in rf.items() if k not in ("sps", "time")}
 
 
-def test_a_nature_cnn_trains_on_every_core_by_default(tmp_path):
+def test_a_nature_cnn_trains_on_every_core_by_default(tmp_path, monkeypatch):
     """torch_threads None: a learner whose network has a NatureCNN (images of sides >= 36) takes
     the available cores; one with a smaller image, or none, keeps one thread; a set value wins."""
     import os
 
     from trustrl.extractors import nature_cnn
+    from trustrl.learners import CORES_ENV
 
+    monkeypatch.delenv(CORES_ENV, raising=False)
     cores = len(os.sched_getaffinity(0))
     image = {"kind": "image", "chw": (4, 84, 84)}
     assert nature_cnn([image]) and nature_cnn([{"kind": "box"}, image])

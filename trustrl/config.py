@@ -303,7 +303,9 @@ class RunConfig:
     in 71-86 ms an iteration with 2 threads against 102-138 ms with 1, on 2 cores) and for
     a network with a NatureCNN (image observations of sides >= 36: Atari's frames; 317
     against 205 steps a second on Breakout in CleanRL's setting with 2 threads on 2 cores,
-    medians of benchmarks/atari_cpu.py)."""
+    medians of benchmarks/atari_cpu.py). The available cores: the environment variable
+    TRUSTRL_CORES where set (a sweep's local workers set it to their share of the machine),
+    else the process's affinity mask."""
     tensorboard: bool = True
     """Also write TensorBoard events when the tensorboard package is installed."""
 

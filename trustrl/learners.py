@@ -89,19 +89,36 @@ class Learner(Protocol):
     def close(self) -> None: ...
 
 
-def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:
-    """cfg.torch_threads, or when None: the available cores from 8 members on or for a
-    network with a NatureCNN (`cnn`), else 1. (NatureCNN's minibatch passes are large enough
-    to share: CleanRL's Breakout setting trained at 317 against 205 steps a second with 2
-    threads on 2 cores, benchmarks/atari_cpu.py's medians; a 64x64 MLP's products are not.)"""
-    if cfg.torch_threads is not None:
-        return int(cfg.torch_threads)
-    if members < 8 and not cnn:
-        return 1
+CORES_ENV = "TRUSTRL_CORES"
+"""Environment variable: how many cores an automatic thread count may take (a sweep's local
+workers set it to their share of the machine, so that trials with a CNN do not each take
+every core)."""
+
+
+def available_cores() -> int:
+    """TRUSTRL_CORES where set, else the cores of the process's affinity mask."""
+    value = os.environ.get(CORES_ENV, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ConfigError(f"{CORES_ENV}={value!r}: expected a positive whole number of cores")
+        return int(value)
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:
+    """cfg.torch_threads, or when None: the available cores (`available_cores`) from 8
+    members on or for a network with a NatureCNN (`cnn`), else 1. (NatureCNN's minibatch
+    passes are large enough to share: CleanRL's Breakout setting trained at 317 against 205
+    steps a second with 2 threads on 2 cores, benchmarks/atari_cpu.py's medians; a 64x64
+    MLP's products are not.)"""
+    if cfg.torch_threads is not None:
+        return int(cfg.torch_threads)
+    if members < 8 and not cnn:
+        return 1
+    return available_cores()
 
 
 def make_learner(cfg: RunConfig, seeds: list[int]) -> Learner:

@@ -35,6 +35,11 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+def worker_cores(workers: int) -> int:
+    """Each of `workers` pool workers' share of the cores (at least one)."""
+    return max(1, default_workers() // max(1, workers))
+
+
 def _stop_workers(timeout: float = 10.0) -> None:
     """Ctrl-C: interrupt the running trials (each marks its run 'stopped' with its checkpoint
     kept), wait briefly, then terminate what is left."""
@@ -61,8 +66,9 @@ def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result:
     while queue:
         before = {t.id: folder.attempts(t) for t in queue}
         lost: list[Trial] = []
-        ex = ProcessPoolExecutor(max_workers=max(1, min(workers, len(queue))), mp_context=ctx,
-                                 initializer=worker_init)
+        n = max(1, min(workers, len(queue)))
+        ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=worker_init,
+                                 initargs=(worker_cores(n),))
         try:
             futures: dict[Future[dict[str, Any]], Trial] = {
                 ex.submit(run_in_worker, t.as_dict(), str(folder.trial_dir(t))): t

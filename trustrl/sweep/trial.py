@@ -100,10 +100,16 @@ def execute_trial(trial: dict[str, Any], trial_dir: str | Path) -> dict[str, Any
     return res
 
 
-def worker_init() -> None:
-    """Pool worker start: one torch thread, and SIGINT ignored while idle (see run_in_worker)."""
+def worker_init(cores: int | None = None) -> None:
+    """Pool worker start: one torch thread, and SIGINT ignored while idle (see run_in_worker).
+    `cores`: the worker's share of the machine, which trials whose torch_threads is automatic
+    (a CNN's, a batch of 8 seeds or more) take instead of every core (TRUSTRL_CORES)."""
     import torch
 
+    from trustrl.learners import CORES_ENV
+
+    if cores is not None:
+        os.environ[CORES_ENV] = str(max(1, int(cores)))
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
