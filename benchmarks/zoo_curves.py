@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -63,19 +62,11 @@ def run_folders(paths: list[Path], env_id: str) -> list[Path]:
 
 
 def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray]:
-    """(seed, steps, greedy mean returns) of one run folder."""
+    """(seed, steps, greedy mean returns) of one run folder (trustrl report's reading)."""
+    from trustrl.sweep.report import eval_curve
+
     seed = int(json.loads((run / "config.json").read_text()).get("seed", 0))
-    steps, rets = [], []
-    init = run / "eval_initial.json"
-    if init.is_file():
-        steps.append(0)
-        rets.append(float(json.loads(init.read_text())["mean"]))
-    with open(run / "metrics.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            v = row.get("eval_return_mean") or ""
-            if v and not math.isnan(float(v)):
-                steps.append(int(float(row["global_step"])))
-                rets.append(float(v))
+    steps, rets = eval_curve(run)
     return seed, np.array(steps), np.array(rets)
 
 

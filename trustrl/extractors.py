@@ -112,15 +112,20 @@ class SmallCNN(NatureCNN):
         self._head(c, h, w, features_dim, o)
 
 
+def _nature_size(chw: Sequence[int]) -> bool:
+    """Whether an image [C, H, W] is large enough for NatureCNN."""
+    return min(chw[1], chw[2]) >= NATURE_MIN
+
+
 def image_cnn(chw: Sequence[int], ortho_init: bool = True) -> NatureCNN:
     """NatureCNN where the image is large enough, else SmallCNN."""
-    cls = NatureCNN if min(chw[1], chw[2]) >= NATURE_MIN else SmallCNN
+    cls = NatureCNN if _nature_size(chw) else SmallCNN
     return cls(chw, ortho_init=ortho_init)
 
 
 def nature_cnn(layout: Sequence[dict[str, Any]]) -> bool:
     """Whether the default network has a NatureCNN: an image part of sides >= NATURE_MIN."""
-    return any(p["kind"] == "image" and min(p["chw"][1:]) >= NATURE_MIN for p in layout)
+    return any(p["kind"] == "image" and _nature_size(p["chw"]) for p in layout)
 
 
 def needs_extractor(layout: Sequence[dict[str, Any]]) -> bool:

@@ -95,6 +95,14 @@ workers set it to their share of the machine, so that trials with a CNN do not e
 every core)."""
 
 
+def affinity_cores() -> int:
+    """The cores this process may use (the affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def available_cores() -> int:
     """TRUSTRL_CORES where set, else the cores of the process's affinity mask."""
     value = os.environ.get(CORES_ENV, "").strip()
@@ -102,10 +110,7 @@ def available_cores() -> int:
         if not value.isdigit() or int(value) < 1:
             raise ConfigError(f"{CORES_ENV}={value!r}: expected a positive whole number of cores")
         return int(value)
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return affinity_cores()
 
 
 def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:

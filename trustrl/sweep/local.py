@@ -29,10 +29,9 @@ OnResult = Callable[[Trial, dict[str, Any]], None]
 
 def default_workers() -> int:
     """The cores this process may use (the affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    from trustrl.learners import affinity_cores
+
+    return affinity_cores()
 
 
 def worker_cores(workers: int) -> int:

@@ -81,22 +81,31 @@ def load_trial(folder: SweepFolder, trial: Trial, result: dict[str, Any]) -> Tri
         raise InvalidTrial(f"cannot read its run folder: {type(e).__name__}: {msg}") from None
 
 
+def eval_curve(run: Path, rows: list[dict[str, str]] | None = None
+               ) -> tuple[list[int], list[float]]:
+    """A run folder's greedy evaluations (steps, mean returns): eval_initial.json at step 0
+    where there is one, then each metrics.csv row's eval_return_mean (`rows`: its rows when
+    already read)."""
+    steps, rets = [], []
+    init = run / "eval_initial.json"
+    if init.is_file():
+        steps.append(0)
+        rets.append(float(json.loads(init.read_text())["mean"]))
+    for r in read_csv(run / "metrics.csv") if rows is None else rows:
+        v = _float(r.get("eval_return_mean"))
+        if not math.isnan(v):
+            steps.append(int(float(r["global_step"])))
+            rets.append(v)
+    return steps, rets
+
+
 def _load_trial(folder: SweepFolder, trial: Trial, result: dict[str, Any]) -> TrialData:
     run = folder.trial_dir(trial) / str(result["run"])
     if not (run / "metrics.csv").is_file():
         raise InvalidTrial(f"its run folder has no metrics.csv ({run})")
     rows = read_csv(run / "metrics.csv")
     check_metrics(rows)
-    steps, rets = [], []
-    init = run / "eval_initial.json"
-    if init.is_file():
-        steps.append(0)
-        rets.append(float(json.loads(init.read_text())["mean"]))
-    for r in rows:
-        v = _float(r.get("eval_return_mean"))
-        if not math.isnan(v):
-            steps.append(int(float(r["global_step"])))
-            rets.append(v)
+    steps, rets = eval_curve(run, rows)
     final = float(json.loads((run / "eval.json").read_text())["mean"])
     diag = {}
     for key, _ in DIAGNOSTICS:
