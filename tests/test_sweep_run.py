@@ -107,6 +107,14 @@ def _wait_for(cond, proc: subprocess.Popen[str], timeout: float = 240.0) -> None
         time.sleep(0.05)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _checkpoint_iteration(folder: SweepFolder, trial) -> int:
     for status in folder.trial_dir(trial).glob("*/status.json"):
         try:
@@ -126,8 +134,10 @@ KILL_SPEC = ("seeds: [1, 2]\ntotal_steps: 10240\nalgos: {ppo: {update_epochs: 4}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["ctrl-c", "sigkill-all"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm-driver", "sigkill-all"])
 def test_killed_sweep_resumes_without_losing_or_repeating_trials(tmp_path, cli_env, how):
+    """Ctrl-C to the process group, SIGTERM to the driver alone (its workers must not outlive
+    it) or SIGKILL of everything."""
     spec = _spec(tmp_path, KILL_SPEC)
     proc = _start_cli(["sweep", str(spec), "--out", "sw", "--workers", "1"], tmp_path, cli_env)
     folder_path = tmp_path / "sw"
@@ -136,10 +146,17 @@ def test_killed_sweep_resumes_without_losing_or_repeating_trials(tmp_path, cli_e
     first, second = folder.trials
     _wait_for(lambda: folder.status(first) == "finished"
               and _checkpoint_iteration(folder, second) >= 3, proc)
-    os.killpg(proc.pid, signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
+    if how == "sigterm-driver":
+        os.kill(proc.pid, signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     if how == "ctrl-c":
         assert proc.returncode == 130 and "--resume" in err, err
+    if how == "sigterm-driver":
+        assert proc.returncode == 143 and "SIGTERM" in err and "--resume" in err, err
+        worker = int(_attempts(folder, second)[0]["pid"])
+        assert not _alive(worker), "the sweep's worker outlived its driver"
     assert folder.status(second) == "pending"
     finished_result = (folder.trial_dir(first) / "result.json").read_text()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -10,6 +11,22 @@ MAX_WORKERS = 1024
 """--workers: local processes (or Ray CPUs) of one sweep."""
 MAX_BOOT = 1_000_000
 """--boot: bootstrap resamples of `trustrl report` (held in memory per statistic)."""
+
+
+def _terminate_like_ctrl_c() -> object:
+    """SIGTERM to the sweep's driver (`kill PID`, a job scheduler's stop) takes Ctrl-C's way
+    out: the running trials are asked to stop with their checkpoints, no worker is left behind.
+    Returns the previous handler (None where it cannot be set: another thread or platform)."""
+    import threading
+
+    from trustrl.train import Terminated
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -86,26 +103,32 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         require_ray()  # before a folder is created
     folder = SweepFolder.open(args.resume) if args.resume else runner.start(args.spec, args.out)
+    previous = _terminate_like_ctrl_c()
     try:
         out = runner.run(folder, args.backend, args.workers, args.address, args.retry_failed,
                          echo=lambda s: print(s, flush=True))
-    except KeyboardInterrupt:
-        print(f"trustrl: interrupted; finished trials are kept; continue with "
+    except KeyboardInterrupt as e:
+        from trustrl.train import Terminated
+
+        what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"trustrl: {what}; finished trials are kept; continue with "
               f"`trustrl sweep --resume {folder.path}`", file=sys.stderr)
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     print(f"done in {out.wall_s:.0f} s: {out.finished} finished, {out.failed} failed in this "
           f"run; report with `trustrl report {folder.path}`")
     return 1 if out.failed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from trustrl.errors import TrustrlError
-    from trustrl.sweep.report import write_report
-    from trustrl.sweep.spec import check_sweep_file
-
     import math
 
     from trustrl.config import check_writable_dir
+    from trustrl.errors import TrustrlError
+    from trustrl.sweep.report import write_report
+    from trustrl.sweep.spec import check_sweep_file
 
     thresholds: dict[str, float] = {}
     for pair in args.threshold:
