@@ -29,6 +29,7 @@ from trustrl.trust.fisher import detached, fisher_vector_product, flat_grad, mea
 from trustrl.trust.kl_control import AdaptiveKL
 from trustrl.trust.line_search import backtracking_line_search
 
+
 def normalize_advantages(adv: Tensor, eps: float = 1e-8) -> Tensor:
     """(A - mean) / (std + eps); a single sample is left as it is."""
     if adv.numel() < 2:
@@ -180,7 +181,7 @@ def ppo_update(
 class PG:
     extra_columns = ("policy_loss", "grad_norm")
 
-    def __init__(self, policy: ActorCritic, cfg: PGConfig):
+    def __init__(self, policy: ActorCritic, cfg: Any):
         self.policy, self.cfg = policy, cfg
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
 
@@ -213,7 +214,7 @@ def _index(d: Categorical | DiagGaussian, idx: torch.Tensor) -> Categorical | Di
 class PPOPenalty:
     extra_columns = ("policy_loss", "epochs_run", "beta", "kl_penalty", "grad_norm")
 
-    def __init__(self, policy: ActorCritic, cfg: PPOPenaltyConfig):
+    def __init__(self, policy: ActorCritic, cfg: Any):
         self.policy, self.cfg = policy, cfg
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
         self.kl_control = AdaptiveKL(cfg.beta_init, cfg.kl_target)
@@ -265,7 +266,7 @@ class TRPO:
                      "cg_iters_run", "cg_residual", "ls_steps", "ls_accepted", "step_fraction",
                      "grad_norm")
 
-    def __init__(self, policy: ActorCritic, cfg: TRPOConfig, line_search: bool = True):
+    def __init__(self, policy: ActorCritic, cfg: Any, line_search: bool = True):
         self.policy, self.cfg, self.line_search = policy, cfg, line_search
         self.vf_optimizer = torch.optim.Adam(policy.critic_parameters(), lr=cfg.vf_lr,
                                              eps=cfg.adam_eps)

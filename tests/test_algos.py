@@ -4,13 +4,14 @@ and every algorithm end to end with exact resume."""
 from __future__ import annotations
 
 import copy
+import csv
 import math
 import warnings
-import csv
 from pathlib import Path
 
 import pytest
 import torch
+from reference_algos import ppo_update
 from torch.nn.utils import parameters_to_vector
 
 import trustrl
@@ -27,8 +28,6 @@ from trustrl.rollout import Collector
 from trustrl.runs import TIMING_COLUMNS
 from trustrl.trust.fisher import detached
 from trustrl.trust.line_search import backtracking_line_search
-
-from reference_algos import ppo_update
 
 
 def cartpole_batch(seed=0, steps=128, envs=4):

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from test_bad_inputs import assert_one_line_error, run_cli
 
 import trustrl
 from trustrl.config import load_config_file
 from trustrl.envs.make import check_env
 from trustrl.errors import ConfigError, EnvError
-
-from test_bad_inputs import assert_one_line_error, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--total-steps", "64", "--set", "num_envs=1", "--set", "num_steps=64",
@@ -204,7 +203,7 @@ def test_api_md_documents_every_export_and_config_field():
     text = render()
     for name in trustrl.__all__:
         assert f"### {name}\n" in text, name
-    for f, doc in field_docs(trustrl.RunConfig).items():
+    for f, _doc in field_docs(trustrl.RunConfig).items():
         assert f"| `{f}` |" in text, f
     assert "Algorithm `trpo`" in text and len(CONFIGS) == text.count("Algorithm `")
     assert " at 0x" not in text and str(ROOT) not in text

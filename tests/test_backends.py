@@ -43,10 +43,10 @@ def test_surrogate_derivatives_equal_autograd_at_every_kink():
     for a in (1.0, -1.0, 0.0, 2.5):
         adv = torch.full_like(r, a)
         got = clipped_surrogate_objective_grad(r, adv, EPS)
-        ref = _autograd(lambda x: clipped_surrogate_objective(x, adv, EPS), r)
+        ref = _autograd(lambda x, adv=adv: clipped_surrogate_objective(x, adv, EPS), r)
         assert torch.equal(got, ref), (a, got, ref)
         assert torch.equal(surrogate_objective_grad(r, adv),
-                           _autograd(lambda x: surrogate_objective(x, adv), r))
+                           _autograd(lambda x, adv=adv: surrogate_objective(x, adv), r))
 
 
 def test_value_error_derivatives_equal_autograd_at_every_kink():
@@ -58,7 +58,7 @@ def test_value_error_derivatives_equal_autograd_at_every_kink():
     # the last sample is a tie: V = 0.3, V_clip = 0.2, R = 0.25 -> both squared errors 0.0025
     for vo, eps in ((None, None), (v_old, EPS)):
         got = value_error_grad(v, ret, vo, eps)
-        ref = _autograd(lambda x: value_error(x, ret, vo, eps), v)
+        ref = _autograd(lambda x, vo=vo, eps=eps: value_error(x, ret, vo, eps), v)
         assert torch.allclose(got, ref, atol=1e-15), (vo is None, got, ref)
 
 

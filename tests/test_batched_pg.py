@@ -1,5 +1,5 @@
-"""pg on the batched collector (trustrl/algos/pg.py on trustrl.batched) against the reference single-run PG
-(tests/reference_algos.py)."""
+"""pg on the batched collector (trustrl/algos/pg.py on trustrl.batched) against the reference
+single-run PG (tests/reference_algos.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import math
 
 import pytest
 import torch
+from batched_shim import Pop
+from reference_algos import PG
 
 import trustrl
-from reference_algos import PG
 from trustrl.config import make_config
 from trustrl.learners import init_policies
 from trustrl.rollout import Batch
-
-from batched_shim import Pop
 
 
 def cfg_for(env: str, **sets):

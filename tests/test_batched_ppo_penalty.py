@@ -1,5 +1,5 @@
-"""ppo-penalty on the batched collector (trustrl/algos/ppo_penalty.py on trustrl.batched) against the
-reference single-run PPOPenalty (tests/reference_algos.py)."""
+"""ppo-penalty on the batched collector (trustrl/algos/ppo_penalty.py on trustrl.batched)
+against the reference single-run PPOPenalty (tests/reference_algos.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import math
 
 import pytest
 import torch
+from batched_shim import Pop
+from reference_algos import PPOPenalty
 
 import trustrl
-from reference_algos import PPOPenalty
 from trustrl.config import make_config
 from trustrl.learners import init_policies
 from trustrl.rollout import Batch
-
-from batched_shim import Pop
 
 
 def cfg_for(env: str, **sets):

@@ -677,7 +677,7 @@ def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     rows = [(e.step, {v.tag: v.simple_value for v in e.summary.value})
             for e in first if e.summary.value]
     assert [s for s, _ in rows] == [100, 200, 300]
-    for (step, vals), i in zip(rows, (1, 2, 3), strict=True):
+    for (_step, vals), i in zip(rows, (1, 2, 3), strict=True):
         assert vals == {"diagnostics/approx_kl": pytest.approx(0.01 * i),
                         "charts/episodes": float(i)}  # the NaN return is left out
     second = [e for e in EventFileLoader(str(files[1])).Load()]

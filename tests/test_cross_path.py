@@ -13,9 +13,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from batched_shim import Pop
 
-from trustrl.agent import Agent
 from trustrl import rng
+from trustrl.agent import Agent
 from trustrl.algos import make_algorithm
 from trustrl.backends import pick
 from trustrl.config import make_config
@@ -23,8 +24,6 @@ from trustrl.normalize import ObsNormalizer, RewardScaler
 from trustrl.policies import ActorCritic
 from trustrl.popnet import PopActorCritic
 from trustrl.rollout import Collector
-
-from batched_shim import Pop
 
 
 def _cfg(env_id: str, **sets: object):

@@ -362,7 +362,7 @@ def test_the_python_endpoints_answer_200_at_every_corner_of_their_ranges(served)
         names = list(spec)
         edges = [(fixed or {}).get(n) or [repr(spec[n].lo), repr(spec[n].hi)] for n in names]
         for combo in itertools.product(*edges):
-            yield "&".join(f"{n}={v}" for n, v in zip(names, combo))
+            yield "&".join(f"{n}={v}" for n, v in zip(names, combo, strict=True))
 
     cases = [f"/api/natural?{q}" for q in corners(server.NATURAL_PARAMS)]
     cases += [f"/api/natural?theta={t}&delta=1e-05&lr=100" for t in np.linspace(-20, 20, 161)]

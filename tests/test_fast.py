@@ -14,22 +14,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from batched_shim import Pop, with_algo
+from reference_algos import TRPO as RefTRPO
+from reference_algos import old_distribution, ppo_update
 
+from trustrl import rng
 from trustrl.config import make_config
 from trustrl.distributions import Categorical, DiagGaussian
 from trustrl.envs.torch_classic import SUPPORTED
 from trustrl.errors import ConfigError
-from trustrl import rng
-from trustrl.optim import PopAdam
 from trustrl.learners import init_policies
-from trustrl.popnet import PopActorCritic
+from trustrl.optim import PopAdam
 from trustrl.policies import ActionSpec, ActorCritic
+from trustrl.popnet import PopActorCritic
 from trustrl.rollout import Batch
 from trustrl.train import Trainer, parse_seeds, resume, train
-
-from batched_shim import Pop, with_algo
-from reference_algos import TRPO as RefTRPO
-from reference_algos import old_distribution, ppo_update
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

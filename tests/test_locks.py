@@ -18,7 +18,7 @@ import pytest
 import trustrl
 from trustrl.cli import main
 from trustrl.config import make_config
-from trustrl.locks import LOCK_NAME, FolderLock, FolderLockedError
+from trustrl.locks import LOCK_NAME, FolderLockedError
 from trustrl.runs import METRIC_COLUMNS, RunDir
 
 TESTS = Path(__file__).parent

@@ -24,7 +24,13 @@ from trustrl.config import make_config
 from trustrl.errors import RunError
 from trustrl.rlhf.model import ModelConfig, TinyLM, load_model, save_model
 from trustrl.safeio import (
-    UntrustedFileError, decode, encode, load_safe, save_safe, sign_pickle, verify_pickle,
+    UntrustedFileError,
+    decode,
+    encode,
+    load_safe,
+    save_safe,
+    sign_pickle,
+    verify_pickle,
 )
 
 

@@ -22,7 +22,6 @@ from typing import Any
 from trustrl.errors import ConfigError
 from trustrl.importing import IMPORT_PATH
 
-
 # ----- bounds: sizes that cannot fit are refused before any work -----------------------------
 MAX_SEED = 2**31 - 1
 """Seeds are in [0, MAX_SEED] (NumPy's legacy seeding takes 32 bits; the evaluation adds
@@ -634,7 +633,7 @@ from trustrl.presets import PRESETS, ZOO_PRESETS, check_label, select_preset  # 
 
 
 # ----- field documentation --------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _class_bodies(module_name: str) -> dict[str, list[ast.stmt]]:
     """Top-level class bodies of a module, by class name, from one parse of its source
     (inspect.getsource per class re-parses the whole module each time: ~0.1 s a class)."""

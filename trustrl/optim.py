@@ -20,7 +20,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-
 _FUSED = hasattr(torch, "_fused_adam_")
 
 

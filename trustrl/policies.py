@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn

@@ -17,8 +17,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch

@@ -14,7 +14,8 @@ layout with zeros in the critic's columns (g and F v have none there), CG solves
 in step (trust/cg.py, a member frozen once its residual is small), and the line search
 (trust/line_search.py) tries each fraction for the members still searching, accepting per
 member. g and the Fisher-vector products come from the gradient backend (trustrl.backends):
-double backprop, or J^T M J written out. `line_search=False` is the natural policy gradient (npg.py).
+double backprop, or J^T M J written out. `line_search=False` is the natural policy gradient
+(npg.py).
 """
 
 from __future__ import annotations

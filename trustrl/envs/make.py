@@ -10,8 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from trustrl.envs.factory import EnvFactory, as_factory
-from trustrl.envs.spaces import (UnsupportedSpace, all_images, flatten_obs, obs_layout,
-                                 top_kind)
+from trustrl.envs.spaces import UnsupportedSpace, all_images, flatten_obs, obs_layout, top_kind
 from trustrl.errors import EnvError, TrustrlError
 from trustrl.policies import ActionSpec
 
