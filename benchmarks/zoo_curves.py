@@ -7,14 +7,15 @@ budget beside it").
 
 $ZOO_AGENTS is a clone of github.com/DLR-RM/rl-trained-agents, the agents behind the zoo's
 benchmark.md: each `<algo>/<env>_1/evaluations.npz` is the EvalCallback record of its training
-run (`timesteps` [E], `results` [E, episodes]: the deterministic policy's returns at each
-evaluation). --runs takes trustrl run folders, or folders searched for them (a sweep's
-`trials/*/<run>/`), whose config env_id is --env; their greedy evaluations (eval_return_mean
-of metrics.csv, eval_initial.json at step 0) are the trustrl curve.
+run (`timesteps` [E], `results` [E, episodes]: the policy's returns at each evaluation; the
+zoo samples the actions of its Atari agents there and takes the mode elsewhere). --runs takes
+trustrl run folders, or folders searched for them (a sweep's `trials/*/<run>/`), whose config
+env_id is --env; their evaluations (eval_return_mean of metrics.csv, eval_initial.json at step
+0; greedy, or sampled where the run's eval_deterministic is false) are the trustrl curve.
 
 Prints, at trustrl's budget (the smallest final step of the runs): the zoo's evaluation
 nearest that step and the mean of its evaluations in the last tenth up to it, beside each
-seed's last greedy evaluation and their median; then the zoo's score at its own budget.
+seed's last evaluation and their median; then the zoo's score at its own budget.
 With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget) and
 zoo_<algo>_<env>.csv (the zoo's evaluations up to that point: step, mean, std).
 """
@@ -61,13 +62,21 @@ def run_folders(paths: list[Path], env_id: str) -> list[Path]:
     return found
 
 
-def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray]:
-    """(seed, steps, greedy mean returns) of one run folder (trustrl report's reading)."""
+def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray, str]:
+    """(seed, steps, mean returns, 'greedy' or 'sampled') of one run folder's evaluations
+    (trustrl report's reading)."""
     from trustrl.sweep.report import eval_curve
 
-    seed = int(json.loads((run / "config.json").read_text()).get("seed", 0))
+    config = json.loads((run / "config.json").read_text())
+    mode = "greedy" if config.get("eval_deterministic", True) else "sampled"
     steps, rets = eval_curve(run)
-    return seed, np.array(steps), np.array(rets)
+    return int(config.get("seed", 0)), np.array(steps), np.array(rets), mode
+
+
+def zoo_mode(zoo_id: str) -> str:
+    """How the zoo evaluated during training: sampled actions for Atari (its exp_manager's
+    deterministic_eval = not is_atari), the mode elsewhere."""
+    return "sampled" if "NoFrameskip" in zoo_id else "deterministic"
 
 
 def main() -> None:
@@ -88,13 +97,15 @@ def main() -> None:
     curves = sorted((trustrl_curve(r) for r in runs), key=lambda c: c[0])
     curves = [c for c in curves if len(c[1])]
     if not curves:
-        raise SystemExit(f"no run of {a.env} with greedy evaluations under {a.runs}")
+        raise SystemExit(f"no run of {a.env} with evaluations under {a.runs}")
     budget = int(min(c[1][-1] for c in curves))
     at = int(np.argmin(np.abs(z_steps - budget)))
     window = (z_steps > 0.9 * budget) & (z_steps <= budget)
     finals = [float(c[2][c[1] <= budget][-1]) for c in curves]
     print(f"### {a.algo.upper()} on {a.env} at {budget:,} steps: trustrl beside the zoo's run\n")
-    print("| | greedy return at the budget | note |")
+    modes = sorted({c[3] for c in curves})
+    print(f"| | return at the budget (trustrl: {' and '.join(modes)}; the zoo: "
+          f"{zoo_mode(zoo_id)}) | note |")
     print("|---|---:|---|")
     print(f"| trustrl, median of seeds {', '.join(str(c[0]) for c in curves)} "
           f"| {statistics.median(finals):.1f} | per seed: "
@@ -124,7 +135,7 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     zs, zm = z_steps[shown], z_mean[shown]
-    label = f"the zoo's agent (SB3, {zoo_id}): deterministic, 10 episodes"
+    label = f"the zoo's agent (SB3, {zoo_id}): {zoo_mode(zoo_id)}, 10 episodes"
     if len(zm) > 40:  # many evaluations: each one faint, a running mean of 9 drawn over them
         ax.plot(zs, zm, color="0.75", lw=0.6)
         k = np.ones(9) / 9
@@ -132,8 +143,8 @@ def main() -> None:
                 label=label + " (running mean of 9)")
     else:
         ax.plot(zs, zm, color="0.4", lw=1.2, label=label)
-    for seed, s, r in curves:
-        ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: greedy, 10 episodes")
+    for seed, s, r, mode in curves:
+        ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: {mode}, 10 episodes")
     ax.axvline(budget, color="k", lw=0.8, ls=":")
     ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--",
                label=f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}")

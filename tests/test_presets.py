@@ -244,6 +244,9 @@ def test_atari_presets_cleanrl_and_zoo():
     z = ZOO_PRESETS[("ppo", "BreakoutNoFrameskip-v4")]
     assert (z["hidden_sizes"], z["shared_trunk"], z["atari_wrappers"], z["clip_eps"],
             z["clip_value_loss"], z["minibatch_size"]) == ((), True, True, 0.1, False, 256)
+    assert z["eval_deterministic"] is False  # the zoo samples actions in Atari evaluations
+    assert all(v.get("eval_deterministic", True) for (_, env), v in ZOO_PRESETS.items()
+               if "NoFrameskip" not in env)
     assert any("VecFrameStack" in n for n in ENTRIES[("ppo", "BreakoutNoFrameskip-v4")].notes)
     for (algo, env), values in CLEANRL_PRESETS.items():
         cfg = make_config(algo, env)  # auto: no chapter or zoo preset for the v5 ids

@@ -25,9 +25,10 @@ def _agents(tmp: Path) -> Path:
     return tmp / "agents"
 
 
-def _run(folder: Path, seed: int, evals: list[tuple[int, float]], env: str = ENV) -> None:
+def _run(folder: Path, seed: int, evals: list[tuple[int, float]], env: str = ENV,
+         **config: object) -> None:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps({"env_id": env, "seed": seed}))
+    (folder / "config.json").write_text(json.dumps({"env_id": env, "seed": seed, **config}))
     lines = ["iteration,global_step,eval_return_mean"]
     lines += [f"{i},{s},{v}" for i, (s, v) in enumerate(evals, 1)]
     lines.append(f"{len(evals) + 1},{evals[-1][0] + 10},")  # a row without an evaluation
@@ -39,7 +40,8 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep" / "trials"
     _run(sweep / "t1" / "run", 1, [(500_000, 10.0), (1_000_000, 30.0)])
     _run(sweep / "t2" / "run", 2, [(500_000, 5.0), (1_000_000, 50.0), (1_500_000, 99.0)])
-    _run(sweep / "t3" / "run", 3, [(400_000, -7.0), (1_000_000, 20.0)])
+    _run(sweep / "t3" / "run", 3, [(400_000, -7.0), (1_000_000, 20.0)],
+         eval_deterministic=False)
     _run(sweep / "t4" / "run", 4, [(1_000_000, 1e6)], env="Other-v0")  # another env: ignored
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
@@ -48,6 +50,8 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert "at 1,000,000 steps" in text
+    # how each side evaluated: seed 3 sampled its actions; the zoo's non-Atari agent did not
+    assert "(trustrl: greedy and sampled; the zoo: deterministic)" in text
     # seeds' last evaluations up to 1M: 30, 50 (not its 99 at 1.5M), 20 -> median 30
     assert "| trustrl, median of seeds 1, 2, 3 | 30.0 | per seed: 30.0, 50.0, 20.0 |" in text
     # the zoo's evaluation at 1M: mean 100 (its episodes' offsets cancel), std over 10 episodes

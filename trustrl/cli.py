@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _eval_mode(ev: dict[str, Any]) -> str:
+    return "greedy" if ev.get("greedy", True) else "stochastic"
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from trustrl.config import (
         check_population,
@@ -215,10 +219,11 @@ def _report(result: Any) -> int:
         print("stopped before the end: continue with `trustrl train --resume "
               f"{result.run_dir}`")
     elif len(result.member_dirs) <= 1:
-        print(f"greedy evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± "
+        print(f"{_eval_mode(ev)} evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± "
               f"{ev['std']:.1f}")
     else:
-        print(f"{len(result.member_dirs)} seeds, greedy evaluation over {ev['episodes']} "
+        print(f"{len(result.member_dirs)} seeds, {_eval_mode(ev)} evaluation over "
+              f"{ev['episodes']} "
               f"episodes each: mean {ev['mean']:.1f} (seeds from {ev['min']:.1f} to "
               f"{ev['max']:.1f}); per seed in {result.run_dir / 'summary.json'}")
     return 0

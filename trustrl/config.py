@@ -280,6 +280,11 @@ class RunConfig:
     """Greedy evaluation every this many iterations (0: only at the end)."""
     eval_episodes: int = 10
     """Episodes per greedy evaluation (each from its own fixed seed)."""
+    eval_deterministic: bool = True
+    """Evaluations act at the policy's mode (argmax, the Gaussian mean): greedy. false samples
+    the actions instead, from a generator seeded like the evaluation's episodes, so the same
+    policy gets the same returns (rl-baselines3-zoo evaluates its Atari agents this way).
+    Needs the Gymnasium evaluator (vector 'sync' or 'async'; 'auto' picks it)."""
     eval_max_steps: int = 10_000
     """Evaluation episodes of an env with no time limit of its own (no max_episode_steps in
     its spec, e.g. CliffWalking-v1) are cut after this many steps, so that a policy that never
@@ -369,7 +374,8 @@ class RunConfig:
 
         return (self.env_id in SUPPORTED and self.algo in CONFIGS
                 and not self.shared_trunk and self.ortho_init
-                and not self.env_kwargs and not self.wrappers and not self.policy)
+                and not self.env_kwargs and not self.wrappers and not self.policy
+                and self.eval_deterministic)
 
     def resolve_vector(self) -> None:
         """'auto' -> 'torch' where the batched collector runs this config, else 'sync'."""
@@ -408,6 +414,9 @@ class RunConfig:
             if self.env_kwargs or self.wrappers:
                 raise ConfigError("vector 'torch' runs its own copy of the env: env_kwargs "
                                   "and wrappers need vector 'sync' or 'async'")
+            if not self.eval_deterministic:
+                raise ConfigError("vector 'torch' evaluates greedily: eval_deterministic false "
+                                  "needs vector 'sync' or 'async'")
             if self.shared_trunk:
                 raise ConfigError("vector 'torch' needs separate actor and critic "
                                   "(shared_trunk false)")

@@ -54,8 +54,20 @@ def evaluate(
     whole with raw scores (`evaluation_env`).
 
     The agent's normaliser is frozen for the evaluation. Greedy acts at the mode (argmax or the
-    Gaussian mean); stochastic samples and so uses the global torch RNG.
+    Gaussian mean); stochastic samples, from torch's generator seeded with `seed` for the
+    evaluation and restored after it: the same agent gets the same returns, and the caller's
+    random stream (a training run's) is left as it was.
     """
+    if deterministic:
+        return _evaluate(agent, env_id, episodes, True, seed, max_parallel, max_steps)
+    dev = agent.device
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        return _evaluate(agent, env_id, episodes, False, seed, max_parallel, max_steps)
+
+
+def _evaluate(agent: Agent, env_id: str | EnvFactory, episodes: int, deterministic: bool,
+              seed: int, max_parallel: int, max_steps: int) -> np.ndarray:
     agent = agent.frozen()
     env_id = evaluation_env(env_id)
     returns: list[float] = []

@@ -265,8 +265,8 @@ class GymLearner:
 
     def evaluate(self, episodes: int) -> np.ndarray:
         cfg = self.cfg
-        return evaluate(self._agent, self.env, episodes, seed=cfg.seed + EVAL_SEED_OFFSET,
-                        max_steps=cfg.eval_max_steps)[None]
+        return evaluate(self._agent, self.env, episodes, deterministic=cfg.eval_deterministic,
+                        seed=cfg.seed + EVAL_SEED_OFFSET, max_steps=cfg.eval_max_steps)[None]
 
     def agent(self, member: int = 0) -> Agent:
         return self._agent.frozen()

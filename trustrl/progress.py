@@ -20,6 +20,7 @@ class TrainProgress:
         self.interactive = enabled and self.console.is_terminal
         self.progress: Progress | None = None
         self.last_eval: float | None = None
+        self.eval_word = "greedy" if getattr(cfg, "eval_deterministic", True) else "sampled"
 
     def __enter__(self) -> TrainProgress:
         if self.interactive:
@@ -46,7 +47,7 @@ class TrainProgress:
         shown = self.last_eval if self.progress is not None else ev
         info = (f"sps {row['sps']:,.0f}  return {ret:8.1f}  kl {row['approx_kl']:.4f}  "
                 f"clipfrac {row['clip_fraction']:.3f}"
-                + (f"  greedy {shown:.1f}" if shown is not None else ""))
+                + (f"  {self.eval_word} {shown:.1f}" if shown is not None else ""))
         if self.progress is not None:
             self.progress.update(self.task, completed=row["global_step"], info=info)
         elif ev is not None or row["iteration"] == self.cfg.num_iterations:

@@ -197,8 +197,9 @@ class Trainer:
         return json.dumps(d, indent=2) + "\n"
 
     def evaluate_initial(self) -> None:
-        """Greedy evaluation of the untrained policy (step 0), kept in eval_initial.json.
-        Greedy actions draw no random numbers, so this leaves the run's RNG streams alone."""
+        """Evaluation of the untrained policy (step 0), kept in eval_initial.json. Greedy
+        actions draw no random numbers and sampled ones come from the evaluation's own
+        generator, so this leaves the run's RNG streams alone."""
         if not self.cfg.eval_every:
             return
         returns = self.learner.evaluate(self.cfg.eval_episodes)
@@ -313,7 +314,8 @@ class Trainer:
         from trustrl.plotting import plot_runs
 
         lr = self.learner
-        # greedy evaluation is deterministic: the last iteration's, if it was this policy's
+        # an evaluation is a function of the policy (greedy, or sampled from its own seeded
+        # generator): the last iteration's, if it was this policy's
         done = self._evaluated
         returns = (done[1] if done is not None and done[0] == lr.iteration
                    else lr.evaluate(self.cfg.eval_episodes))
@@ -323,12 +325,13 @@ class Trainer:
             r = returns[p]
             means.append(float(r.mean()))
             atomic_write_text(m.path / "eval.json", self._eval_record(
-                r, episodes=len(r), greedy=True, global_step=lr.global_step))
+                r, episodes=len(r), greedy=self.cfg.eval_deterministic,
+                global_step=lr.global_step))
             if len(self.members) <= MAX_MEMBER_PLOTS:
                 plot_runs([m.path], m.path / "learning_curve.png")
             m.set_status("finished", lr.iteration)
         if self.population:
-            final = {"episodes": int(returns.shape[1]), "greedy": True,
+            final = {"episodes": int(returns.shape[1]), "greedy": self.cfg.eval_deterministic,
                      "mean": float(np.mean(means)), "std": float(np.std(means)),
                      "min": float(np.min(means)), "max": float(np.max(means)),
                      "global_step": lr.global_step,

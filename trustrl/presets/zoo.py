@@ -34,7 +34,9 @@ The mapping (`to_config`), the same for every env:
                   puts its NatureCNN in front of image observations itself
     env_wrapper AtariWrapper with frame_stack 4 -> atari_wrappers true (trustrl.envs.atari:
                   the same no-op reset, frame skip 4 with max-pooling, episodic life, fire
-                  reset, 84x84 grey frames, reward sign; then 4 stacked frames)
+                  reset, 84x84 grey frames, reward sign; then 4 stacked frames) and
+                  eval_deterministic false: the zoo evaluates Atari agents with sampled
+                  actions (rl_zoo3/exp_manager.py, deterministic_eval = not is_atari)
     TRPO: target_kl -> max_kl, cg_max_steps -> cg_iters, cg_damping -> damping,
           line_search_shrinking_factor -> backtrack_ratio, line_search_max_iter ->
           backtrack_iters, n_critic_updates -> vf_epochs, sub_sampling_factor ->
@@ -163,7 +165,7 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     policy = z.pop("policy", "MlpPolicy")
     wrapper, stack = z.pop("env_wrapper", None), z.pop("frame_stack", None)
     if (wrapper, stack) == ("AtariWrapper", 4):
-        out["atari_wrappers"] = True
+        out.update(atari_wrappers=True, eval_deterministic=False)
     elif (wrapper, stack) != (None, None):
         raise ValueError(f"env_wrapper {wrapper} with frame_stack {stack} has no mapping")
     pk = dict(z.pop("policy_kwargs", {}))

@@ -1,11 +1,12 @@
 """`trustrl report DIR`: read a sweep folder, write REPORT.md and one PNG of curves per env.
 
 Protocol (what the numbers are): every trial evaluates its greedy policy (argmax / Gaussian
-mean, observation normaliser frozen) on `eval_episodes` episodes from fixed seeds, every
-`eval_every` iterations, at step 0 (eval_initial.json) and after the last iteration. A trial's
-final return is that last evaluation (eval.json). Curves put every seed on a common step grid,
-holding each seed's latest evaluation at or before the step; the band is a 95% percentile
-bootstrap over seeds. Steps to threshold come from the same evaluations.
+mean; sampled actions where eval_deterministic is false; observation normaliser frozen) on
+`eval_episodes` episodes from fixed seeds, every `eval_every` iterations, at step 0
+(eval_initial.json) and after the last iteration. A trial's final return is that last
+evaluation (eval.json). Curves put every seed on a common step grid, holding each seed's latest
+evaluation at or before the step; the band is a 95% percentile bootstrap over seeds. Steps to
+threshold come from the same evaluations.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ DIAGNOSTICS = (("approx_kl", "approx KL (k3)"), ("kl_exact", "exact KL"),
 class TrialData:
     trial: Trial
     steps: np.ndarray           # evaluated steps, increasing (0 = the untrained policy)
-    returns: np.ndarray         # greedy mean return at those steps
-    final: float                # the final greedy evaluation (eval.json)
+    returns: np.ndarray         # evaluation mean return at those steps
+    final: float                # the final evaluation (eval.json)
     wall_s: float
     diagnostics: dict[str, float] = field(default_factory=dict)
     sps: float = math.nan
@@ -83,7 +84,7 @@ def load_trial(folder: SweepFolder, trial: Trial, result: dict[str, Any]) -> Tri
 
 def eval_curve(run: Path, rows: list[dict[str, str]] | None = None
                ) -> tuple[list[int], list[float]]:
-    """A run folder's greedy evaluations (steps, mean returns): eval_initial.json at step 0
+    """A run folder's evaluations (steps, mean returns): eval_initial.json at step 0
     where there is one, then each metrics.csv row's eval_return_mean (`rows`: its rows when
     already read)."""
     steps, rets = [], []
@@ -202,8 +203,16 @@ def _hits(values: list[int | None]) -> str:
     return f"{len(got)}/{len(values)}{rng}"
 
 
+def eval_word(trials: list[Trial]) -> str:
+    """How the trials evaluate: 'greedy', 'sampled' (eval_deterministic false) or both."""
+    modes = {bool(t.config.get("eval_deterministic", True)) for t in trials}
+    return {frozenset({True}): "greedy", frozenset({False}): "sampled"}.get(
+        frozenset(modes), "greedy or sampled")
+
+
 def _plot_env(env_id: str, curves: dict[str, tuple[np.ndarray, ...]], stat: str,
-              threshold: float | None, n_seeds: dict[str, int], out: Path) -> None:
+              threshold: float | None, n_seeds: dict[str, int], out: Path,
+              word: str = "greedy") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -218,9 +227,9 @@ def _plot_env(env_id: str, curves: dict[str, tuple[np.ndarray, ...]], stat: str,
     if threshold is not None:
         ax.axhline(threshold, color="grey", ls=":", lw=1, label=f"threshold {threshold:g}")
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("greedy return")
-    word = "mean" if stat == "mean" else "IQM"
-    ax.set_title(f"{env_id}: {word} over seeds, 95% bootstrap band")
+    ax.set_ylabel(f"{word} return")
+    centre = "mean" if stat == "mean" else "IQM"
+    ax.set_title(f"{env_id}: {centre} over seeds, 95% bootstrap band")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -243,7 +252,9 @@ def _protocol(trials: list[Trial]) -> list[str]:
             "only at the end"
         by_env.setdefault(t.env_id, set()).add(
             f"{t.variant}: budget {budget:,} steps ({c['total_steps']:,} asked, whole "
-            f"batches of {batch:,}), greedy evaluation {every} and at the end, "
+            f"batches of {batch:,}), "
+            f"{'greedy' if c.get('eval_deterministic', True) else 'sampled-action'} "
+            f"evaluation {every} and at the end, "
             f"{c['eval_episodes']} episodes"
             + (", observation normaliser frozen" if c.get("normalize_obs") else ""))
     for env, items in by_env.items():
@@ -283,19 +294,23 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
              + f"{len(pending)} not run yet.", "",
              "## Protocol", "",
              "Greedy evaluation (argmax for discrete actions, the Gaussian mean for continuous "
-             "ones) on fixed episode seeds (seed + 10000 + i), with the observation "
+             "ones; a trial with eval_deterministic false samples its actions instead, from a "
+             "generator seeded like its episodes, as each env's line below says) on fixed "
+             "episode seeds (seed + 10000 + i), with the observation "
              "normaliser frozen; the untrained policy is evaluated at step 0. A trial's final "
              "return is the evaluation after its last iteration. Across seeds: mean ± sample "
              "std (n - 1), median, IQM (mean of the middle 50%, floor(n/4) cut at each end); "
              f"95% CIs by percentile bootstrap over seeds ({n_boot} resamples, fixed RNG). "
              f"Curves: the {'mean' if stat == 'mean' else 'IQM'} over seeds of each seed's "
              "latest evaluation at or before each step, with a 95% bootstrap band. Steps to "
-             "threshold: the first evaluated step with greedy return >= threshold ('first'), "
+             "threshold: the first evaluated step with a return >= threshold ('first'), "
              "and the step from which every later evaluation stays >= threshold ('stays'); "
              "medians count seeds that never get there as infinitely late.", "",
              *_protocol(folder.trials), ""]
     per_trial: list[str] = []
+    word = eval_word(folder.trials)
     for env_id, variants in by_env.items():
+        env_word = eval_word([d.trial for v in variants.values() for d in v])
         threshold = thr.get(env_id)
         curves: dict[str, tuple[np.ndarray, ...]] = {}
         summaries = []
@@ -306,9 +321,10 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
             summaries.append(summarise(env_id, variant, data, threshold, n_boot))
         png = out / f"curves_{_safe(env_id)}.png"
         _plot_env(env_id, curves, stat, threshold,
-                  {v: len(d) for v, d in variants.items()}, png)
+                  {v: len(d) for v, d in variants.items()}, png, env_word)
         lines += [f"## {env_id}", "", f"![{env_id}]({png.name})", "",
-                  "| variant | seeds | final greedy return, mean ± std | 95% CI (mean) | median "
+                  f"| variant | seeds | final {env_word} return, mean ± std | 95% CI (mean) "
+                  "| median "
                   "| IQM [95% CI] |", "|---|---|---|---|---|---|"]
         for s in summaries:
             lines.append(
@@ -316,7 +332,7 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
                 f"| [{_f(s.mean_ci[0])}, {_f(s.mean_ci[1])}] | {_f(s.median)} "
                 f"| {_f(s.iqm)} [{_f(s.iqm_ci[0])}, {_f(s.iqm_ci[1])}] |")
         if threshold is not None:
-            lines += ["", f"Steps to a greedy return >= {threshold:g}:", "",
+            lines += ["", f"Steps to a {env_word} return >= {threshold:g}:", "",
                       "| variant | first: median | first: reached (range) | stays: median "
                       "| stays: reached (range) |", "|---|---|---|---|---|"]
             for s in summaries:
@@ -356,7 +372,7 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
     if pending:
         lines += ["## Not run yet", "", ", ".join(t.id for t in pending), ""]
     if per_trial:
-        lines += ["## Every trial", "", "| env | variant | seed | final greedy return "
+        lines += ["## Every trial", "", f"| env | variant | seed | final {word} return "
                   "| first step >= threshold | wall s |", "|---|---|---|---|---|---|",
                   *per_trial, ""]
     path = out / "REPORT.md"
