@@ -49,6 +49,8 @@ def test_train_eval_plot_end_to_end(tmp_path, cli_env):
     assert "greedy over 4 episodes" in e.stdout
     s = run(["eval", str(rd), "--episodes", "2", "--stochastic"], cli_env, tmp_path)
     assert s.returncode == 0 and "stochastic over 2 episodes" in s.stdout
+    both = run(["eval", str(rd), "--stochastic", "--greedy"], cli_env, tmp_path)
+    assert both.returncode == 2 and "not allowed with" in both.stderr
 
     p2 = run(["train", "--total-steps", "1024", "--seed", "4", "--runs-dir", "runs", *SMALL],
              cli_env, tmp_path)

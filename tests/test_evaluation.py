@@ -84,3 +84,27 @@ def test_reports_name_how_trials_evaluated():
     assert eval_word([greedy, old]) == "greedy"
     assert eval_word([sampled]) == "sampled"
     assert eval_word([greedy, sampled]) == "greedy or sampled"
+
+
+def test_trustrl_eval_evaluates_as_the_run_did(tmp_path, cli_env):
+    """`trustrl eval RUN` of a run with eval_deterministic false samples, as the run did, and
+    gets the run's own final returns back; --greedy overrides it."""
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "trustrl", *args], env=cli_env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    p = cli("train", "--total-steps", "1024", "--runs-dir", "runs", "--quiet", "--set",
+            "num_envs=2", "--set", "num_steps=128", "--set", "eval_episodes=4", "--set",
+            "tensorboard=false", "--set", "eval_deterministic=false")
+    assert p.returncode == 0, p.stderr
+    assert "stochastic evaluation over 4 episodes" in p.stdout
+    (run,) = (tmp_path / "runs").iterdir()
+    final = json.loads((run / "eval.json").read_text())
+    e = cli("eval", str(run), "--episodes", "4")
+    assert e.returncode == 0, e.stderr
+    assert f"stochastic over 4 episodes: {final['mean']:.2f} ± {final['std']:.2f}" in e.stdout
+    g = cli("eval", str(run), "--episodes", "4", "--greedy")
+    assert g.returncode == 0 and "greedy over 4 episodes" in g.stdout, g.stderr

@@ -98,10 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "from someone else); only for files you trust: a pickle can run code")
     t.add_argument("--quiet", action="store_true", help="no progress output")
 
-    e = sub.add_parser("eval", help="evaluate a trained agent (greedy by default)")
+    e = sub.add_parser("eval", help="evaluate a trained agent (as its run evaluated: greedy "
+                       "unless its eval_deterministic is false)")
     e.add_argument("run", help="run folder or agent file")
     e.add_argument("--episodes", type=int, default=10)
-    e.add_argument("--stochastic", action="store_true", help="sample actions instead of greedy")
+    mode = e.add_mutually_exclusive_group()
+    mode.add_argument("--stochastic", action="store_true",
+                      help="sample the actions (seeded: the same agent, the same returns)")
+    mode.add_argument("--greedy", action="store_true", help="act at the policy's mode")
     e.add_argument("--seed", type=int, default=None, help="seed of the first episode")
     e.add_argument("--env", dest="env_id", help="env id (default: the run's)")
 
@@ -280,10 +284,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not RANGES["eval_max_steps"].holds(max_steps):
         raise TrustrlError(f"eval_max_steps in {cfg_path} must be "
                            f"{RANGES['eval_max_steps'].text()}, got {max_steps}")
-    returns = evaluate(agent, env_id, args.episodes, deterministic=not args.stochastic, seed=seed,
+    deterministic = saved.get("eval_deterministic", True)
+    check_type(f"eval_deterministic in {cfg_path}", bool, deterministic)
+    deterministic = (deterministic or args.greedy) and not args.stochastic
+    returns = evaluate(agent, env_id, args.episodes, deterministic=deterministic, seed=seed,
                        max_steps=max_steps)
     env_id = getattr(env_id, "label", env_id)
-    mode = "stochastic" if args.stochastic else "greedy"
+    mode = "greedy" if deterministic else "stochastic"
     print(f"{env_id} {mode} over {len(returns)} episodes: "
           f"{returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():.1f}, "
           f"max {returns.max():.1f})")
