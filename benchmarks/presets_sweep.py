@@ -1,6 +1,6 @@
 """Check trustrl's rl-baselines3-zoo presets against the zoo's published scores (issue 19,
 point 3): one `trustrl sweep` per algorithm over every preset env that runs here, then a
-table of our final greedy returns beside the zoo's.
+table of our final evaluation returns beside the zoo's.
 
     python benchmarks/presets_sweep.py --out $SWEEPS/presets                  # zoo budgets
     python benchmarks/presets_sweep.py --out $SWEEPS/presets --max-steps 1000000 --workers 2
@@ -18,10 +18,10 @@ The zoo's numbers: benchmark.md of DLR-RM/rl-baselines3-zoo (last changed in com
 61a0d1349fa9, 2023-04-11; unchanged at 22e3ff2450fd, the commit the presets come from):
 `python -m rl_zoo3.benchmark`, one trained agent per env, its deterministic policy run for
 about 150k steps; mean and std over those episodes (not over seeds), with the env id and
-budget it was trained on (older ids: LunarLander-v2, MuJoCo v3). Our column: the final greedy
-evaluation (10 episodes) of each seed, their median and the seeds' values. Verdict: 'yes'
-when our median reaches the zoo's mean minus its std, else 'no'; a row with a preset the zoo
-did not benchmark says so.
+budget it was trained on (older ids: LunarLander-v2, MuJoCo v3). Our column: the final
+evaluation (10 episodes; greedy, sampled for the Atari games as the zoo's) of each seed, their
+median and the seeds' values. Verdict: 'yes' when our median reaches the zoo's mean minus its
+std, else 'no'; a row with a preset the zoo did not benchmark says so.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ ZOO_SCORES: dict[tuple[str, str], tuple[str, float, float, str]] = {
     ("ppo", "MountainCar"): ("MountainCar-v0", -110.423, 19.473, "1M"),
     ("ppo", "MountainCarContinuous"): ("MountainCarContinuous-v0", 88.343, 2.572, "20k"),
     # the Atari games: the zoo evaluates these with its stochastic policy (deterministic
-    # elsewhere), whole games, raw scores; ours is the greedy policy on whole games
+    # elsewhere), whole games, raw scores; so do ours (the presets' eval_deterministic false)
     ("ppo", "AsteroidsNoFrameskip"): ("AsteroidsNoFrameskip-v4", 2156.174, 744.640, "10M"),
     ("ppo", "BeamRiderNoFrameskip"): ("BeamRiderNoFrameskip-v4", 3397.000, 1662.368, "10M"),
     ("ppo", "BreakoutNoFrameskip"): ("BreakoutNoFrameskip-v4", 398.033, 33.328, "10M"),
