@@ -65,7 +65,8 @@ def _run(folder: SweepFolder, backend: str, workers: int | None, address: str | 
         n = done_before + counts["finished"] + counts["failed"]
         if status == "finished":
             ev = res.get("final_eval") or {}
-            what = f"greedy {ev.get('mean', float('nan')):.1f} ± {ev.get('std', float('nan')):.1f}"
+            mode = "greedy" if ev.get("greedy", True) else "sampled"
+            what = f"{mode} {ev.get('mean', float('nan')):.1f} ± {ev.get('std', float('nan')):.1f}"
         else:
             what = f"FAILED: {res.get('error', '?')}"
         say(f"[{n}/{total}] {trial.env_id} {trial.variant} seed {trial.seed}: {what} "
