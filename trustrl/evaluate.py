@@ -60,8 +60,9 @@ def evaluate(
     """
     if deterministic:
         return _evaluate(agent, env_id, episodes, True, seed, max_parallel, max_steps)
-    dev = agent.device
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+    # manual_seed seeds every CUDA device too: fork (and so restore) each one in use
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
         return _evaluate(agent, env_id, episodes, False, seed, max_parallel, max_steps)
 
