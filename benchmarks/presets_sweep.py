@@ -10,7 +10,9 @@ table of our final evaluation returns beside the zoo's.
 
 Each algorithm's SPEC is written to OUT/<algo>.yaml and run into OUT/<algo>/ (an existing
 sweep folder is resumed: finished trials are kept). Every trial is `trustrl train --env ENV
---preset zoo --seed S`, with total_steps capped at --max-steps. Envs whose extra is not
+--preset zoo --seed S`, with total_steps capped at --max-steps (a capped trial keeps the
+zoo's learning-rate schedule: anneal_steps is the zoo's budget, so at every step its rate is
+the zoo's run's; --anneal-over-cap anneals over the cap instead). Envs whose extra is not
 installed (Box2D, MuJoCo, Atari's ale-py) are listed as skipped. `trustrl report OUT/<algo>`
 then draws the curves and steps-to-threshold (the threshold: the zoo's mean minus its std).
 
@@ -105,7 +107,10 @@ def runnable(env_id: str) -> str | None:
     return None
 
 
-def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: int | None) -> None:
+def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: int | None,
+               anneal_over_cap: bool = False, eval_every: int | None = None) -> None:
+    """A capped trial keeps its preset's learning-rate schedule (anneal_steps = the zoo's
+    budget) unless anneal_over_cap, which anneals it to 0 over the capped budget."""
     import yaml
 
     from trustrl.presets import ZOO_PRESETS
@@ -113,9 +118,14 @@ def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: in
     env_block = {}
     for env in envs:
         settings: dict[str, object] = {}
-        budget = ZOO_PRESETS[(algo, env)]["total_steps"]
+        preset = ZOO_PRESETS[(algo, env)]
+        budget = preset["total_steps"]
         if max_steps is not None and budget > max_steps:
             settings["total_steps"] = max_steps
+            if preset.get("anneal_lr") and not anneal_over_cap:
+                settings["anneal_steps"] = budget
+        if eval_every is not None:
+            settings["eval_every"] = eval_every
         score = zoo_score(algo, env)
         if score is not None:
             settings["threshold"] = round(score[1] - score[2], 3)
@@ -183,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="seeds of every env: A..B or a list 1,2,5 (default 1..3)")
     p.add_argument("--max-steps", type=int, help="cap each trial's budget (default: the "
                    "zoo's n_timesteps)")
+    p.add_argument("--anneal-over-cap", action="store_true", help="a capped trial anneals "
+                   "its learning rate to 0 over the cap (default: over the zoo's budget, as "
+                   "the zoo's run at that step)")
+    p.add_argument("--eval-every", type=int, help="evaluate every N iterations (default: "
+                   "the preset's)")
     p.add_argument("--workers", type=int, help="trials at once (default: the cores)")
     p.add_argument("--table", action="store_true", help="print the table of OUT; run nothing")
     p.add_argument("--spec-only", action="store_true", help="write the SPECs; run nothing")
@@ -204,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"no {algo} preset env runs here")
                 continue
             spec = out / f"{algo}.yaml"
-            write_spec(spec, algo, ok, args.seeds, args.max_steps)
+            write_spec(spec, algo, ok, args.seeds, args.max_steps, args.anneal_over_cap,
+                       args.eval_every)
             print(f"wrote {spec} ({len(ok)} envs)")
             if args.spec_only:
                 continue

@@ -100,7 +100,7 @@ RANGES: dict[str, Range] = {
     "checkpoint_secs": Range(0, 1e9),
     "torch_threads": Range(1, MAX_TORCH_THREADS),
     # SGD methods
-    "lr": Range(0, 1, lo_open=True), "adam_eps": Range(0, 1, lo_open=True),
+    "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS), "adam_eps": Range(0, 1, lo_open=True),
     "update_epochs": Range(1, MAX_EPOCHS), "minibatch_size": AT_LEAST_1,
     "clip_eps": Range(0, 10, lo_open=True), "vf_coef": Range(0, 1e6), "ent_coef": Range(0, 1e6),
     "max_grad_norm": Range(None, 1e6), "target_kl": Range(0, 100, lo_open=True),
@@ -324,6 +324,14 @@ class RunConfig:
     def num_iterations(self) -> int:
         return self.total_steps // self.batch_size
 
+    def lr_progress(self, iterations_done: int) -> float:
+        """The fraction of the learning-rate schedule done after `iterations_done` updates:
+        of the run's iterations, or of anneal_steps where a config sets it (at most 1)."""
+        horizon = getattr(self, "anneal_steps", None)
+        if horizon is None:
+            return iterations_done / self.num_iterations
+        return min(1.0, iterations_done * self.batch_size / horizon)
+
     def check_fields(self) -> None:
         """Each field on its own: its type (bool is not an int, floats are finite), its range
         (RANGES), its choices (CHOICES), and the network's size."""
@@ -389,6 +397,12 @@ class RunConfig:
             raise ConfigError(
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
             )
+        horizon = getattr(self, "anneal_steps", None)
+        if horizon is not None and not getattr(self, "anneal_lr", False):
+            raise ConfigError("anneal_steps sets the horizon of anneal_lr, which is false")
+        if horizon is not None and horizon < self.total_steps:
+            raise ConfigError(f"anneal_steps {horizon} is less than total_steps "
+                              f"{self.total_steps}: the learning rate would be 0 for the rest")
         if self.jit != "none" and (self.vector in ("sync", "async") or (
                 self.vector == "auto" and not self.batched_ok())):
             raise ConfigError("jit applies to vector 'torch' only")
@@ -456,6 +470,9 @@ class PPOConfig(RunConfig):
     anneal_lr: bool = False
     """Decay the learning rate linearly to 0 over training (PPO's default: constant, as SB3's;
     chosen by measurement, benchmarks/SUITE.md "Defaults without a preset")."""
+    anneal_steps: int | None = None
+    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps). A run
+    cut short of a preset's budget keeps the preset's schedule with anneal_steps = that budget."""
     adam_eps: float = 1e-5
     """Adam epsilon (1e-5 as in OpenAI's baselines; PyTorch's default is 1e-8)."""
     update_epochs: int = 10
@@ -530,6 +547,9 @@ class PGConfig(RunConfig):
     """Adam learning rate (1e-4 to 3e-3)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training."""
+    anneal_steps: int | None = None
+    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps). A run
+    cut short of a preset's budget keeps the preset's schedule with anneal_steps = that budget."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
     vf_coef: float = 0.5
@@ -553,6 +573,9 @@ class PPOPenaltyConfig(RunConfig):
     """Adam learning rate (1e-4 to 3e-3)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training."""
+    anneal_steps: int | None = None
+    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps). A run
+    cut short of a preset's budget keeps the preset's schedule with anneal_steps = that budget."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
     update_epochs: int = 10

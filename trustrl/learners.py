@@ -241,7 +241,7 @@ class GymLearner:
         if b.old_out is not None:  # pi_old's outputs from the rollout's own forward passes
             batch["old_out"] = b.old_out[None]
         # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
-        lr = self.algo.learning_rate((it - 1) / cfg.num_iterations)
+        lr = self.algo.learning_rate(cfg.lr_progress(it - 1))
         m = self.algo.update(batch, self._iteration, lr)
         self.net.write_policy(0, policy)  # the rollout's and the agent's network
         nan = torch.tensor([math.nan])
@@ -503,7 +503,7 @@ class BatchedLearner:
     def step(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One iteration for every member, on the device: (metrics [P, columns], and the
         episodes that ended: done mask, returns and lengths [T, P, N])."""
-        self.lr.fill_(self.algo.learning_rate(self._iteration / self.cfg.num_iterations))
+        self.lr.fill_(self.algo.learning_rate(self.cfg.lr_progress(self._iteration)))
         out = self._graph_iteration() if self.graph else self._iteration_body()
         self._iteration += 1
         return out
