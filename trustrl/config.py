@@ -100,7 +100,8 @@ RANGES: dict[str, Range] = {
     "checkpoint_secs": Range(0, 1e9),
     "torch_threads": Range(1, MAX_TORCH_THREADS),
     # SGD methods
-    "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS), "adam_eps": Range(0, 1, lo_open=True),
+    "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS),
+    "adam_eps": Range(0, 1, lo_open=True),
     "update_epochs": Range(1, MAX_EPOCHS), "minibatch_size": AT_LEAST_1,
     "clip_eps": Range(0, 10, lo_open=True), "vf_coef": Range(0, 1e6), "ent_coef": Range(0, 1e6),
     "max_grad_norm": Range(None, 1e6), "target_kl": Range(0, 100, lo_open=True),
