@@ -120,12 +120,15 @@ def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: in
         settings: dict[str, object] = {}
         preset = ZOO_PRESETS[(algo, env)]
         budget = preset["total_steps"]
+        overrides: dict[str, object] = {}
         if max_steps is not None and budget > max_steps:
             settings["total_steps"] = max_steps
             if preset.get("anneal_lr") and not anneal_over_cap:
-                settings["anneal_steps"] = budget
+                overrides["anneal_steps"] = budget
         if eval_every is not None:
-            settings["eval_every"] = eval_every
+            overrides["eval_every"] = eval_every
+        if overrides:
+            settings["overrides"] = overrides
         score = zoo_score(algo, env)
         if score is not None:
             settings["threshold"] = round(score[1] - score[2], 3)
