@@ -63,6 +63,11 @@ def test_set_values_are_parsed_to_the_field_type(key, raw, value):
     ({"target_kl": "0"}, "target_kl must be in (0, 100], got 0"),
     ({"num_envs": "0"}, "num_envs must be in [1, 4096], got 0"),
     ({"hidden_sizes": "64,0"}, "hidden_sizes must be 0 to 32 widths, each in [1, 8192]"),
+    ({"anneal_steps": "0", "anneal_lr": "true"}, "anneal_steps must be in [1, "),
+    ({"anneal_steps": "1000000", "anneal_lr": "false"},
+     "anneal_steps sets the horizon of anneal_lr, which is false"),
+    ({"anneal_steps": "1000", "anneal_lr": "true", "total_steps": "4096"},
+     "anneal_steps 1000 is less than total_steps 4096"),
 ])
 def test_bad_values_raise_one_line_config_errors(sets, message):
     with pytest.raises(ConfigError, match=None) as e:

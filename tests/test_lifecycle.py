@@ -144,13 +144,19 @@ def test_metrics_header_is_the_same_on_every_collector(tmp_path, algo):
 
 @pytest.mark.parametrize("vector", ["sync", "torch"])
 def test_learning_rate_schedule_values(tmp_path, vector):
-    """lr of iteration i (1-based) of n: lr0 (1 - (i - 1)/n) annealed, lr0 otherwise."""
+    """lr of iteration i (1-based) of n: lr0 (1 - (i - 1)/n) annealed, lr0 otherwise; with
+    anneal_steps H, lr0 (1 - (i - 1) batch / H)."""
     res = trustrl.train(tiny(tmp_path / "a", vector=vector, lr=0.003, anneal_lr=True))
     lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
     assert lrs == pytest.approx([0.003, 0.002, 0.001], rel=1e-6)
     res = trustrl.train(tiny(tmp_path / "b", vector=vector, lr=0.003, anneal_lr=False))
     lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
     assert lrs == pytest.approx([0.003] * 3, rel=1e-6)
+    # anneal_steps: the horizon of the decay, here twice the run's 3 x 64 steps
+    res = trustrl.train(tiny(tmp_path / "c", vector=vector, lr=0.003, anneal_lr=True,
+                             anneal_steps=6 * 64))
+    lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
+    assert lrs == pytest.approx([0.003, 0.0025, 0.002], rel=1e-6)
 
 
 def test_cli_run_that_fails_is_one_line_naming_the_kept_folder(tmp_path, cli_env):
