@@ -65,12 +65,13 @@ def run_folders(paths: list[Path], env_id: str) -> list[Path]:
 def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray, str]:
     """(seed, steps, mean returns, 'greedy' or 'sampled') of one run folder's evaluations
     (trustrl report's reading)."""
+    from trustrl.runs import mode_word
     from trustrl.sweep.report import eval_curve
 
     config = json.loads((run / "config.json").read_text())
-    mode = "greedy" if config.get("eval_deterministic", True) else "sampled"
     steps, rets = eval_curve(run)
-    return int(config.get("seed", 0)), np.array(steps), np.array(rets), mode
+    return (int(config.get("seed", 0)), np.array(steps), np.array(rets),
+            mode_word(config.get("eval_deterministic")))
 
 
 def zoo_mode(zoo_id: str) -> str:

@@ -48,7 +48,7 @@ def test_train_eval_plot_end_to_end(tmp_path, cli_env):
     assert e.returncode == 0, e.stderr
     assert "greedy over 4 episodes" in e.stdout
     s = run(["eval", str(rd), "--episodes", "2", "--stochastic"], cli_env, tmp_path)
-    assert s.returncode == 0 and "stochastic over 2 episodes" in s.stdout
+    assert s.returncode == 0 and "sampled over 2 episodes" in s.stdout
     both = run(["eval", str(rd), "--stochastic", "--greedy"], cli_env, tmp_path)
     assert both.returncode == 2 and "not allowed with" in both.stderr
 

@@ -100,11 +100,11 @@ def test_trustrl_eval_evaluates_as_the_run_did(tmp_path, cli_env):
             "num_envs=2", "--set", "num_steps=128", "--set", "eval_episodes=4", "--set",
             "tensorboard=false", "--set", "eval_deterministic=false")
     assert p.returncode == 0, p.stderr
-    assert "stochastic evaluation over 4 episodes" in p.stdout
+    assert "sampled evaluation over 4 episodes" in p.stdout
     (run,) = (tmp_path / "runs").iterdir()
     final = json.loads((run / "eval.json").read_text())
     e = cli("eval", str(run), "--episodes", "4")
     assert e.returncode == 0, e.stderr
-    assert f"stochastic over 4 episodes: {final['mean']:.2f} ± {final['std']:.2f}" in e.stdout
+    assert f"sampled over 4 episodes: {final['mean']:.2f} ± {final['std']:.2f}" in e.stdout
     g = cli("eval", str(run), "--episodes", "4", "--greedy")
     assert g.returncode == 0 and "greedy over 4 episodes" in g.stdout, g.stderr

@@ -17,6 +17,7 @@ from typing import Any
 from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
 from trustrl.lab.commands import cmd_lab
+from trustrl.runs import mode_word
 
 COMMAND_MODULES: tuple[str, ...] = ("trustrl.sweep.cli", "trustrl.demo.cli", "trustrl.rlhf.cli",
                                     "trustrl.presets.cli")
@@ -128,10 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _eval_mode(ev: dict[str, Any]) -> str:
-    return "greedy" if ev.get("greedy", True) else "stochastic"
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     from trustrl.config import (
         check_population,
@@ -223,13 +220,12 @@ def _report(result: Any) -> int:
         print("stopped before the end: continue with `trustrl train --resume "
               f"{result.run_dir}`")
     elif len(result.member_dirs) <= 1:
-        print(f"{_eval_mode(ev)} evaluation over {ev['episodes']} episodes: {ev['mean']:.1f} ± "
-              f"{ev['std']:.1f}")
+        print(f"{mode_word(ev.get('greedy'))} evaluation over {ev['episodes']} episodes: "
+              f"{ev['mean']:.1f} ± {ev['std']:.1f}")
     else:
-        print(f"{len(result.member_dirs)} seeds, {_eval_mode(ev)} evaluation over "
-              f"{ev['episodes']} "
-              f"episodes each: mean {ev['mean']:.1f} (seeds from {ev['min']:.1f} to "
-              f"{ev['max']:.1f}); per seed in {result.run_dir / 'summary.json'}")
+        print(f"{len(result.member_dirs)} seeds, {mode_word(ev.get('greedy'))} evaluation over "
+              f"{ev['episodes']} episodes each: mean {ev['mean']:.1f} (seeds from "
+              f"{ev['min']:.1f} to {ev['max']:.1f}); per seed in {result.run_dir / 'summary.json'}")
     return 0
 
 
@@ -290,8 +286,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     returns = evaluate(agent, env_id, args.episodes, deterministic=deterministic, seed=seed,
                        max_steps=max_steps)
     env_id = getattr(env_id, "label", env_id)
-    mode = "greedy" if deterministic else "stochastic"
-    print(f"{env_id} {mode} over {len(returns)} episodes: "
+    print(f"{env_id} {mode_word(deterministic)} over {len(returns)} episodes: "
           f"{returns.mean():.2f} ± {returns.std():.2f} (min {returns.min():.1f}, "
           f"max {returns.max():.1f})")
     return 0

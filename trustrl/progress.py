@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from trustrl.runs import mode_word
+
 
 class TrainProgress:
     def __init__(self, cfg: Any, start_step: int, enabled: bool = True):
@@ -20,7 +22,7 @@ class TrainProgress:
         self.interactive = enabled and self.console.is_terminal
         self.progress: Progress | None = None
         self.last_eval: float | None = None
-        self.eval_word = "greedy" if getattr(cfg, "eval_deterministic", True) else "sampled"
+        self.eval_word = mode_word(getattr(cfg, "eval_deterministic", True))
 
     def __enter__(self) -> TrainProgress:
         if self.interactive:

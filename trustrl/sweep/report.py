@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trustrl.runs import read_csv
+from trustrl.runs import mode_word, read_csv
 from trustrl.sweep import stats
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import Trial
@@ -205,9 +205,8 @@ def _hits(values: list[int | None]) -> str:
 
 def eval_word(trials: list[Trial]) -> str:
     """How the trials evaluate: 'greedy', 'sampled' (eval_deterministic false) or both."""
-    modes = {bool(t.config.get("eval_deterministic", True)) for t in trials}
-    return {frozenset({True}): "greedy", frozenset({False}): "sampled"}.get(
-        frozenset(modes), "greedy or sampled")
+    words = sorted({mode_word(t.config.get("eval_deterministic")) for t in trials})
+    return " or ".join(words)
 
 
 def _plot_env(env_id: str, curves: dict[str, tuple[np.ndarray, ...]], stat: str,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trustrl.runs import mode_word
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import SpecError, Trial, load_spec
 
@@ -65,8 +66,8 @@ def _run(folder: SweepFolder, backend: str, workers: int | None, address: str | 
         n = done_before + counts["finished"] + counts["failed"]
         if status == "finished":
             ev = res.get("final_eval") or {}
-            mode = "greedy" if ev.get("greedy", True) else "sampled"
-            what = f"{mode} {ev.get('mean', float('nan')):.1f} ± {ev.get('std', float('nan')):.1f}"
+            what = (f"{mode_word(ev.get('greedy'))} {ev.get('mean', float('nan')):.1f} ± "
+                    f"{ev.get('std', float('nan')):.1f}")
         else:
             what = f"FAILED: {res.get('error', '?')}"
         say(f"[{n}/{total}] {trial.env_id} {trial.variant} seed {trial.seed}: {what} "
