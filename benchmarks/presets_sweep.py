@@ -123,7 +123,7 @@ def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: in
         overrides: dict[str, object] = {}
         if max_steps is not None and budget > max_steps:
             settings["total_steps"] = max_steps
-            if preset.get("anneal_lr") and not anneal_over_cap:
+            if (preset.get("anneal_lr") or preset.get("anneal_clip")) and not anneal_over_cap:
                 overrides["anneal_steps"] = budget
         if eval_every is not None:
             overrides["eval_every"] = eval_every

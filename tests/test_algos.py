@@ -170,6 +170,38 @@ def test_ppo_penalty_adapts_beta_from_the_measured_kl():
     assert float(algo.beta[0]) == 0.5
 
 
+@pytest.mark.parametrize("algo", ["ppo", "ppo-dualclip"])
+@pytest.mark.parametrize("backend", ["closed-form", "autograd", "compiled"])
+def test_annealed_clip_range_is_the_clip_of_the_update(algo, backend):
+    """anneal_clip: at half of training, an update with clip_eps 0.3 is the update with a
+    constant 0.15 (the same parameters and metrics), and not the one with 0.3."""
+    from trustrl import compiled
+
+    if backend == "compiled" and not compiled.available():
+        pytest.skip("Numba is not installed")
+    policy, batch = cartpole_batch()
+    got = {}
+    for name, eps, anneal in (("annealed", 0.3, True), ("half", 0.15, False),
+                              ("full", 0.3, False)):
+        cfg = make_config(algo, "CartPole-v1", sets={
+            "update_epochs": 8, "minibatch_size": 128, "lr": 3e-3, "target_kl": "none",
+            "anneal_lr": False, "clip_eps": str(eps), "anneal_clip": str(anneal)})
+        p = copy.deepcopy(policy)
+        net = PopActorCritic.from_policies([p], "cpu")
+        a = make_algorithm(cfg, net, compiled.pick(net, backend), rng.shuffle_keys([0]))
+        assert a.backend.name == backend
+        a.set_progress(0.5)
+        b = {k: getattr(batch, k)[None] for k in ("obs", "actions", "logp_old", "values_old",
+                                                   "advantages", "returns")}
+        m = a.update(b, 0, a.learning_rate(0.5))
+        got[name] = (parameters_to_vector(net.flat.detach()[0]), m)
+    assert got["annealed"][1]["clip_eps"].item() == pytest.approx(0.15)
+    torch.testing.assert_close(got["annealed"][0], got["half"][0])
+    for k in ("policy_loss", "clip_fraction", "approx_kl"):
+        torch.testing.assert_close(got["annealed"][1][k], got["half"][1][k])
+    assert (got["annealed"][0] - got["full"][0]).abs().max() > 1e-4
+
+
 def test_ppo_noclip_moves_further_than_ppo_on_the_same_batch():
     policy, batch = cartpole_batch()
     kls = {}

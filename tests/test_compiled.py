@@ -320,12 +320,14 @@ def test_a_whole_compiled_iteration_equals_the_eager_one(algo):
 
 FUSED_CASES = [
     # algo, env, settings: Discrete and Box actions, both normalisers, a minibatch that does
-    # not divide the batch, a KL target that stops members at different epochs, ppo-noclip
+    # not divide the batch, a KL target that stops members at different epochs (with the
+    # clip range annealed over the 4 iterations), ppo-noclip
     ("ppo", "CartPole-v1", {}),
     ("ppo", "Pendulum-v1", {"normalize_obs": "true", "normalize_reward": "true",
                             "minibatch_size": "48", "clip_value_loss": "true"}),
     ("ppo", "Acrobot-v1", {"target_kl": "0.004", "lr": "0.003", "hidden_sizes": "16",
-                           "activation": "relu", "update_epochs": "5"}),
+                           "activation": "relu", "update_epochs": "5",
+                           "anneal_clip": "true", "total_steps": "384"}),  # clip 0.2 .. 0.05
     ("ppo-noclip", "MountainCarContinuous-v0", {"norm_adv": "false", "ent_coef": "0.0",
                                                 "max_grad_norm": "0.0"}),
 ]

@@ -65,7 +65,9 @@ def test_set_values_are_parsed_to_the_field_type(key, raw, value):
     ({"hidden_sizes": "64,0"}, "hidden_sizes must be 0 to 32 widths, each in [1, 8192]"),
     ({"anneal_steps": "0", "anneal_lr": "true"}, "anneal_steps must be in [1, "),
     ({"anneal_steps": "1000000", "anneal_lr": "false"},
-     "anneal_steps sets the horizon of anneal_lr, which is false"),
+     "anneal_steps sets the horizon of anneal_lr and anneal_clip, and neither is on"),
+    ({"anneal_clip": "true", "vector": "torch", "jit": "compile"},
+     "anneal_clip runs with jit 'none'"),
     ({"anneal_steps": "1000", "anneal_lr": "true", "total_steps": "4096"},
      "anneal_steps 1000 is less than total_steps 4096"),
 ])

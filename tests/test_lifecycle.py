@@ -157,6 +157,12 @@ def test_learning_rate_schedule_values(tmp_path, vector):
                              anneal_steps=6 * 64))
     lrs = [float(r["lr"]) for r in _rows(res.run_dir / "metrics.csv")]
     assert lrs == pytest.approx([0.003, 0.0025, 0.002], rel=1e-6)
+    # anneal_clip: the clip range on the same horizon, logged as metrics.csv's clip_eps
+    res = trustrl.train(tiny(tmp_path / "d", vector=vector, clip_eps=0.3, anneal_clip=True,
+                             anneal_lr=False, anneal_steps=6 * 64))
+    rows = _rows(res.run_dir / "metrics.csv")
+    assert [float(r["clip_eps"]) for r in rows] == pytest.approx([0.3, 0.25, 0.2], rel=1e-6)
+    assert [float(r["lr"]) for r in rows] == pytest.approx([float(rows[0]["lr"])] * 3, rel=1e-6)
 
 
 def test_cli_run_that_fails_is_one_line_naming_the_kept_folder(tmp_path, cli_env):

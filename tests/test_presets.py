@@ -93,8 +93,10 @@ def test_zoo_mapping_spot_checks():
     assert ll["lr"] == 3e-4 and ll["anneal_lr"] is False  # SB3's constant default
     assert ll["normalize_obs"] is False and ll["hidden_sizes"] == (64, 64)
     cp = ZOO_PRESETS[("ppo", "CartPole-v1")]  # lin_0.001, clip lin_0.2
-    assert (cp["lr"], cp["anneal_lr"], cp["clip_eps"]) == (0.001, True, 0.2)
-    assert any("clip_range lin_0.2" in n for n in ENTRIES[("ppo", "CartPole-v1")].notes)
+    assert (cp["lr"], cp["anneal_lr"], cp["clip_eps"], cp["anneal_clip"]) == (0.001, True, 0.2,
+                                                                               True)
+    assert not any("clip_range" in n for n in ENTRIES[("ppo", "CartPole-v1")].notes)
+    assert ll["anneal_clip"] is False  # a constant clip_range
     hc = ZOO_PRESETS[("ppo", "HalfCheetah-v5")]  # the v4 entry, policy_kwargs, normalize
     assert (hc["hidden_sizes"], hc["activation"], hc["log_std_init"], hc["ortho_init"]) == \
         ((256, 256), "relu", -2.0, False)

@@ -326,8 +326,9 @@ class RunConfig:
         return self.total_steps // self.batch_size
 
     def lr_progress(self, iterations_done: int) -> float:
-        """The fraction of the learning-rate schedule done after `iterations_done` updates:
-        of the run's iterations, or of anneal_steps where a config sets it (at most 1)."""
+        """The fraction of the schedule (anneal_lr's, anneal_clip's) done after
+        `iterations_done` updates: of the run's iterations, or of anneal_steps where a config
+        sets it (at most 1)."""
         horizon = getattr(self, "anneal_steps", None)
         if horizon is None:
             return iterations_done / self.num_iterations
@@ -399,11 +400,16 @@ class RunConfig:
                 f"total_steps {self.total_steps} is less than one batch ({self.batch_size} steps)"
             )
         horizon = getattr(self, "anneal_steps", None)
-        if horizon is not None and not getattr(self, "anneal_lr", False):
-            raise ConfigError("anneal_steps sets the horizon of anneal_lr, which is false")
+        if horizon is not None and not (getattr(self, "anneal_lr", False)
+                                        or getattr(self, "anneal_clip", False)):
+            raise ConfigError("anneal_steps sets the horizon of anneal_lr and anneal_clip, "
+                              "and neither is on")
         if horizon is not None and horizon < self.total_steps:
             raise ConfigError(f"anneal_steps {horizon} is less than total_steps "
-                              f"{self.total_steps}: the learning rate would be 0 for the rest")
+                              f"{self.total_steps}: the schedule would be at 0 for the rest")
+        if getattr(self, "anneal_clip", False) and self.jit != "none":
+            raise ConfigError(f"anneal_clip runs with jit 'none' (jit '{self.jit}' fixes the "
+                              "clip range when it compiles)")
         if self.jit != "none" and (self.vector in ("sync", "async") or (
                 self.vector == "auto" and not self.batched_ok())):
             raise ConfigError("jit applies to vector 'torch' only")
@@ -482,6 +488,9 @@ class PPOConfig(RunConfig):
     """Samples per gradient step; must not exceed the batch (usually 32 to 4096)."""
     clip_eps: float = 0.2
     """Clip range epsilon of the ratio (0.1 to 0.3); also the band of the reported clip fraction."""
+    anneal_clip: bool = False
+    """Decay clip_eps linearly to 0 on the learning rate's horizon (anneal_steps, else
+    total_steps), as the zoo's lin_ clip ranges; metrics.csv's clip_eps is the current one."""
     vf_coef: float = 0.5
     """c1: weight of the value loss 0.5*(V - R)^2 (0.5 to 1)."""
     ent_coef: float = 0.0

@@ -241,7 +241,9 @@ class GymLearner:
         if b.old_out is not None:  # pi_old's outputs from the rollout's own forward passes
             batch["old_out"] = b.old_out[None]
         # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
-        lr = self.algo.learning_rate(cfg.lr_progress(it - 1))
+        progress = cfg.lr_progress(it - 1)
+        self.algo.set_progress(progress)
+        lr = self.algo.learning_rate(progress)
         m = self.algo.update(batch, self._iteration, lr)
         self.net.write_policy(0, policy)  # the rollout's and the agent's network
         nan = torch.tensor([math.nan])
@@ -423,7 +425,8 @@ class BatchedLearner:
         lr = float(self.lr)
         r = algo.backend.ppo_iteration(  # type: ignore[attr-defined]
             self.net, algo.opt, col._compiled, col.rollout_state(), noise, resets, orders,
-            algo.minibatch_size, lr, cfg, algo.clip, algo.target_kl,  # type: ignore[attr-defined]  # noqa: E501
+            algo.minibatch_size, lr, cfg, algo.clip, algo.clip_eps,  # type: ignore[attr-defined]
+            algo.target_kl,  # type: ignore[attr-defined]
             QUANTILES)
         col.it += 1
         P = col.P
@@ -431,7 +434,7 @@ class BatchedLearner:
         runs = r["epochs_run"]
         vals = np.concatenate((
             np.full((P, 1), lr), r["stats"], r["last"], diag[:, :7].astype(np.float32),
-            diag[:, 7:], np.full((P, 1), np.float32(cfg.clip_eps)), runs[:, None],
+            diag[:, 7:], np.full((P, 1), np.float32(algo.clip_eps)), runs[:, None],
             (runs < algo.epochs)[:, None]), axis=1, dtype=np.float64)  # type: ignore[attr-defined]  # noqa: E501
         metrics = torch.from_numpy(vals[:, self._fused_perm])
         term, trunc = r["term"], r["trunc"]
@@ -503,7 +506,9 @@ class BatchedLearner:
     def step(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One iteration for every member, on the device: (metrics [P, columns], and the
         episodes that ended: done mask, returns and lengths [T, P, N])."""
-        self.lr.fill_(self.algo.learning_rate(self.cfg.lr_progress(self._iteration)))
+        progress = self.cfg.lr_progress(self._iteration)
+        self.algo.set_progress(progress)
+        self.lr.fill_(self.algo.learning_rate(progress))
         out = self._graph_iteration() if self.graph else self._iteration_body()
         self._iteration += 1
         return out

@@ -199,7 +199,8 @@ def annealed(lr: float, anneal: bool, progress: float) -> float:
 
 class Algorithm:
     """One policy-optimisation method over a population. The learner calls `update` once per
-    batch; `learning_rate(progress)` is the optimizer's rate with `progress` of training done.
+    batch; `learning_rate(progress)` is the optimizer's rate with `progress` of training done,
+    `set_progress(progress)` sets the other schedules (PPO's clip range).
 
     columns: its metrics, in order (the shared diagnostics included); int_columns: those
     written as integers. State (optimizer moments, adaptive coefficients) is in state_dict.
@@ -218,6 +219,10 @@ class Algorithm:
 
     def learning_rate(self, progress: float) -> float:
         return annealed(self.cfg.lr, self.cfg.anneal_lr, progress)
+
+    def set_progress(self, progress: float) -> None:
+        """Before each update: the schedules other than the learning rate's (PPO's clip
+        range) take their values at `progress` of training done."""
 
     def update(self, batch: dict[str, Tensor], counter: Tensor | int,
                lr: Tensor | float) -> dict[str, Tensor]:

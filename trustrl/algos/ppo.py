@@ -27,6 +27,7 @@ from torch import Tensor
 from trustrl.algos.common import (
     DIAGNOSTIC_COLUMNS,
     Algorithm,
+    annealed,
     clip_grad_norm,
     diagnostics,
     epoch_order,
@@ -68,27 +69,32 @@ class PPO(Algorithm):
         self.minibatch_size = getattr(cfg, "minibatch_size", cfg.batch_size)
         self.target_kl = getattr(cfg, "target_kl", None)
         self.clip_value_loss = getattr(cfg, "clip_value_loss", False)
+        self.clip_eps = cfg.clip_eps  # the current clip range (anneal_clip: set_progress)
         self.needs_old = False  # whether the loss reads pi_old's output (a KL term)
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
         self._orders_ahead: tuple[int, int, Tensor] | None = None  # (counter, n, orders)
 
+    def set_progress(self, progress: float) -> None:
+        if getattr(self.cfg, "anneal_clip", False):
+            self.clip_eps = annealed(self.cfg.clip_eps, True, progress)
+
     # --- the minibatch loss, written once for both backends ----------------------------------
     def surrogate(self, ratio: Tensor, adv: Tensor) -> Tensor:
         """The per-sample objective to maximise: L_clip, or rho A for the ablation."""
         if self.clip:
-            return clipped_surrogate_objective(ratio, adv, self.cfg.clip_eps)
+            return clipped_surrogate_objective(ratio, adv, self.clip_eps)
         return surrogate_objective(ratio, adv)  # nothing stops the ratio from running away
 
     def surrogate_grad(self, ratio: Tensor, adv: Tensor) -> Tensor:
         """d surrogate / d rho per sample (for the closed form)."""
         if self.clip:
-            return clipped_surrogate_objective_grad(ratio, adv, self.cfg.clip_eps)
+            return clipped_surrogate_objective_grad(ratio, adv, self.clip_eps)
         return surrogate_objective_grad(ratio, adv)
 
     def loss(self, h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
         """-L_clip + c1 L_V - c2 H per member; with `want`, its derivatives in the heads."""
-        cfg, eps = self.cfg, self.cfg.clip_eps
+        cfg, eps = self.cfg, self.clip_eps
         M = mb["advantages"].shape[1]
         adv = normalize_advantages(mb["advantages"]) if cfg.norm_adv else mb["advantages"]
         # logp_old is the stored one: never recompute it during the epochs
@@ -150,7 +156,8 @@ class PPO(Algorithm):
         for first in range(0, K, per_call):
             if kernel is not None:
                 acc = kernel(net, self.opt, batch, orders[first:first + per_call],
-                             self.minibatch_size, lr, active, cfg, self.clip)
+                             self.minibatch_size, lr, active, cfg, self.clip,
+                             self.clip_eps)
                 n_mb = -(-n // self.minibatch_size)
             else:
                 acc, n_mb = self._epoch(batch, counter * K + first, lr, active, use_mask,
@@ -160,14 +167,14 @@ class PPO(Algorithm):
                     last[k] = torch.where(active, acc[k] / n_mb, last[k])
                 epochs_run += per_call * active.float()
                 if use_mask:
-                    diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps, self.backend)
+                    diag = diagnostics(net, batch, old_out, flat_old, self.clip_eps, self.backend)
                     active = active & (diag["approx_kl"] <= self.target_kl)
                     if self.eager and not bool(active.any()):
                         break  # every member stopped: the remaining epochs change nothing
         with torch.no_grad():
             if diag is None:  # with the mask, the last diagnostics are of every member's
                 # final policy
-                diag = diagnostics(net, batch, old_out, flat_old, cfg.clip_eps, self.backend)
+                diag = diagnostics(net, batch, old_out, flat_old, self.clip_eps, self.backend)
             out = dict(last)
             out.update(diag)
             out["epochs_run"] = epochs_run

@@ -209,7 +209,7 @@ class Compiled(ClosedForm):
 
     def ppo_epochs(self, net: PopActorCritic, opt: PopAdam, batch: dict[str, Tensor],
                    order: Tensor, minibatch_size: int, lr: float | Tensor, active: Tensor,
-                   cfg: Any, clip: bool) -> dict[str, Tensor]:
+                   cfg: Any, clip: bool, clip_eps: float) -> dict[str, Tensor]:
         """E epochs of `algos.ppo.PPO.update` (PPO's own loss, clipped or not) in one compiled
         call: for each epoch e, the minibatches of `minibatch_size` samples of each active
         member in the order order[e] [P, N], each a closed-form gradient, the norm clip and a
@@ -241,7 +241,7 @@ class Compiled(ClosedForm):
             *(np.ascontiguousarray(_np(batch[k]), f32)
               for k in ("logp_old", "advantages", "returns", "values_old")),
             np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
-            float(b2), float(opt.eps), float(cfg.clip_eps), float(cfg.vf_coef),
+            float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
             float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
             bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), sums)
         _first_call_announced("ppo_epochs", "compiling PPO's update (once per machine, about "
@@ -254,7 +254,7 @@ class Compiled(ClosedForm):
     def ppo_iteration(self, net: PopActorCritic, opt: PopAdam, rollout: CompiledRollout,
                       state: tuple[Any, ...], noise: Tensor, resets: Tensor, order: Tensor,
                       minibatch_size: int, lr: float, cfg: Any, clip: bool,
-                      target_kl: float | None, quantiles: tuple[float, ...]
+                      clip_eps: float, target_kl: float | None, quantiles: tuple[float, ...]
                       ) -> dict[str, np.ndarray]:
         """A whole PPO iteration of the batched collector as one compiled call
         (trustrl.compiled.iteration): `rollout`'s T steps from the collector's carried
@@ -283,7 +283,7 @@ class Compiled(ClosedForm):
                 np.ascontiguousarray(noise.numpy(), f32), resets.numpy(), *state,
                 float(cfg.gamma * cfg.gae_lambda), opt.m.numpy(), opt.v.numpy(), t,
                 np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
-                float(b2), float(opt.eps), float(cfg.clip_eps), float(cfg.vf_coef),
+                float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
                 float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
                 bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm),
                 target_kl is not None, float(target_kl or 0.0),

@@ -24,8 +24,8 @@ The mapping (`to_config`), the same for every env:
     n_epochs -> update_epochs     gamma, gae_lambda, ent_coef, vf_coef, max_grad_norm: same
     learning_rate X -> lr X, anneal_lr false; lin_X -> lr X, anneal_lr true (linear to 0)
                   (TRPO: the critic's Adam, vf_lr; TRPO's actor step is the trust region)
-    clip_range X -> clip_eps X; lin_X -> clip_eps X held constant (trustrl has no clip
-                  schedule: the one difference kept, named in the env's notes)
+    clip_range X -> clip_eps X, anneal_clip false; lin_X -> clip_eps X, anneal_clip true
+                  (linear to 0 on the learning rate's horizon, as SB3's schedules)
     normalize true -> normalize_obs and normalize_reward, obs_clip 10, reward_clip 10
     policy_kwargs: net_arch pi/vf [w, w] -> hidden_sizes (w, w), shared_trunk false;
                   activation_fn ReLU -> activation relu; log_std_init; ortho_init
@@ -54,7 +54,6 @@ Zoo settings with no trustrl key, left out (each env's `notes` says which):
   generalised state-dependent exploration; trustrl samples independent Gaussian noise.
   MountainCarContinuous's PPO setting (20k steps, log std -3.29) leans on it, so expect the
   sweep to say it does not reach the zoo's score without it.
-- clip_range lin_X (CartPole-v1, BipedalWalkerHardcore-v3, Atari): held at X.
 - Atari (`atari` block: SB3's AtariWrapper, frame_stack 4, CnnPolicy): mapped as above onto
   trustrl's Atari chain, which differs from SB3's in small ways named in each game's notes:
   the grey frame is ALE's own (SB3 converts the RGB frame with OpenCV), the frame stack
@@ -183,9 +182,7 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     minibatch = min(int(z.pop("batch_size")), batch)
     if algo == "ppo":
         clip, clip_lin = _lin(z.pop("clip_range"))
-        if clip_lin:
-            left_out.append(f"clip_range lin_{clip:g} (held at {clip:g}: no clip schedule)")
-        out.update(lr=lr, anneal_lr=anneal, minibatch_size=minibatch,
+        out.update(lr=lr, anneal_lr=anneal, anneal_clip=clip_lin, minibatch_size=minibatch,
                    update_epochs=int(z.pop("n_epochs")), clip_eps=clip,
                    ent_coef=float(z.pop("ent_coef")), vf_coef=float(z.pop("vf_coef")),
                    max_grad_norm=float(z.pop("max_grad_norm")), target_kl=None,
