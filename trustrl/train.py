@@ -468,8 +468,9 @@ def resume(
     no checkpoint yet starts again from scratch in its own folder.
 
     total_steps: extend the run (finished or stopped) to this new total; config.json records
-    it. The learning-rate schedule is a function of (iteration, total): annealed linearly over
-    the new total, so from the checkpoint on the run takes the rates of a run of that total.
+    it. The schedules are functions of (iteration, total): annealed linearly over the new
+    total, so from the checkpoint on the run takes the rates of a run of that total (a run
+    with anneal_steps keeps that horizon, and cannot be extended past it).
     env: the env class or function again, for a run whose env had no import path (config.json
     records its name only); it must record as config.json does.
     """
