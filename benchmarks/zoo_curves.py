@@ -65,7 +65,7 @@ def run_folders(paths: list[Path], env_id: str) -> list[Path]:
 def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray, str]:
     """(seed, steps, mean returns, 'greedy' or 'sampled') of one run folder's evaluations
     (trustrl report's reading)."""
-    from trustrl.runs import mode_word
+    from trustrl.progress import mode_word
     from trustrl.sweep.report import eval_curve
 
     config = json.loads((run / "config.json").read_text())

@@ -17,7 +17,7 @@ from typing import Any
 from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
 from trustrl.lab.commands import cmd_lab
-from trustrl.runs import mode_word
+from trustrl.progress import mode_word
 
 COMMAND_MODULES: tuple[str, ...] = ("trustrl.sweep.cli", "trustrl.demo.cli", "trustrl.rlhf.cli",
                                     "trustrl.presets.cli")

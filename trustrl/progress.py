@@ -9,7 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trustrl.runs import mode_word
+
+def mode_word(deterministic: object) -> str:
+    """How an evaluation acts, in every printed line, table and plot: 'greedy' (the mode) or
+    'sampled' (eval_deterministic false, `--stochastic`); a missing value (None: a run from
+    before the key) was greedy."""
+    return "sampled" if deterministic is False else "greedy"
 
 
 class TrainProgress:

@@ -67,13 +67,6 @@ TIMING_COLUMNS = ("wall_time", "sps")
 EPISODE_COLUMNS = ["global_step", "iteration", "env_index", "return", "length"]
 
 
-def mode_word(deterministic: object) -> str:
-    """How an evaluation acts, in every printed line, table and plot: 'greedy' (the mode) or
-    'sampled' (eval_deterministic false, `--stochastic`); a missing value (None: a run from
-    before the key) was greedy."""
-    return "sampled" if deterministic is False else "greedy"
-
-
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """Save tensors and plain values (NumPy arrays included) atomically, in the safe format
     that loads with torch.load(weights_only=True) (trustrl.safeio)."""

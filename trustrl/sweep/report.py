@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from trustrl.runs import mode_word, read_csv
+from trustrl.progress import mode_word
+from trustrl.runs import read_csv
 from trustrl.sweep import stats
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import Trial

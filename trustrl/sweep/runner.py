@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trustrl.runs import mode_word
+from trustrl.progress import mode_word
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import SpecError, Trial, load_spec
 
