@@ -325,7 +325,7 @@ class RunConfig:
     def num_iterations(self) -> int:
         return self.total_steps // self.batch_size
 
-    def lr_progress(self, iterations_done: int) -> float:
+    def schedule_progress(self, iterations_done: int) -> float:
         """The fraction of the schedule (anneal_lr's, anneal_clip's) done after
         `iterations_done` updates: of the run's iterations, or of anneal_steps where a config
         sets it (at most 1)."""
@@ -478,8 +478,9 @@ class PPOConfig(RunConfig):
     """Decay the learning rate linearly to 0 over training (PPO's default: constant, as SB3's;
     chosen by measurement, benchmarks/SUITE.md "Defaults without a preset")."""
     anneal_steps: int | None = None
-    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps). A run
-    cut short of a preset's budget keeps the preset's schedule with anneal_steps = that budget."""
+    """With anneal_lr or anneal_clip: the steps over which they fall to 0 (None: total_steps).
+    A run cut short of a preset's budget keeps the preset's schedules with anneal_steps = that
+    budget."""
     adam_eps: float = 1e-5
     """Adam epsilon (1e-5 as in OpenAI's baselines; PyTorch's default is 1e-8)."""
     update_epochs: int = 10

@@ -241,7 +241,7 @@ class GymLearner:
         if b.old_out is not None:  # pi_old's outputs from the rollout's own forward passes
             batch["old_out"] = b.old_out[None]
         # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
-        progress = cfg.lr_progress(it - 1)
+        progress = cfg.schedule_progress(it - 1)
         self.algo.set_progress(progress)
         lr = self.algo.learning_rate(progress)
         m = self.algo.update(batch, self._iteration, lr)
@@ -506,7 +506,7 @@ class BatchedLearner:
     def step(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One iteration for every member, on the device: (metrics [P, columns], and the
         episodes that ended: done mask, returns and lengths [T, P, N])."""
-        progress = self.cfg.lr_progress(self._iteration)
+        progress = self.cfg.schedule_progress(self._iteration)
         self.algo.set_progress(progress)
         self.lr.fill_(self.algo.learning_rate(progress))
         out = self._graph_iteration() if self.graph else self._iteration_body()
