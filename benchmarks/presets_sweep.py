@@ -11,8 +11,8 @@ table of our final evaluation returns beside the zoo's.
 Each algorithm's SPEC is written to OUT/<algo>.yaml and run into OUT/<algo>/ (an existing
 sweep folder is resumed: finished trials are kept). Every trial is `trustrl train --env ENV
 --preset zoo --seed S`, with total_steps capped at --max-steps (a capped trial keeps the
-zoo's learning-rate schedule: anneal_steps is the zoo's budget, so at every step its rate is
-the zoo's run's; --anneal-over-cap anneals over the cap instead). Envs whose extra is not
+zoo's schedules: anneal_steps is the zoo's budget, so at every step its learning rate and clip
+range are the zoo's run's; --anneal-over-cap anneals over the cap instead). Envs whose extra is not
 installed (Box2D, MuJoCo, Atari's ale-py) are listed as skipped. `trustrl report OUT/<algo>`
 then draws the curves and steps-to-threshold (the threshold: the zoo's mean minus its std).
 
@@ -109,8 +109,8 @@ def runnable(env_id: str) -> str | None:
 
 def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: int | None,
                anneal_over_cap: bool = False, eval_every: int | None = None) -> None:
-    """A capped trial keeps its preset's learning-rate schedule (anneal_steps = the zoo's
-    budget) unless anneal_over_cap, which anneals it to 0 over the capped budget."""
+    """A capped trial keeps its preset's schedules, learning rate and clip range (anneal_steps
+    = the zoo's budget), unless anneal_over_cap, which anneals them to 0 over the cap."""
     import yaml
 
     from trustrl.presets import ZOO_PRESETS
@@ -197,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, help="cap each trial's budget (default: the "
                    "zoo's n_timesteps)")
     p.add_argument("--anneal-over-cap", action="store_true", help="a capped trial anneals "
-                   "its learning rate to 0 over the cap (default: over the zoo's budget, as "
-                   "the zoo's run at that step)")
+                   "its learning rate and clip range to 0 over the cap (default: over the "
+                   "zoo's budget, as the zoo's run at that step)")
     p.add_argument("--eval-every", type=int, help="evaluate every N iterations (default: "
                    "the preset's)")
     p.add_argument("--workers", type=int, help="trials at once (default: the cores)")
