@@ -15,7 +15,9 @@ env_id is --env; their evaluations (eval_return_mean of metrics.csv, eval_initia
 
 Prints, at trustrl's budget (the smallest final step of the runs): the zoo's evaluation
 nearest that step and the mean of its evaluations in the last tenth up to it, beside each
-seed's last evaluation and their median; then the zoo's score at its own budget.
+seed's last evaluation and their median; then the zoo's score at its own budget. With
+--at STEP ..., a second table: at each of those steps (and the budget) each seed's last
+evaluation up to it, their median, and the zoo's evaluation nearest it.
 With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget) and
 zoo_<algo>_<env>.csv (the zoo's evaluations up to that point: step, mean, std).
 """
@@ -80,6 +82,28 @@ def zoo_mode(zoo_id: str) -> str:
     return "sampled" if "NoFrameskip" in zoo_id else "deterministic"
 
 
+def last_at(steps: np.ndarray, rets: np.ndarray, step: int) -> float | None:
+    """The last evaluation at or before `step` (None when there is none)."""
+    up_to = rets[steps <= step]
+    return float(up_to[-1]) if len(up_to) else None
+
+
+def print_checkpoints(curves: list, z_steps: np.ndarray, z_mean: np.ndarray,
+                      at: list[int]) -> None:
+    """Both curves at each step of `at`: the seeds' last evaluations up to it, their median,
+    and the zoo's evaluation nearest it."""
+    print("\n| step | trustrl: median (seeds " + ", ".join(str(c[0]) for c in curves)
+          + ") | the zoo's evaluation nearest |")
+    print("|---:|---|---:|")
+    for step in at:
+        vals = [last_at(c[1], c[2], step) for c in curves]
+        got = [v for v in vals if v is not None]
+        med = f"{statistics.median(got):.1f}" if got else "-"
+        each = ", ".join("-" if v is None else f"{v:.1f}" for v in vals)
+        k = int(np.argmin(np.abs(z_steps - step)))
+        print(f"| {step:,} | {med} ({each}) | {z_mean[k]:.1f} (at {int(z_steps[k]):,}) |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", required=True, type=Path, help="clone of rl-trained-agents")
@@ -88,6 +112,8 @@ def main() -> None:
     p.add_argument("--runs", nargs="+", type=Path, required=True,
                    help="run folders, or folders holding them (a sweep folder)")
     p.add_argument("--out", type=Path, help="write the plot and the zoo's curve here")
+    p.add_argument("--at", nargs="+", type=int, default=[], metavar="STEP",
+                   help="also tabulate both curves at these steps (each below the budget)")
     a = p.parse_args()
     row = zoo_score(a.algo, a.env)  # (the zoo's env id: older versions, mean, std, budget)
     if row is None:
@@ -100,6 +126,9 @@ def main() -> None:
     if not curves:
         raise SystemExit(f"no run of {a.env} with evaluations under {a.runs}")
     budget = int(min(c[1][-1] for c in curves))
+    bad = [s for s in a.at if not 0 < s < budget]
+    if bad:
+        raise SystemExit(f"--at {bad[0]:,}: not a step between 0 and trustrl's budget {budget:,}")
     at = int(np.argmin(np.abs(z_steps - budget)))
     window = (z_steps > 0.9 * budget) & (z_steps <= budget)
     finals = [float(c[2][c[1] <= budget][-1]) for c in curves]
@@ -119,6 +148,8 @@ def main() -> None:
               f"range {z_mean[window].min():.1f} to {z_mean[window].max():.1f} |")
     print(f"| the zoo's published score at its budget ({zoo_budget}) | {zoo_mean:.1f} "
           f"| ± {zoo_sd:.1f} |")
+    if a.at:
+        print_checkpoints(curves, z_steps, z_mean, sorted(set(a.at)) + [budget])
     if a.out is None:
         return
     a.out.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,8 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
     _run(sweep / "t4" / "run", 4, [(1_000_000, 1e6)], env="Other-v0")  # another env: ignored
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
-                           "--runs", str(tmp_path / "sweep"), "--out", str(out)],
+                           "--runs", str(tmp_path / "sweep"), "--out", str(out),
+                           "--at", "450000", "500000"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
@@ -59,6 +60,11 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
     # its evaluations in (900k, 1M]: 950k and 1M -> 97.5
     assert "mean of its 2 evaluations in (900,000, 1,000,000] | 97.5 |" in text
     assert "| the zoo's published score at its budget (100M) | 122.4 |" in text
+    # --at: each seed's last evaluation up to the step (seed 3 has one at 400k, the others none
+    # before 500k), the zoo's evaluation nearest; the budget closes the table
+    assert "| 450,000 | -7.0 (-, -, -7.0) | 45.0 (at 450,000) |" in text
+    assert "| 500,000 | 5.0 (10.0, 5.0, -7.0) | 50.0 (at 500,000) |" in text
+    assert "| 1,000,000 | 30.0 (30.0, 50.0, 20.0) | 100.0 (at 1,000,000) |" in text
     rows = (out / f"zoo_ppo_{ENV}.csv").read_text().splitlines()
     assert rows[0] == "step,mean,std" and rows[-1].startswith("1500000,150.000,")
     assert (out / f"curve_{ENV}.png").stat().st_size > 10_000
@@ -71,3 +77,14 @@ def test_an_env_the_zoo_did_not_score_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "--env Humanoid-v5: the zoo published no ppo score for it"]
+
+
+def test_a_step_past_the_budget_is_one_line(tmp_path: Path) -> None:
+    agents = _agents(tmp_path)
+    _run(tmp_path / "run", 1, [(500_000, 10.0), (1_000_000, 30.0)])
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
+                           "--runs", str(tmp_path / "run"), "--at", "2000000"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "--at 2,000,000: not a step between 0 and trustrl's budget 1,000,000"]
