@@ -129,7 +129,11 @@ def _attempts(folder: SweepFolder, trial) -> list[dict[str, object]]:
     return [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
 
 
-KILL_SPEC = ("seeds: [1, 2]\ntotal_steps: 10240\nalgos: {ppo: {update_epochs: 4}}\n"
+# a checkpoint (and status.json's iteration) every iteration: by time (every 10 s) the first
+# after the first iteration can be the last one's on a fast machine, and the kill then finds
+# the second trial finished
+KILL_SPEC = ("seeds: [1, 2]\ntotal_steps: 10240\n"
+             "algos: {ppo: {update_epochs: 4, checkpoint_every: 1}}\n"
              "envs: [CartPole-v1]\n" + TINY)
 
 
