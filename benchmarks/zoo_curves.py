@@ -18,8 +18,10 @@ nearest that step and the mean of its evaluations in the last tenth up to it, be
 seed's last evaluation and their median; then the zoo's score at its own budget. With
 --at STEP ..., a second table: at each of those steps (and the budget) each seed's last
 evaluation up to it, their median, and the zoo's evaluation nearest it.
-With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget) and
-zoo_<algo>_<env>.csv (the zoo's evaluations up to that point: step, mean, std).
+With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget, and
+a line at the zoo's published score unless it would stretch the axis past three times the
+curves' span: then the legend names it) and zoo_<algo>_<env>.csv (the zoo's evaluations up to
+that point: step, mean, std).
 """
 
 from __future__ import annotations
@@ -104,6 +106,14 @@ def print_checkpoints(curves: list, z_steps: np.ndarray, z_mean: np.ndarray,
         print(f"| {step:,} | {med} ({each}) | {z_mean[k]:.1f} (at {int(z_steps[k]):,}) |")
 
 
+def score_in_view(score: float, lo: float, hi: float, stretch: float = 3.0) -> bool:
+    """Whether a line at `score` fits on the plot of curves spanning [lo, hi] without making the
+    axis more than `stretch` times their span (a 10M score far above a capped run's curves would
+    flatten them to the floor: then the legend names the score and no line is drawn)."""
+    span = hi - lo
+    return span <= 0 or max(hi, score) - min(lo, score) <= stretch * span
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", required=True, type=Path, help="clone of rl-trained-agents")
@@ -178,8 +188,14 @@ def main() -> None:
     for seed, s, r, mode in curves:
         ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: {mode}, 10 episodes")
     ax.axvline(budget, color="k", lw=0.8, ls=":")
-    ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--",
-               label=f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}")
+    drawn = np.concatenate([zm] + [r for _, _, r, _ in curves])
+    score_label = f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}"
+    if score_in_view(zoo_mean, float(drawn.min()), float(drawn.max())):
+        ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--", label=score_label)
+    else:
+        ax.plot([], [], " ", label=score_label + " (far above: not drawn)")
+        print(f"\nthe zoo's score at {zoo_budget} ({zoo_mean:.1f}) lies far outside the curves' "
+              f"range ({drawn.min():.1f} to {drawn.max():.1f}): named in the legend, not drawn")
     ax.set_xlabel("env steps")
     ax.set_ylabel("evaluation return")
     ax.set_title(f"{a.algo.upper()} on {a.env}, zoo preset: trustrl's budget {budget:,} steps")

@@ -15,11 +15,11 @@ SCRIPT = ROOT / "benchmarks" / "zoo_curves.py"
 ENV = "BipedalWalkerHardcore-v3"
 
 
-def _agents(tmp: Path) -> Path:
+def _agents(tmp: Path, per_step: float = 1 / 10_000) -> Path:
     d = tmp / "agents" / "ppo" / f"{ENV}_1"
     d.mkdir(parents=True)
     steps = np.arange(1, 41) * 50_000  # 50k .. 2M
-    results = np.stack([np.full(10, s / 10_000.0) + np.linspace(-1, 1, 10) for s in steps])
+    results = np.stack([np.full(10, s * per_step) + np.linspace(-1, 1, 10) for s in steps])
     np.savez(d / "evaluations.npz", timesteps=steps, results=results,
              ep_lengths=np.ones_like(results))
     return tmp / "agents"
@@ -68,6 +68,31 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
     rows = (out / f"zoo_ppo_{ENV}.csv").read_text().splitlines()
     assert rows[0] == "step,mean,std" and rows[-1].startswith("1500000,150.000,")
     assert (out / f"curve_{ENV}.png").stat().st_size > 10_000
+    assert "not drawn" not in text  # the zoo's 122.4 lies within the curves' -7 to 150
+
+
+def test_a_score_far_above_the_curves_is_named_not_drawn(tmp_path: Path) -> None:
+    # the zoo's run at 1e-5 per step (0.5 to 15 up to 1.5M), trustrl's 2 to 9: the zoo's 100M
+    # score 122.4 would stretch the axis to 8x the curves' span
+    agents = _agents(tmp_path, per_step=1e-5)
+    _run(tmp_path / "run", 1, [(500_000, 2.0), (1_000_000, 9.0)])
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
+                           "--runs", str(tmp_path / "run"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("the zoo's score at 100M (122.4) lies far outside the curves' range (0.5 to 15.0): "
+            "named in the legend, not drawn") in proc.stdout
+    assert (out / f"curve_{ENV}.png").stat().st_size > 10_000
+
+
+def test_score_in_view_bounds_the_stretch() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from zoo_curves import score_in_view
+
+    assert score_in_view(50.0, 0.0, 100.0) and score_in_view(300.0, 0.0, 100.0)
+    assert not score_in_view(300.1, 0.0, 100.0) and not score_in_view(-200.1, 0.0, 100.0)
+    assert score_in_view(1e6, 5.0, 5.0)  # flat curves: no span to keep
 
 
 def test_an_env_the_zoo_did_not_score_is_one_line(tmp_path: Path) -> None:
