@@ -193,7 +193,8 @@ def main() -> None:
     if score_in_view(zoo_mean, float(drawn.min()), float(drawn.max())):
         ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--", label=score_label)
     else:
-        ax.plot([], [], " ", label=score_label + " (far above: not drawn)")
+        side = "above" if zoo_mean > drawn.max() else "below"
+        ax.plot([], [], " ", label=score_label + f" (far {side}: not drawn)")
         print(f"\nthe zoo's score at {zoo_budget} ({zoo_mean:.1f}) lies far outside the curves' "
               f"range ({drawn.min():.1f} to {drawn.max():.1f}): named in the legend, not drawn")
     ax.set_xlabel("env steps")
