@@ -189,14 +189,15 @@ def main() -> None:
         ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: {mode}, 10 episodes")
     ax.axvline(budget, color="k", lw=0.8, ls=":")
     drawn = np.concatenate([zm] + [r for _, _, r, _ in curves])
+    lo, hi = float(drawn.min()), float(drawn.max())
     score_label = f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}"
-    if score_in_view(zoo_mean, float(drawn.min()), float(drawn.max())):
+    if score_in_view(zoo_mean, lo, hi):
         ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--", label=score_label)
     else:
-        side = "above" if zoo_mean > drawn.max() else "below"
+        side = "above" if zoo_mean > hi else "below"
         ax.plot([], [], " ", label=score_label + f" (far {side}: not drawn)")
         print(f"\nthe zoo's score at {zoo_budget} ({zoo_mean:.1f}) lies far outside the curves' "
-              f"range ({drawn.min():.1f} to {drawn.max():.1f}): named in the legend, not drawn")
+              f"range ({lo:.1f} to {hi:.1f}): named in the legend, not drawn")
     ax.set_xlabel("env steps")
     ax.set_ylabel("evaluation return")
     ax.set_title(f"{a.algo.upper()} on {a.env}, zoo preset: trustrl's budget {budget:,} steps")

@@ -86,8 +86,8 @@ def test_a_score_far_above_the_curves_is_named_not_drawn(tmp_path: Path) -> None
     assert (out / f"curve_{ENV}.png").stat().st_size > 10_000
 
 
-def test_score_in_view_bounds_the_stretch() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+def test_score_in_view_bounds_the_stretch(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # sys.path restored after the test
     from zoo_curves import score_in_view
 
     assert score_in_view(50.0, 0.0, 100.0) and score_in_view(300.0, 0.0, 100.0)
