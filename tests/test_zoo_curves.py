@@ -15,6 +15,12 @@ SCRIPT = ROOT / "benchmarks" / "zoo_curves.py"
 ENV = "BipedalWalkerHardcore-v3"
 
 
+def _zoo_curves(*args: str) -> subprocess.CompletedProcess:
+    """benchmarks/zoo_curves.py with these arguments, in a fresh interpreter."""
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
 def _agents(tmp: Path, per_step: float = 1 / 10_000) -> Path:
     d = tmp / "agents" / "ppo" / f"{ENV}_1"
     d.mkdir(parents=True)
@@ -44,10 +50,8 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
          eval_deterministic=False)
     _run(sweep / "t4" / "run", 4, [(1_000_000, 1e6)], env="Other-v0")  # another env: ignored
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
-                           "--runs", str(tmp_path / "sweep"), "--out", str(out),
-                           "--at", "450000", "500000"],
-                          capture_output=True, text=True, timeout=120)
+    proc = _zoo_curves("--agents", str(agents), "--env", ENV, "--runs", str(tmp_path / "sweep"),
+                       "--out", str(out), "--at", "450000", "500000")
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert "at 1,000,000 steps" in text
@@ -77,9 +81,8 @@ def test_a_score_far_above_the_curves_is_named_not_drawn(tmp_path: Path) -> None
     agents = _agents(tmp_path, per_step=1e-5)
     _run(tmp_path / "run", 1, [(500_000, 2.0), (1_000_000, 9.0)])
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
-                           "--runs", str(tmp_path / "run"), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = _zoo_curves("--agents", str(agents), "--env", ENV, "--runs", str(tmp_path / "run"),
+                       "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert ("the zoo's score at 100M (122.4) lies far outside the curves' range (0.5 to 15.0): "
             "named in the legend, not drawn") in proc.stdout
@@ -96,9 +99,7 @@ def test_score_in_view_bounds_the_stretch(monkeypatch) -> None:
 
 
 def test_an_env_the_zoo_did_not_score_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(tmp_path),
-                           "--env", "Humanoid-v5", "--runs", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = _zoo_curves("--agents", str(tmp_path), "--env", "Humanoid-v5", "--runs", str(tmp_path))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "--env Humanoid-v5: the zoo published no ppo score for it"]
@@ -107,9 +108,8 @@ def test_an_env_the_zoo_did_not_score_is_one_line(tmp_path: Path) -> None:
 def test_a_step_past_the_budget_is_one_line(tmp_path: Path) -> None:
     agents = _agents(tmp_path)
     _run(tmp_path / "run", 1, [(500_000, 10.0), (1_000_000, 30.0)])
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--agents", str(agents), "--env", ENV,
-                           "--runs", str(tmp_path / "run"), "--at", "2000000"],
-                          capture_output=True, text=True, timeout=120)
+    proc = _zoo_curves("--agents", str(agents), "--env", ENV, "--runs", str(tmp_path / "run"),
+                       "--at", "2000000")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "--at 2,000,000: not a step between 0 and trustrl's budget 1,000,000"]
