@@ -44,7 +44,7 @@ def _sync(device: str) -> None:
 
 
 def run(setting: str, mode: str, device: str, iterations: int | None = None,
-        algo: str = "ppo") -> dict:
+        algo: str = "ppo", profile: str | None = None) -> dict:
     s = SETTINGS[setting]
     P, N, T = s["P"], s["N"], 128
     iters = iterations or s["iterations"]
@@ -77,6 +77,8 @@ def run(setting: str, mode: str, device: str, iterations: int | None = None,
         metrics = eng.step()[0]
     _sync(device)
     dt = time.perf_counter() - t0
+    if profile:  # after the timed loop: 3 more iterations under torch.profiler
+        _profile(eng, device, f"{algo} {setting} {mode}", profile)
     ret = metrics[:, eng.columns.index("ep_return_mean")]
     ret = ret[~torch.isnan(ret)]
     return {"setting": setting, "algo": algo, "mode": mode, "agents": P, "envs_per_agent": N,
@@ -90,6 +92,26 @@ def run(setting: str, mode: str, device: str, iterations: int | None = None,
             "device": torch.cuda.get_device_name() if cuda else "cpu"}
 
 
+def _profile(eng: BatchedLearner, device: str, title: str, path: str, iters: int = 3) -> None:
+    """Append to `path` the top operators of `iters` iterations and the GPU kernels each ran."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    cuda = device.startswith("cuda")
+    if cuda:
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(iters):
+            eng.step()
+        _sync(device)
+    events = prof.events()
+    kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    launches = sum(1 for e in events if e.name in ("cudaLaunchKernel", "cudaGraphLaunch"))
+    table = prof.key_averages().table(
+        sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=15)
+    with open(path, "a") as f:
+        f.write(f"## {title}: {iters} iterations, {kernels / iters:.0f} GPU kernels and "
+                f"{launches / iters:.0f} kernel or graph launches per iteration\n{table}\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", default=",".join(SETTINGS))
@@ -98,6 +120,8 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=None, help="override the timed count")
     ap.add_argument("--algo", choices=["ppo", "trpo"], default="ppo")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", default=None,
+                    help="append a torch.profiler table of 3 more iterations to this file")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # same float32 arithmetic as the CPU tests
     if a.device == "cpu":  # a check of the script; trustrl's own CPU default is one thread
@@ -106,7 +130,7 @@ def main() -> None:
     for setting in a.settings.split(","):
         for mode in a.modes.split(","):
             try:
-                row = run(setting, mode, a.device, a.iterations, a.algo)
+                row = run(setting, mode, a.device, a.iterations, a.algo, a.profile)
             except Exception as e:  # noqa: BLE001  (report and go on to the next setting)
                 row = {"setting": setting, "mode": mode, "error": f"{type(e).__name__}: {e}"}
             line = json.dumps(row)
