@@ -61,7 +61,14 @@ def test_set_values_are_parsed_to_the_field_type(key, raw, value):
     ({"gamma": "1.5"}, "gamma must be in [0, 1]"),
     ({"vector": "threads"}, "vector must be"),
     ({"target_kl": "0"}, "target_kl must be in (0, 100], got 0"),
-    ({"num_envs": "0"}, "num_envs must be in [1, 4096], got 0"),
+    ({"num_envs": "0"}, "num_envs must be in [1, 1,048,576], got 0"),  # CartPole: torch envs
+    ({"num_envs": "0", "vector": "sync"}, "num_envs must be in [1, 4096], got 0"),
+    ({"num_envs": "5000", "vector": "sync"}, "num_envs must be in [1, 4096] with Gymnasium's "
+     "vector envs (up to 1,048,576 with vector 'torch'), got 5000"),
+    ({"num_envs": "65536", "num_steps": "512", "vector": "torch"},
+     "num_envs*num_steps = 33,554,432 is more than the bound 16,777,216 samples per batch"),
+    ({"num_envs": "4096", "num_steps": "2048", "vector": "sync"},
+     "num_envs*num_steps = 8,388,608 is more than the bound 4,194,304 samples per batch"),
     ({"hidden_sizes": "64,0"}, "hidden_sizes must be 0 to 32 widths, each in [1, 8192]"),
     ({"anneal_steps": "0", "anneal_lr": "true"}, "anneal_steps must be in [1, "),
     ({"anneal_steps": "1000000", "anneal_lr": "false"},

@@ -28,11 +28,18 @@ MAX_SEED = 2**31 - 1
 10,000 + the episode index to the seed)."""
 MAX_TOTAL_STEPS = 10**12
 MAX_ENVS = 4096
-"""num_envs per run (per seed on the batched collector)."""
+"""num_envs of Gymnasium's vector envs (vector 'sync' or 'async': one env object, or one
+process, each)."""
 MAX_BATCH = 2**22
-"""num_envs * num_steps: the rollout is held in memory (about 4.2M samples)."""
+"""num_envs * num_steps with Gymnasium's vector envs: the rollout is held in memory (about
+4.2M samples)."""
 MAX_POPULATION_ENVS = 2**20
 """Seeds x num_envs of a `--seeds` population (one device holds all of them)."""
+MAX_TORCH_ENVS = MAX_POPULATION_ENVS
+"""num_envs per seed of the batched torch envs (vector 'torch'): tensors, so a GPU runs far more
+of them than a process holds Gymnasium envs (65,536 is a usual setting)."""
+MAX_TORCH_BATCH = 2**24
+"""num_envs * num_steps with vector 'torch' (classic-control observations: at most 6 floats)."""
 MAX_WIDTH = 8192
 MAX_DEPTH = 32
 MAX_HIDDEN_PARAMS = 2**26
@@ -91,7 +98,7 @@ UNIT = Range(0, 1)
 RANGES: dict[str, Range] = {
     # RunConfig
     "seed": Range(0, MAX_SEED), "total_steps": Range(1, MAX_TOTAL_STEPS),
-    "num_envs": Range(1, MAX_ENVS), "num_steps": Range(1, MAX_BATCH),
+    "num_envs": Range(1, MAX_ENVS), "num_steps": Range(1, MAX_TORCH_BATCH),
     "gamma": UNIT, "gae_lambda": UNIT, "log_std_init": Range(-20, 5),
     "obs_clip": Range(0, 1e6, lo_open=True), "reward_clip": Range(0, 1e6, lo_open=True),
     "stop_return": Range(-1e30, 1e30),
@@ -213,7 +220,8 @@ class RunConfig:
     total_steps: int = 100_000
     """Environment steps to train for, summed over envs; rounded down to whole iterations."""
     num_envs: int = 4
-    """Parallel environments in the vector env (usually 1 to 64)."""
+    """Parallel environments in the vector env (usually 1 to 64; a GPU runs 65,536 batched torch
+    envs at once)."""
     num_steps: int = 128
     """Steps per env per rollout; the batch is num_envs * num_steps (T in the chapter)."""
     vector: str = "auto"
@@ -351,8 +359,13 @@ class RunConfig:
                 continue
             check_type(f.name, hints[f.name], v)
             rng = RANGES.get(f.name)
+            gym_envs = f.name == "num_envs" and v is not None and not self._torch_vector()
+            if f.name == "num_envs" and not gym_envs:
+                rng = Range(1, MAX_TORCH_ENVS)
             if rng is not None and v is not None and not rng.holds(v):
-                raise ConfigError(f"{f.name} must be {rng.text()}, got {_num(v)}")
+                hint = (f" with Gymnasium's vector envs (up to {MAX_TORCH_ENVS:,} with vector "
+                        "'torch')" if gym_envs and v > MAX_ENVS else "")
+                raise ConfigError(f"{f.name} must be {rng.text()}{hint}, got {_num(v)}")
             if f.name in CHOICES and v not in CHOICES[f.name]:
                 raise ConfigError(f"{f.name} must be one of {', '.join(CHOICES[f.name])}; "
                                   f"got {_short(v)}")
@@ -374,9 +387,10 @@ class RunConfig:
         if params > MAX_HIDDEN_PARAMS:
             raise ConfigError(f"hidden_sizes {_fmt(h)} make {params:,} hidden weights per "
                               f"network; the bound is {MAX_HIDDEN_PARAMS:,}")
-        if self.batch_size > MAX_BATCH:
+        bound = MAX_TORCH_BATCH if self._torch_vector() else MAX_BATCH
+        if self.batch_size > bound:
             raise ConfigError(f"num_envs*num_steps = {self.batch_size:,} is more than the bound "
-                              f"{MAX_BATCH:,} samples per batch")
+                              f"{bound:,} samples per batch")
 
     def batched_ok(self) -> bool:
         """Whether the batched collector ('torch') runs this config."""
@@ -386,6 +400,14 @@ class RunConfig:
                 and not self.shared_trunk and self.ortho_init
                 and not self.env_kwargs and not self.wrappers and not self.policy
                 and self.eval_deterministic)
+
+    def _torch_vector(self) -> bool:
+        """Whether this config runs on the batched torch envs (vector 'torch', or 'auto' that
+        resolve_vector turns into 'torch')."""
+        try:
+            return self.vector == "torch" or (self.vector == "auto" and self.batched_ok())
+        except TypeError:  # a field of a type that check_fields has yet to refuse
+            return False
 
     def resolve_vector(self) -> None:
         """'auto' -> 'torch' where the batched collector runs this config, else 'sync'."""
@@ -730,6 +752,8 @@ def describe(cls: type, skip: type | None = None) -> str:
             continue
         tname = _type_name(hints[f.name])
         allowed = f", {RANGES[f.name].text()}" if f.name in RANGES else ""
+        if f.name == "num_envs":
+            allowed += f"; [1, {MAX_TORCH_ENVS:,}] with vector 'torch'"
         lines.append(f"  {f.name} ({tname}, default {_fmt(default)}{allowed})\n"
                      f"      {docs.get(f.name, '')}")
     return "\n".join(lines)
