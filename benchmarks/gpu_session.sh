@@ -25,7 +25,7 @@ export PYTHONPATH="$PWD:$SITE"
 log "CUDA tests of the fast path"
 timeout 100 python3 -m pytest -q -x tests/test_fast.py tests/test_torch_envs.py -k "gpu or cuda" >> "$OUT/log.txt" 2>&1
 log "trustrl PPO, eager and CUDA graph"
-timeout 170 python3 benchmarks/gpu_fast.py --out "$OUT/gpu_fast.jsonl" >> "$OUT/log.txt" 2>&1
+timeout 150 python3 benchmarks/gpu_fast.py --out "$OUT/gpu_fast.jsonl" >> "$OUT/log.txt" 2>&1
 log "trustrl TRPO, CUDA graph"
 timeout 50 python3 benchmarks/gpu_fast.py --algo trpo --modes graph --settings single,envs2048 \
     --out "$OUT/gpu_fast.jsonl" >> "$OUT/log.txt" 2>&1
@@ -33,7 +33,7 @@ log "PureJaxRL"
 timeout 170 python3 benchmarks/purejaxrl_gpu.py \
     --purejaxrl "$BENCH/purejaxrl" --scale 0.5 > "$OUT/purejaxrl.jsonl" 2>> "$OUT/log.txt"
 log "profile of trustrl PPO, eager"
-timeout 40 python3 benchmarks/gpu_fast.py --settings single,envs2048 --modes eager --iterations 5 \
+timeout 70 python3 benchmarks/gpu_fast.py --settings single,envs2048 --modes eager --iterations 5 \
     --profile "$OUT/profile.txt" >> "$OUT/log.txt" 2>&1
 # Atari, prepared and not run by default (hours: more than a device session holds): trustrl PPO
 # with CleanRL's ppo_atari.py setting (--preset cleanrl) on Breakout for 10M frames = 2.5M steps
