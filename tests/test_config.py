@@ -84,6 +84,13 @@ def test_bad_values_raise_one_line_config_errors(sets, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("vector", ["torch", "auto"])  # auto: CartPole runs on the torch envs
+def test_a_gpu_sized_batch_of_torch_envs_is_accepted(vector):
+    cfg = make_config(sets={"num_envs": "65536", "num_steps": "128", "vector": vector,
+                            "total_steps": "100000000"})
+    assert cfg.num_envs == 65536 and cfg.batch_size == 65536 * 128
+
+
 def test_every_field_has_a_docstring():
     docs = field_docs(PPOConfig)
     for f in dataclasses.fields(PPOConfig):
