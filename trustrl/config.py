@@ -124,6 +124,10 @@ RANGES: dict[str, Range] = {
 Upper bounds keep sizes that cannot fit, and values that overflow float32 arithmetic (clip
 ranges, tolerances), from starting a run."""
 
+TORCH_RANGES: dict[str, Range] = {"num_envs": Range(1, MAX_TORCH_ENVS)}
+"""Keys whose range is wider on the batched torch envs (vector 'torch'): tensors, not env
+objects or processes; RANGES holds their range with Gymnasium's vector envs."""
+
 CHOICES: dict[str, tuple[str, ...]] = {
     "vector": ("auto", "sync", "async", "torch"), "jit": ("none", "compile", "cuda-graph"),
     "activation": ("tanh", "relu"),
@@ -358,14 +362,11 @@ class RunConfig:
             if f.name == "env_id" and callable(v):
                 continue
             check_type(f.name, hints[f.name], v)
+            if f.name in TORCH_RANGES:  # depends on the collector: below, once all are checked
+                continue
             rng = RANGES.get(f.name)
-            gym_envs = f.name == "num_envs" and v is not None and not self._torch_vector()
-            if f.name == "num_envs" and not gym_envs:
-                rng = Range(1, MAX_TORCH_ENVS)
             if rng is not None and v is not None and not rng.holds(v):
-                hint = (f" with Gymnasium's vector envs (up to {MAX_TORCH_ENVS:,} with vector "
-                        "'torch')" if gym_envs and v > MAX_ENVS else "")
-                raise ConfigError(f"{f.name} must be {rng.text()}{hint}, got {_num(v)}")
+                raise ConfigError(f"{f.name} must be {rng.text()}, got {_num(v)}")
             if f.name in CHOICES and v not in CHOICES[f.name]:
                 raise ConfigError(f"{f.name} must be one of {', '.join(CHOICES[f.name])}; "
                                   f"got {_short(v)}")
@@ -387,7 +388,14 @@ class RunConfig:
         if params > MAX_HIDDEN_PARAMS:
             raise ConfigError(f"hidden_sizes {_fmt(h)} make {params:,} hidden weights per "
                               f"network; the bound is {MAX_HIDDEN_PARAMS:,}")
-        bound = MAX_TORCH_BATCH if self._torch_vector() else MAX_BATCH
+        torch_envs = self._torch_vector()
+        for name, wide in TORCH_RANGES.items():
+            v, rng = getattr(self, name), wide if torch_envs else RANGES[name]
+            if not rng.holds(v):
+                hint = (f" with Gymnasium's vector envs (up to {wide.hi:,} with vector 'torch')"
+                        if not torch_envs and v > rng.hi else "")
+                raise ConfigError(f"{name} must be {rng.text()}{hint}, got {_num(v)}")
+        bound = MAX_TORCH_BATCH if torch_envs else MAX_BATCH
         if self.batch_size > bound:
             raise ConfigError(f"num_envs*num_steps = {self.batch_size:,} is more than the bound "
                               f"{bound:,} samples per batch")
@@ -404,10 +412,7 @@ class RunConfig:
     def _torch_vector(self) -> bool:
         """Whether this config runs on the batched torch envs (vector 'torch', or 'auto' that
         resolve_vector turns into 'torch')."""
-        try:
-            return self.vector == "torch" or (self.vector == "auto" and self.batched_ok())
-        except TypeError:  # a field of a type that check_fields has yet to refuse
-            return False
+        return self.vector == "torch" or (self.vector == "auto" and self.batched_ok())
 
     def resolve_vector(self) -> None:
         """'auto' -> 'torch' where the batched collector runs this config, else 'sync'."""
@@ -752,8 +757,8 @@ def describe(cls: type, skip: type | None = None) -> str:
             continue
         tname = _type_name(hints[f.name])
         allowed = f", {RANGES[f.name].text()}" if f.name in RANGES else ""
-        if f.name == "num_envs":
-            allowed += f"; [1, {MAX_TORCH_ENVS:,}] with vector 'torch'"
+        if f.name in TORCH_RANGES:
+            allowed += f"; {TORCH_RANGES[f.name].text().removeprefix('in ')} with vector 'torch'"
         lines.append(f"  {f.name} ({tname}, default {_fmt(default)}{allowed})\n"
                      f"      {docs.get(f.name, '')}")
     return "\n".join(lines)
