@@ -17,7 +17,9 @@ Prints, at trustrl's budget (the smallest final step of the runs): the zoo's eva
 nearest that step and the mean of its evaluations in the last tenth up to it, beside each
 seed's last evaluation and their median; then the zoo's score at its own budget. With
 --at STEP ..., a second table: at each of those steps (and the budget) each seed's last
-evaluation up to it, their median, and the zoo's evaluation nearest it.
+evaluation up to it, their median, and the zoo's evaluation nearest it. Then each seed's
+evaluations up to the budget against the zoo's running mean of 9 evaluations at the same steps:
+how many lie above it, and the gap on average, at its lowest and at its highest.
 With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget, and
 a line at the zoo's published score unless it would stretch the axis past three times the
 curves' span: then the legend names it) and zoo_<algo>_<env>.csv (the zoo's evaluations up to
@@ -106,6 +108,40 @@ def print_checkpoints(curves: list, z_steps: np.ndarray, z_mean: np.ndarray,
         print(f"| {step:,} | {med} ({each}) | {z_mean[k]:.1f} (at {int(z_steps[k]):,}) |")
 
 
+def running_mean(z_steps: np.ndarray, z_mean: np.ndarray, steps: np.ndarray,
+                 width: int = 9) -> np.ndarray:
+    """The zoo's running mean of `width` consecutive evaluations (centred: defined from its
+    (width // 2 + 1)-th evaluation to its (width // 2 + 1)-th last), read at `steps` by linear
+    interpolation between those centres and held at its first (last) value before (after) them."""
+    half = width // 2
+    centres = z_steps[half:len(z_steps) - half]
+    return np.interp(steps, centres, np.convolve(z_mean, np.ones(width) / width, mode="valid"))
+
+
+def print_running_mean(curves: list, z_steps: np.ndarray, z_mean: np.ndarray, budget: int,
+                       width: int = 9) -> None:
+    """Each seed's evaluations in (0, budget] against the zoo's running mean of `width`
+    evaluations at the same steps (running_mean): how many lie above it, and the gap
+    (trustrl minus the zoo) on average, at its lowest and at its highest."""
+    if len(z_steps) < width:
+        return
+    half = width // 2
+    print(f"\nthe zoo's running mean of {width} evaluations: defined from "
+          f"{int(z_steps[half]):,} (held at its first value before)\n")
+    print(f"| seed | evaluations above the zoo's running mean of {width} | mean gap "
+          "| lowest gap (at step) | highest gap (at step) |")
+    print("|---:|---:|---:|---:|---:|")
+    for seed, steps, rets, _ in curves:
+        keep = (steps > 0) & (steps <= budget)
+        s, r = steps[keep], rets[keep]
+        if not len(s):
+            continue
+        gap = r - running_mean(z_steps, z_mean, s, width)
+        lo, hi = int(np.argmin(gap)), int(np.argmax(gap))
+        print(f"| {seed} | {int((gap > 0).sum())} of {len(s)} | {gap.mean():+.1f} "
+              f"| {gap[lo]:+.1f} (at {int(s[lo]):,}) | {gap[hi]:+.1f} (at {int(s[hi]):,}) |")
+
+
 def score_in_view(score: float, lo: float, hi: float, stretch: float = 3.0) -> bool:
     """Whether a line at `score` fits on the plot of curves spanning [lo, hi] without making the
     axis more than `stretch` times their span (a 10M score far above a capped run's curves would
@@ -160,6 +196,7 @@ def main() -> None:
           f"| ± {zoo_sd:.1f} |")
     if a.at:
         print_checkpoints(curves, z_steps, z_mean, sorted(set(a.at)) + [budget])
+    print_running_mean(curves, z_steps, z_mean, budget)
     if a.out is None:
         return
     a.out.mkdir(parents=True, exist_ok=True)

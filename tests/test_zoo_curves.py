@@ -113,3 +113,22 @@ def test_a_step_past_the_budget_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "--at 2,000,000: not a step between 0 and trustrl's budget 1,000,000"]
+
+
+def test_each_seed_against_the_zoos_running_mean(tmp_path: Path) -> None:
+    # the zoo's mean is step / 10,000 (evaluations every 50k from 50k), so its running mean of 9
+    # equals the curve itself at each centre, 250k (the 5th evaluation) onwards: 50.0 at 500k and
+    # 100.0 at 1M; before 250k it is held at its first value, 25.0
+    agents = _agents(tmp_path)
+    _run(tmp_path / "sweep" / "a", 1, [(100_000, 30.0), (500_000, 45.0), (1_000_000, 110.0)])
+    _run(tmp_path / "sweep" / "b", 2, [(500_000, 40.0), (1_000_000, 95.0), (1_500_000, 999.0)])
+    (tmp_path / "sweep" / "a" / "eval_initial.json").write_text(json.dumps({"mean": 1e6}))
+    proc = _zoo_curves("--agents", str(agents), "--env", ENV, "--runs", str(tmp_path / "sweep"))
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "running mean of 9 evaluations: defined from 250,000" in text
+    # seed 1: +5 (100k, against the held 25), -5 (500k), +10 (1M); its step-0 evaluation is
+    # not counted
+    assert "| 1 | 2 of 3 | +3.3 | -5.0 (at 500,000) | +10.0 (at 1,000,000) |" in text
+    # seed 2: -10 and -5 up to the budget (1M, the smaller final step); its 999 at 1.5M is past it
+    assert "| 2 | 0 of 2 | -7.5 | -10.0 (at 500,000) | -5.0 (at 1,000,000) |" in text
