@@ -108,14 +108,20 @@ def print_checkpoints(curves: list, z_steps: np.ndarray, z_mean: np.ndarray,
         print(f"| {step:,} | {med} ({each}) | {z_mean[k]:.1f} (at {int(z_steps[k]):,}) |")
 
 
+def running_mean_curve(z_steps: np.ndarray, z_mean: np.ndarray,
+                       width: int = 9) -> tuple[np.ndarray, np.ndarray]:
+    """(centres, values) of the zoo's running mean of `width` consecutive evaluations, centred:
+    defined from its (width // 2 + 1)-th evaluation to its (width // 2 + 1)-th last."""
+    half = width // 2
+    return (z_steps[half:len(z_steps) - half],
+            np.convolve(z_mean, np.ones(width) / width, mode="valid"))
+
+
 def running_mean(z_steps: np.ndarray, z_mean: np.ndarray, steps: np.ndarray,
                  width: int = 9) -> np.ndarray:
-    """The zoo's running mean of `width` consecutive evaluations (centred: defined from its
-    (width // 2 + 1)-th evaluation to its (width // 2 + 1)-th last), read at `steps` by linear
-    interpolation between those centres and held at its first (last) value before (after) them."""
-    half = width // 2
-    centres = z_steps[half:len(z_steps) - half]
-    return np.interp(steps, centres, np.convolve(z_mean, np.ones(width) / width, mode="valid"))
+    """running_mean_curve read at `steps` by linear interpolation between its centres, held at
+    its first (last) value before (after) them."""
+    return np.interp(steps, *running_mean_curve(z_steps, z_mean, width))
 
 
 def print_running_mean(curves: list, z_steps: np.ndarray, z_mean: np.ndarray, budget: int,
@@ -217,8 +223,7 @@ def main() -> None:
     label = f"the zoo's agent (SB3, {zoo_id}): {zoo_mode(zoo_id)}, 10 episodes"
     if len(zm) > 40:  # many evaluations: each one faint, a running mean of 9 drawn over them
         ax.plot(zs, zm, color="0.75", lw=0.6)
-        k = np.ones(9) / 9
-        ax.plot(zs[4:-4], np.convolve(zm, k, mode="valid"), color="0.3", lw=1.4,
+        ax.plot(*running_mean_curve(zs, zm), color="0.3", lw=1.4,
                 label=label + " (running mean of 9)")
     else:
         ax.plot(zs, zm, color="0.4", lw=1.2, label=label)
