@@ -131,9 +131,9 @@ def print_running_mean(curves: list, z_steps: np.ndarray, z_mean: np.ndarray, bu
     (trustrl minus the zoo) on average, at its lowest and at its highest."""
     if len(z_steps) < width:
         return
-    half = width // 2
+    first = running_mean_curve(z_steps, z_mean, width)[0][0]
     print(f"\nthe zoo's running mean of {width} evaluations: defined from "
-          f"{int(z_steps[half]):,} (held at its first value before)\n")
+          f"{int(first):,} (held at its first value before)\n")
     print(f"| seed | evaluations above the zoo's running mean of {width} | mean gap "
           "| lowest gap (at step) | highest gap (at step) |")
     print("|---:|---:|---:|---:|---:|")
