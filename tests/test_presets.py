@@ -100,7 +100,8 @@ def test_zoo_mapping_spot_checks():
     hc = ZOO_PRESETS[("ppo", "HalfCheetah-v5")]  # the v4 entry, policy_kwargs, normalize
     assert (hc["hidden_sizes"], hc["activation"], hc["log_std_init"], hc["ortho_init"]) == \
         ((256, 256), "relu", -2.0, False)
-    assert hc["normalize_obs"] and hc["normalize_reward"] and hc["vf_coef"] == 0.58096
+    assert hc["normalize_obs"] and hc["normalize_reward"]
+    assert hc["vf_coef"] == 2 * 0.58096  # SB3 weighs the MSE, trustrl 0.5 * MSE
     assert "HalfCheetah-v4" in ENTRIES[("ppo", "HalfCheetah-v5")].source
     # batch_size above the batch: SB3 takes the whole batch, trustrl must not exceed it
     assert ZOO_PRESETS[("ppo", "MountainCarContinuous-v0")]["minibatch_size"] == 8
@@ -258,3 +259,57 @@ def test_atari_presets_cleanrl_and_zoo():
         zoo_module.to_config("ppo", {"env_wrapper": "AtariWrapper", "frame_stack": 2})
     with pytest.raises(ValueError, match="policy"):
         zoo_module.to_config("ppo", {"policy": "MultiInputPolicy"})
+
+
+def test_zoo_vf_coef_is_sb3s_objective():
+    """SB3's PPO loss weighs the value error as vf_coef * mean((V - R)^2), trustrl's as
+    vf_coef * 0.5 * mean((V - R)^2): a zoo preset doubles vf_coef, so one trustrl update under
+    it takes the same step as SB3's loss written out (Adam eps 1e-5, the global gradient norm
+    clipped at max_grad_norm: where the value gradient's size shows)."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+    from test_algos import cartpole_batch
+
+    from trustrl import rng
+    from trustrl.algos import make_algorithm
+    from trustrl.backends import pick
+    from trustrl.envs.make import check_env
+    from trustrl.learners import population_net
+    from trustrl.policies import ActorCritic
+
+    zoo_vf = 0.5  # SB3's default, which the zoo's CartPole entry keeps
+    _, batch = cartpole_batch(steps=32, envs=8)  # the zoo's CartPole batch
+    # one trunk for both heads, as the zoo's CnnPolicy: the value term's weight turns the
+    # trunk's gradient (Adam's first step is blind to a common scale)
+    spec = check_env("CartPole-v1")
+    torch.manual_seed(0)
+    policy = ActorCritic(spec.obs_dim, spec.action, shared_trunk=True)
+    cfg = make_config("ppo", "CartPole-v1", flags={"preset": "zoo"},
+                      sets={"update_epochs": 1, "minibatch_size": len(batch),
+                            "max_grad_norm": 0.05, "ent_coef": 0.01})
+    assert cfg.preset == "zoo:CartPole-v1" and cfg.vf_coef == 2 * zoo_vf
+    twin = copy.deepcopy(policy)
+    net = population_net([policy], spec, "cpu")
+    algo = make_algorithm(cfg, net, pick(net), rng.shuffle_keys([0]))
+    algo.update({k: getattr(batch, k)[None] for k in ("obs", "actions", "logp_old",
+                                                      "values_old", "advantages", "returns")},
+                0, algo.learning_rate(0.0))
+    net.write_policy(0, policy)
+
+    opt = torch.optim.Adam(twin.parameters(), lr=cfg.lr, eps=1e-5)
+    logp, entropy, values = twin.evaluate_actions(batch.obs, batch.actions)
+    adv = batch.advantages
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = torch.exp(logp - batch.logp_old)
+    clip = cfg.clip_eps
+    policy_loss = -torch.min(adv * ratio, adv * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
+    loss = policy_loss - 0.01 * entropy.mean() + zoo_vf * F.mse_loss(batch.returns, values)
+    opt.zero_grad()
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.05)
+    assert norm > 0.05  # the clip acts: the value term's size moves the policy's step too
+    opt.step()
+    for a, b in zip(policy.parameters(), twin.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0)

@@ -21,7 +21,11 @@ The mapping (`to_config`), the same for every env:
     n_envs -> num_envs            n_steps -> num_steps          n_timesteps -> total_steps
     batch_size -> minibatch_size (PPO) or vf_minibatch_size (TRPO), at most the batch
                   n_envs * n_steps (SB3 then takes the whole batch as one minibatch)
-    n_epochs -> update_epochs     gamma, gae_lambda, ent_coef, vf_coef, max_grad_norm: same
+    n_epochs -> update_epochs     gamma, gae_lambda, ent_coef, max_grad_norm: same
+    vf_coef X -> vf_coef 2X       SB3's value loss is X * mean((V - R)^2), trustrl's
+                                  vf_coef * 0.5 * mean((V - R)^2): 2X is the same objective
+                                  (the same gradient in a shared CNN and in the global norm
+                                  that max_grad_norm clips)
     learning_rate X -> lr X, anneal_lr false; lin_X -> lr X, anneal_lr true (linear to 0)
                   (TRPO: the critic's Adam, vf_lr; TRPO's actor step is the trust region)
     clip_range X -> clip_eps X, anneal_clip false; lin_X -> clip_eps X, anneal_clip true
@@ -184,7 +188,7 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
         clip, clip_lin = _lin(z.pop("clip_range"))
         out.update(lr=lr, anneal_lr=anneal, anneal_clip=clip_lin, minibatch_size=minibatch,
                    update_epochs=int(z.pop("n_epochs")), clip_eps=clip,
-                   ent_coef=float(z.pop("ent_coef")), vf_coef=float(z.pop("vf_coef")),
+                   ent_coef=float(z.pop("ent_coef")), vf_coef=2.0 * float(z.pop("vf_coef")),
                    max_grad_norm=float(z.pop("max_grad_norm")), target_kl=None,
                    clip_value_loss=False)
     elif algo == "trpo":
