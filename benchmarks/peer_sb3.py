@@ -102,10 +102,12 @@ def train(params: dict[str, Any], seed: int) -> dict[str, Any]:
             "curve": monitor_curve(monitor_dir, params["num_envs"])}
 
 
-def monitor_curve(folder: str, num_envs: int) -> list[tuple[int, float]]:
+def monitor_curve(folder: str, num_envs: int, frames_per_step: int = 1
+                  ) -> list[tuple[int, float]]:
     """(global step, return) of every finished training episode, from the Monitor files: the
     envs of a DummyVecEnv step together, so an episode that ends after an env's k-th step ends
-    at global step k * num_envs."""
+    at global step k * num_envs. A Monitor inside a frame skip (make_atari_env's) counts
+    frames: frames_per_step turns them into the agent's steps (to within the no-op resets)."""
     out: list[tuple[int, float]] = []
     for path in glob.glob(os.path.join(folder, "*.monitor.csv")):
         with open(path) as f:
@@ -113,7 +115,7 @@ def monitor_curve(folder: str, num_envs: int) -> list[tuple[int, float]]:
         steps = 0
         for r in rows:
             steps += int(r["l"])
-            out.append((steps * num_envs, float(r["r"])))
+            out.append((steps // frames_per_step * num_envs, float(r["r"])))
     shutil.rmtree(folder, ignore_errors=True)
     return sorted(out)
 
@@ -230,6 +232,56 @@ def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     return greedy_result(model, env_id, seed, seconds, monitor_dir, n_envs, episodes, norm)
 
 
+def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
+              anneal_steps: int | None = None) -> dict[str, Any]:
+    """The zoo's `atari` block (`params`) built the way the zoo builds it: make_atari_env
+    (SB3's AtariWrapper, a Monitor of the raw game score inside it) with n_envs, VecFrameStack
+    of frame_stack, CnnPolicy; `lin_X` schedules decay over `anneal_steps` (default: this
+    run's steps), as the zoo's run had them at that step. No evaluation: the curve is every
+    training game's raw score (no lives are lost in games like Enduro, so a game is one
+    episode)."""
+    import ale_py
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+
+    gym.register_envs(ale_py)  # the NoFrameskip-v4 ids
+    torch.set_num_threads(1)
+    z = dict(params)
+    horizon = anneal_steps or total_steps
+
+    def schedule(v: Any) -> Any:
+        if not (isinstance(v, str) and v.startswith("lin_")):
+            return float(v)
+        x = float(v[4:])
+        # progress_remaining runs 1 -> 0 over this run's total_steps
+        return lambda pr: x * max(0.0, 1.0 - (1.0 - pr) * total_steps / horizon)
+
+    if (z.get("env_wrapper"), z.get("policy")) != ("AtariWrapper", "CnnPolicy"):
+        raise SystemExit("zoo-atari takes the zoo's atari block (AtariWrapper, CnnPolicy)")
+    n_envs = int(z["n_envs"])
+    monitor_dir = tempfile.mkdtemp(prefix="sb3-monitor-")
+    env = VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed,
+                                       vec_env_cls=DummyVecEnv, monitor_dir=monitor_dir),
+                        n_stack=int(z["frame_stack"]))
+    model = PPO("CnnPolicy", env, device="cpu", seed=seed, verbose=0,
+                n_steps=int(z["n_steps"]), batch_size=int(z["batch_size"]),
+                n_epochs=int(z["n_epochs"]), learning_rate=schedule(z["learning_rate"]),
+                clip_range=schedule(z["clip_range"]), ent_coef=float(z["ent_coef"]),
+                vf_coef=float(z["vf_coef"]))
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=total_steps)
+    seconds = time.perf_counter() - t0
+    import stable_baselines3
+    return {"env_id": env_id, "seed": seed, "steps": int(model.num_timesteps),
+            "train_seconds": seconds, "anneal_steps": horizon,
+            "versions": {"stable_baselines3": stable_baselines3.__version__,
+                         "gymnasium": gym.__version__, "torch": torch.__version__},
+            "curve": monitor_curve(monitor_dir, n_envs, frames_per_step=4)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -249,8 +301,18 @@ def main() -> None:
     zp.add_argument("--params", required=True, help="the zoo entry as a JSON object")
     zp.add_argument("--seed", type=int, default=1)
     zp.add_argument("--total-steps", type=int, default=100_000)
+    za = sub.add_parser("zoo-atari", help="the zoo's atari block (JSON) on a game: the curve of "
+                        "its training games")
+    za.add_argument("--env", required=True)
+    za.add_argument("--params", required=True, help="the zoo's atari block as a JSON object")
+    za.add_argument("--seed", type=int, default=1)
+    za.add_argument("--total-steps", type=int, default=100_000)
+    za.add_argument("--anneal-steps", type=int, default=None,
+                    help="decay lin_ schedules over this many steps (the zoo's: 10000000)")
     a = p.parse_args()
-    if a.mode == "zoo":
+    if a.mode == "zoo-atari":
+        result = zoo_atari(a.env, json.loads(a.params), a.seed, a.total_steps, a.anneal_steps)
+    elif a.mode == "zoo":
         result = zoo(a.env, json.loads(a.params), a.seed, a.total_steps)
     elif a.mode == "train":
         result = train(json.loads(a.params), a.seed)
