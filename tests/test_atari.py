@@ -59,8 +59,8 @@ def test_observations_are_four_stacked_84x84_grey_uint8_frames():
             env.close()
     names = _wrappers(atari_env(BREAKOUT, train=True))
     assert names == ["FrameStackObservation", "SignReward", "FireReset", "EpisodicLife",
-                     "RecordEpisodeStatistics", "AtariPreprocessing", "OrderEnforcing",
-                     "PassiveEnvChecker"][:len(names)]
+                     "RecordEpisodeStatistics", "AtariPreprocessing", "EmulatorState",
+                     "OrderEnforcing", "PassiveEnvChecker"][:len(names)]
     env = atari_env(BREAKOUT, train=True)
     assert env.unwrapped._frameskip == 1  # the chain skips frames itself
     assert env.spec.kwargs["repeat_action_probability"] == 0.0  # as NoFrameskip-v4
@@ -195,6 +195,30 @@ def test_evaluate_plays_the_evaluation_chain(monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             ev.evaluate(SimpleNamespace(frozen=lambda: None), env, episodes=1)
     assert [e.atari for e in made] == ["eval", "eval"]
+
+
+def test_a_pickled_env_goes_on_with_the_same_game():
+    """A checkpoint pickles the mid-episode envs: unpickled, the training chain continues the
+    same game (frame, lives, RNG, episode counters), step for step, as the original does."""
+    import pickle
+
+    env = atari_env(BREAKOUT, train=True)
+    rng = np.random.default_rng(3)
+    env.reset(seed=3)
+    for _ in range(150):
+        _, _, term, trunc, _ = env.step(int(rng.integers(4)))
+        if term or trunc:
+            env.reset()
+    twin = pickle.loads(pickle.dumps(env))
+    assert (twin.unwrapped.ale.getEpisodeFrameNumber()
+            == env.unwrapped.ale.getEpisodeFrameNumber() > 0)
+    for _ in range(400):
+        a = int(rng.integers(4))
+        out, out_twin = env.step(a), twin.step(a)
+        assert np.array_equal(out[0], out_twin[0]) and out[1:4] == out_twin[1:4]
+        assert out[4].get("episode", {}).get("l") == out_twin[4].get("episode", {}).get("l")
+        if out[2] or out[3]:
+            assert np.array_equal(env.reset()[0], twin.reset()[0])
 
 
 def test_train_then_eval_through_the_cli(tmp_path):

@@ -5,6 +5,8 @@ For training (`atari_env(env_id, train=True)`), in order from the emulator outwa
     gym.make(id, frameskip=1, repeat_action_probability=0.0)   ALE v5 ids; *NoFrameskip-v4 ids
                                    already have both (CleanRL's ppo_atari.py trains
                                    BreakoutNoFrameskip-v4: no sticky actions)
+    EmulatorState                  the emulator's state (and RNG) pickled with the env: a
+                                   checkpoint's envs go on with the same game on resume
     gymnasium AtariPreprocessing   no-op reset (1 to 30 NOOPs), frame skip 4 with the max of the
                                    last two frames, 84x84 greyscale (ALE's grey, INTER_AREA)
     RecordEpisodeStatistics        (training) the whole game's raw score and length in steps,
@@ -126,6 +128,29 @@ class FireReset(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
+class EmulatorState(gym.Wrapper):
+    """Carries the emulator's state through pickle (a checkpoint's mid-episode envs): ale-py's
+    AtariEnv pickles as its constructor arguments (EzPickle), so unpickled alone it is a fresh
+    emulator at frame 0 while the wrappers above it keep the old game's frames, lives and
+    episode counters. This wrapper, the chain's innermost, adds the emulator's state with its
+    RNG (`clone_state(include_rng=True)`, itself picklable) and the env's numpy generator (the
+    no-op resets' draws), and restores both on unpickling: the game goes on from the same frame
+    and the next reset is the one the original would make. Transparent otherwise."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        ale = self.env.unwrapped
+        state["_emulator"] = ale.clone_state(include_rng=True)  # type: ignore[attr-defined]
+        state["_np_random"] = ale.np_random  # the no-op resets draw from it
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        emulator, np_random = state.pop("_emulator"), state.pop("_np_random")
+        self.__dict__.update(state)
+        self.env.unwrapped.restore_state(emulator)  # type: ignore[attr-defined]
+        self.env.unwrapped.np_random = np_random
+
+
 class SignReward(gym.RewardWrapper):
     """Rewards clipped to their sign: -1, 0 or +1 (training only; scores stay raw in
     evaluation)."""
@@ -178,7 +203,7 @@ def atari_env(env_id: str, kwargs: dict[str, Any] | None = None, train: bool = T
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
     if _base_id(env_id).startswith("ALE/"):
         kwargs.setdefault("repeat_action_probability", REPEAT_ACTION_PROBABILITY)
-    env = gym.make(env_id, **kwargs)
+    env = EmulatorState(gym.make(env_id, **kwargs))
     env = gym.wrappers.AtariPreprocessing(env, noop_max=NOOP_MAX, frame_skip=FRAME_SKIP,
                                           screen_size=SCREEN_SIZE, terminal_on_life_loss=False,
                                           grayscale_obs=True, scale_obs=False)
@@ -191,4 +216,5 @@ def atari_env(env_id: str, kwargs: dict[str, Any] | None = None, train: bool = T
     return gym.wrappers.FrameStackObservation(env, FRAME_STACK)
 
 
-__all__ = ["EpisodicLife", "FireReset", "SignReward", "atari_env", "is_atari_id"]
+__all__ = ["EmulatorState", "EpisodicLife", "FireReset", "SignReward", "atari_env",
+           "is_atari_id"]
