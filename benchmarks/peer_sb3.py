@@ -4,6 +4,8 @@
     SB3_PYTHON benchmarks/peer_sb3.py solve --seed 1 [--eval-steps 10000] [--max-steps 100000]
     SB3_PYTHON benchmarks/peer_sb3.py default --env ENV --seed 1 --total-steps 100000
     SB3_PYTHON benchmarks/peer_sb3.py zoo --env ENV --params JSON --seed 1 --total-steps 100000
+    SB3_PYTHON benchmarks/peer_sb3.py zoo-atari --env GAME --params JSON --seed 1 \
+        --total-steps 307200 --anneal-steps 10000000
 
 Only SB3's public API (PPO, make_vec_env, VecNormalize, EvalCallback,
 StopTrainingOnRewardThreshold). Prints one line `RESULT {json}` on stdout at the end.
@@ -31,6 +33,10 @@ by benchmarks/mujoco_cpu.py from trustrl.presets.zoo) built the way the zoo buil
 make_vec_env with n_envs, VecNormalize when `normalize` (gamma the entry's), lin_X schedules
 as linear ones, policy_kwargs (net_arch for both networks, activation, log_std_init,
 ortho_init); then the same greedy evaluation as `default`, through the frozen VecNormalize.
+
+`zoo-atari` is the zoo's `atari` block (its keys as JSON) on an ALE game, built the way the zoo
+builds it (make_atari_env, VecFrameStack, CnnPolicy): no evaluation, the curve of its training
+games' raw scores (benchmarks/SUITE.md, Enduro).
 """
 
 from __future__ import annotations
