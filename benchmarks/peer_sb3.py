@@ -65,6 +65,19 @@ def linear(initial: float) -> Callable[[float], float]:
     return lambda progress_remaining: progress_remaining * initial
 
 
+def zoo_schedule(v: Any, total_steps: int = 0, horizon: int | None = None) -> Any:
+    """A zoo learning rate or clip range for SB3: `lin_X` linear from X to 0 over the run, or
+    over `horizon` steps of which this run of `total_steps` is the start (the zoo's schedule at
+    a shorter budget); a number stays constant."""
+    if not (isinstance(v, str) and v.startswith("lin_")):
+        return float(v)
+    x = float(v[4:])
+    if horizon is None or horizon == total_steps:
+        return linear(x)
+    # progress_remaining runs 1 -> 0 over this run's total_steps
+    return lambda pr: x * max(0.0, 1.0 - (1.0 - pr) * total_steps / horizon)
+
+
 def last_returns(model: Any, n: int = 10) -> list[float]:
     """Undiscounted returns of the last n finished training episodes (Monitor, raw rewards)."""
     return [float(e["r"]) for e in list(model.ep_info_buffer)[-n:]]
@@ -210,10 +223,6 @@ def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
 
     torch.set_num_threads(1)
     z = dict(params)
-
-    def schedule(v: Any) -> Any:
-        return linear(float(v[4:])) if isinstance(v, str) and v.startswith("lin_") else float(v)
-
     n_envs = int(z["n_envs"])
     monitor_dir = tempfile.mkdtemp(prefix="sb3-monitor-")
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv,
@@ -226,9 +235,9 @@ def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     policy_kwargs = dict(net_arch={"pi": width, "vf": width}, activation_fn=act, **pk)
     model = PPO("MlpPolicy", env, device="cpu", seed=seed, verbose=0,
                 n_steps=int(z["n_steps"]), batch_size=int(z["batch_size"]),
-                n_epochs=int(z["n_epochs"]), learning_rate=schedule(z["learning_rate"]),
+                n_epochs=int(z["n_epochs"]), learning_rate=zoo_schedule(z["learning_rate"]),
                 gamma=float(z["gamma"]), gae_lambda=float(z["gae_lambda"]),
-                clip_range=schedule(z["clip_range"]), ent_coef=float(z["ent_coef"]),
+                clip_range=zoo_schedule(z["clip_range"]), ent_coef=float(z["ent_coef"]),
                 vf_coef=float(z["vf_coef"]), max_grad_norm=float(z["max_grad_norm"]),
                 policy_kwargs=policy_kwargs)
     t0 = time.perf_counter()
@@ -248,6 +257,7 @@ def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     episode)."""
     import ale_py
     import gymnasium as gym
+    import stable_baselines3
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_atari_env
@@ -257,14 +267,6 @@ def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     torch.set_num_threads(1)
     z = dict(params)
     horizon = anneal_steps or total_steps
-
-    def schedule(v: Any) -> Any:
-        if not (isinstance(v, str) and v.startswith("lin_")):
-            return float(v)
-        x = float(v[4:])
-        # progress_remaining runs 1 -> 0 over this run's total_steps
-        return lambda pr: x * max(0.0, 1.0 - (1.0 - pr) * total_steps / horizon)
-
     if (z.get("env_wrapper"), z.get("policy")) != ("AtariWrapper", "CnnPolicy"):
         raise SystemExit("zoo-atari takes the zoo's atari block (AtariWrapper, CnnPolicy)")
     n_envs = int(z["n_envs"])
@@ -274,13 +276,13 @@ def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
                         n_stack=int(z["frame_stack"]))
     model = PPO("CnnPolicy", env, device="cpu", seed=seed, verbose=0,
                 n_steps=int(z["n_steps"]), batch_size=int(z["batch_size"]),
-                n_epochs=int(z["n_epochs"]), learning_rate=schedule(z["learning_rate"]),
-                clip_range=schedule(z["clip_range"]), ent_coef=float(z["ent_coef"]),
-                vf_coef=float(z["vf_coef"]))
+                n_epochs=int(z["n_epochs"]),
+                learning_rate=zoo_schedule(z["learning_rate"], total_steps, horizon),
+                clip_range=zoo_schedule(z["clip_range"], total_steps, horizon),
+                ent_coef=float(z["ent_coef"]), vf_coef=float(z["vf_coef"]))
     t0 = time.perf_counter()
     model.learn(total_timesteps=total_steps)
     seconds = time.perf_counter() - t0
-    import stable_baselines3
     return {"env_id": env_id, "seed": seed, "steps": int(model.num_timesteps),
             "train_seconds": seconds, "anneal_steps": horizon,
             "versions": {"stable_baselines3": stable_baselines3.__version__,
