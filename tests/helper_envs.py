@@ -96,6 +96,16 @@ class LockedCartPole(CartPoleEnv):
         self.lock = threading.Lock()
 
 
+class EzCartPole(CartPoleEnv, gym.utils.EzPickle):
+    """CartPole pickled the way gymnasium's Box2D, MuJoCo and Atari envs are (EzPickle): as its
+    constructor's arguments, so an unpickled copy is a fresh env never reset (its step then
+    fails, as BipedalWalker's does)."""
+
+    def __init__(self, **kw):
+        CartPoleEnv.__init__(self, **kw)
+        gym.utils.EzPickle.__init__(self, **kw)
+
+
 for _id, _entry, _kw in (
     ("SlowCartPole-v0", SlowCartPole, {"max_episode_steps": 500}),
     ("EvalRaisesCartPole-v0", EvalRaisesCartPole, {"max_episode_steps": 500}),
@@ -104,6 +114,7 @@ for _id, _entry, _kw in (
     ("TextObsToy-v0", TextObsEnv, {"max_episode_steps": 10}),
     ("ConstantReward-v0", ConstantRewardEnv, {"max_episode_steps": 50}),
     ("LockedCartPole-v0", LockedCartPole, {"max_episode_steps": 500}),
+    ("EzCartPole-v0", EzCartPole, {"max_episode_steps": 500}),
 ):
     if _id not in gym.registry:
         gym.register(_id, entry_point=_entry, **_kw)

@@ -202,7 +202,12 @@ def test_a_pickled_env_goes_on_with_the_same_game():
     same game (frame, lives, RNG, episode counters), step for step, as the original does."""
     import pickle
 
+    from trustrl.envs.make import pickle_drops_state
+
     env = atari_env(BREAKOUT, train=True)
+    # so a checkpoint keeps it (the bare AtariEnv, EzPickle alone, it would leave out)
+    assert pickle_drops_state(env) is None
+    assert "EzPickle" in pickle_drops_state(env.unwrapped)
     rng = np.random.default_rng(3)
     env.reset(seed=3)
     for _ in range(150):

@@ -9,6 +9,7 @@ import json
 import pickle
 
 import numpy as np
+import pytest
 
 import trustrl
 import trustrl.learners as learners
@@ -19,12 +20,12 @@ ENV = "helper_envs:LockedCartPole-v0"
 SAID = "the envs could not be saved mid-episode"
 
 
-def tiny(tmp_path, **sets):
+def tiny(tmp_path, env=ENV, **sets):
     flags = dict(total_steps=3 * 64, num_envs=2, num_steps=32, eval_every=0, eval_episodes=1,
                  tensorboard=False, checkpoint_every=1, vector="sync", minibatch_size=32,
                  update_epochs=2, runs_dir=str(tmp_path))
     flags.update(sets)
-    cfg = make_config("ppo", ENV, flags=flags)
+    cfg = make_config("ppo", env, flags=flags)
     cfg.resolve_vector()
     return cfg
 
@@ -96,3 +97,56 @@ def test_the_carried_observation_after_such_a_resume_is_the_fresh_reset(tmp_path
         assert b.restart_note == ck["envs_unpicklable"]
     finally:
         b.close()
+
+
+def test_an_ezpickle_env_resumes_with_fresh_episodes_instead_of_failing(tmp_path, capsys):
+    """Gymnasium's Box2D, MuJoCo and Atari envs pickle as their constructor's arguments only
+    (EzPickle): the pickle succeeds but comes back as an env never reset, whose step fails
+    (BipedalWalker: `assert self.hull is not None`) or goes on from another state than the one
+    carried. Such sub-envs are left out of the checkpoint like unpicklable ones."""
+    ez = "helper_envs:EzCartPole-v0"
+    res = trustrl.train(tiny(tmp_path, env=ez, total_steps=4 * 64),
+                        callback=lambda row: row["iteration"] < 2)
+    capsys.readouterr()
+    again = trustrl.resume(res.run_dir)
+    assert _iterations(again.run_dir) == [1, 2, 3, 4]
+    status = json.loads((res.run_dir / "status.json").read_text())
+    assert status["status"] == "finished"
+    assert "EzCartPole pickles as its constructor's arguments only" in status["note"]
+    assert capsys.readouterr().err.count(SAID) == 1
+
+
+def test_box2d_and_mujoco_envs_resume(tmp_path):
+    """The real envs of that kind, end to end (each where its extra is installed)."""
+    import gymnasium as gym
+
+    from trustrl.envs.make import pickle_drops_state
+
+    ran = 0
+    for env_id, module in (("BipedalWalker-v3", "Box2D"), ("InvertedPendulum-v5", "mujoco")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        assert "EzPickle" in pickle_drops_state(gym.make(env_id))
+        res = trustrl.train(tiny(tmp_path / env_id, env=env_id, total_steps=3 * 64),
+                            callback=lambda row: row["iteration"] < 1)
+        again = trustrl.resume(res.run_dir)
+        assert _iterations(again.run_dir) == [1, 2, 3]
+        ran += 1
+    if not ran:
+        pytest.skip("neither the box2d nor the mujoco extra is installed")
+
+
+def test_a_checkpoint_that_holds_ezpickle_envs_from_before_still_resumes(tmp_path, monkeypatch):
+    """Checkpoints written before such envs were left out hold them, stateless: a resume
+    restarts their episodes instead of stepping envs that were never reset."""
+    ez = "helper_envs:EzCartPole-v0"
+    monkeypatch.setattr(learners, "pickle_drops_state", lambda env: None)  # the old writer
+    res = trustrl.train(tiny(tmp_path, env=ez, total_steps=4 * 64),
+                        callback=lambda row: row["iteration"] < 2)
+    monkeypatch.undo()
+    again = trustrl.resume(res.run_dir)
+    assert _iterations(again.run_dir) == [1, 2, 3, 4]
+    status = json.loads((res.run_dir / "status.json").read_text())
+    assert status["status"] == "finished" and "EzCartPole pickles" in status["note"]

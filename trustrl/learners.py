@@ -36,7 +36,7 @@ from trustrl.algos.common import DIAGNOSTIC_COLUMNS, QUANTILES
 from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
-from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pixel_rows
+from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pickle_drops_state, pixel_rows
 from trustrl.errors import ConfigError, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.extractors import nature_cnn
@@ -275,9 +275,14 @@ class GymLearner:
 
     def _pickled_envs(self) -> bytes | None:
         """The mid-episode sync sub-envs pickled (for an exact resume), or None: async envs, or
-        sub-envs that cannot be pickled (a lock, a socket, a local function...). A failure is
+        sub-envs that cannot be pickled (a lock, a socket, a local function...) or whose pickle
+        leaves their state out (EzPickle: trustrl.envs.make.pickle_drops_state). A failure is
         remembered (self._unpicklable, its one-line reason) and not tried again."""
         if self.cfg.vector != "sync" or self._unpicklable is not None:
+            return None
+        dropped = next(filter(None, map(pickle_drops_state, self.envs.envs)), None)
+        if dropped is not None:
+            self._unpicklable = dropped
             return None
         try:
             return pickle.dumps(self.envs.envs)
@@ -318,16 +323,25 @@ class GymLearner:
             self.collector.reward_scaler.load_state_dict(ck["reward_scaler"])
         st = self.collector.state
         st.global_step = ck["global_step"]
-        if ck["envs"] is not None:  # exact: the sub-envs mid-episode and what they carry
-            self.envs.envs = pickle.loads(ck["envs"])  # verified by RunDir.load_checkpoint
+        envs = None if ck["envs"] is None else pickle.loads(ck["envs"])  # verified by RunDir
+        unpicklable = ck.get("envs_unpicklable")
+        # a checkpoint written before EzPickle envs were left out holds them without their
+        # state: restart their episodes rather than step envs that were never reset
+        dropped = None if envs is None else next(filter(None, map(pickle_drops_state, envs)),
+                                                 None)
+        if dropped is not None:
+            envs, unpicklable = None, dropped
+        if envs is not None:  # exact: the sub-envs mid-episode and what they carry
+            self.envs.envs = envs
             st.next_obs = ck["collector"]["next_obs"]
             st.ep_return = ck["collector"]["ep_return"]
             st.ep_length = ck["collector"]["ep_length"]
         else:
-            # async envs, or sync sub-envs that could not be pickled: they restart from fresh
-            # episodes (not bit-exact), reset with seeds of their own (the run's seed shifted
-            # by the iteration, so not iteration 1's start states again): that reset's
-            # observation is the one carried, the episode trackers start from zero
+            # async envs, or sync sub-envs that could not be pickled or whose pickle leaves
+            # their state out: they restart from fresh episodes (not bit-exact), reset with
+            # seeds of their own (the run's seed shifted by the iteration, so not iteration
+            # 1's start states again): that reset's observation is the one carried, the
+            # episode trackers start from zero
             fresh = Collector.start(self.envs, self._agent,
                                     self.cfg.seed + RESTART_SEED_STRIDE * int(ck["iteration"]))
             st.next_obs = fresh.next_obs
@@ -335,7 +349,7 @@ class GymLearner:
             st.ep_length[:] = 0
             if self.collector.reward_scaler is not None:
                 self.collector.reward_scaler.returns[:] = 0.0
-        self._unpicklable = ck.get("envs_unpicklable")  # not tried again after a failure
+        self._unpicklable = unpicklable  # not tried again after a failure
         self.restart_note = self._unpicklable
         self._iteration = ck["iteration"]
         set_rng_state(ck["rng"])

@@ -137,6 +137,8 @@ class EmulatorState(gym.Wrapper):
     no-op resets' draws), and restores both on unpickling: the game goes on from the same frame
     and the next reset is the one the original would make. Transparent otherwise."""
 
+    carries_env_state = True  # trustrl.envs.make.pickle_drops_state: the pickle is whole
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         ale = self.env.unwrapped

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -227,6 +228,29 @@ def obs_to_array(obs: np.ndarray, spec: EnvSpec, pixels: bool = False) -> np.nda
 def pixel_rows(spec: EnvSpec) -> bool:
     """Whether observations can travel as uint8 pixel rows: every part an image."""
     return all_images(spec.layout())
+
+
+def pickle_drops_state(env: gym.Env) -> str | None:
+    """Why pickling this (sub-)env would not carry its mid-episode state, or None if it would.
+
+    Gymnasium's EzPickle envs (Box2D's, MuJoCo's, ale-py's) pickle as their constructor's
+    arguments only: unpickled, such an env is a fresh one that was never reset (Box2D's step
+    then fails, MuJoCo's goes on from the model's initial pose) while the wrappers around it and
+    the observation carried beside it belong to the old episode. A wrapper in the chain that
+    carries the unwrapped env's state through pickle itself (`carries_env_state = True`, as
+    trustrl.envs.atari.EmulatorState) makes the pickle whole again."""
+    from gymnasium.utils import EzPickle
+
+    inner = env.unwrapped
+    if not isinstance(inner, EzPickle) or type(inner).__getstate__ is not EzPickle.__getstate__:
+        return None
+    e: Any = env
+    while isinstance(e, gym.Wrapper):
+        if getattr(e, "carries_env_state", False):
+            return None
+        e = e.env
+    return (f"{type(inner).__name__} pickles as its constructor's arguments only "
+            "(gymnasium's EzPickle), not its state")
 
 
 def make_vec_env(env_id: str | EnvFactory, num_envs: int, vector: str = "sync"
