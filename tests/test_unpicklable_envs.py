@@ -18,6 +18,7 @@ from trustrl.learners import GymLearner
 
 ENV = "helper_envs:LockedCartPole-v0"
 SAID = "the envs could not be saved mid-episode"
+EZ = "helper_envs:EzCartPole-v0"
 
 
 def tiny(tmp_path, env=ENV, **sets):
@@ -33,6 +34,12 @@ def tiny(tmp_path, env=ENV, **sets):
 def _iterations(run):
     with open(run / "metrics.csv") as f:
         return [int(r["iteration"]) for r in csv.DictReader(f)]
+
+
+def _stopped(tmp_path, env, after, iterations):
+    """A run of `iterations` batches on env, stopped after the `after`-th: its folder."""
+    return trustrl.train(tiny(tmp_path, env=env, total_steps=iterations * 64),
+                         callback=lambda row: row["iteration"] < after).run_dir
 
 
 def test_a_run_on_unpicklable_envs_checkpoints_without_them_and_finishes(tmp_path, monkeypatch,
@@ -104,13 +111,11 @@ def test_an_ezpickle_env_resumes_with_fresh_episodes_instead_of_failing(tmp_path
     (EzPickle): the pickle succeeds but comes back as an env never reset, whose step fails
     (BipedalWalker: `assert self.hull is not None`) or goes on from another state than the one
     carried. Such sub-envs are left out of the checkpoint like unpicklable ones."""
-    ez = "helper_envs:EzCartPole-v0"
-    res = trustrl.train(tiny(tmp_path, env=ez, total_steps=4 * 64),
-                        callback=lambda row: row["iteration"] < 2)
+    run = _stopped(tmp_path, EZ, after=2, iterations=4)
     capsys.readouterr()
-    again = trustrl.resume(res.run_dir)
+    again = trustrl.resume(run)
     assert _iterations(again.run_dir) == [1, 2, 3, 4]
-    status = json.loads((res.run_dir / "status.json").read_text())
+    status = json.loads((run / "status.json").read_text())
     assert status["status"] == "finished"
     assert "EzCartPole pickles as its constructor's arguments only" in status["note"]
     assert capsys.readouterr().err.count(SAID) == 1
@@ -129,9 +134,7 @@ def test_box2d_and_mujoco_envs_resume(tmp_path):
         except ImportError:
             continue
         assert "EzPickle" in pickle_drops_state(gym.make(env_id))
-        res = trustrl.train(tiny(tmp_path / env_id, env=env_id, total_steps=3 * 64),
-                            callback=lambda row: row["iteration"] < 1)
-        again = trustrl.resume(res.run_dir)
+        again = trustrl.resume(_stopped(tmp_path / env_id, env_id, after=1, iterations=3))
         assert _iterations(again.run_dir) == [1, 2, 3]
         ran += 1
     if not ran:
@@ -141,12 +144,10 @@ def test_box2d_and_mujoco_envs_resume(tmp_path):
 def test_a_checkpoint_that_holds_ezpickle_envs_from_before_still_resumes(tmp_path, monkeypatch):
     """Checkpoints written before such envs were left out hold them, stateless: a resume
     restarts their episodes instead of stepping envs that were never reset."""
-    ez = "helper_envs:EzCartPole-v0"
     monkeypatch.setattr(learners, "pickle_drops_state", lambda env: None)  # the old writer
-    res = trustrl.train(tiny(tmp_path, env=ez, total_steps=4 * 64),
-                        callback=lambda row: row["iteration"] < 2)
+    run = _stopped(tmp_path, EZ, after=2, iterations=4)
     monkeypatch.undo()
-    again = trustrl.resume(res.run_dir)
+    again = trustrl.resume(run)
     assert _iterations(again.run_dir) == [1, 2, 3, 4]
-    status = json.loads((res.run_dir / "status.json").read_text())
+    status = json.loads((run / "status.json").read_text())
     assert status["status"] == "finished" and "EzCartPole pickles" in status["note"]
