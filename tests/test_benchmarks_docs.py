@@ -78,6 +78,67 @@ def test_benchmark_docs_name_only_existing_scripts() -> None:
     assert not missing, missing
 
 
+# A Markdown link or image: [text](target) or ![alt](target); the target up to the first space.
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but - and _ dropped, each
+    space a hyphen (so "000.bandit-surrogate" -> "000bandit-surrogate")."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, outside code fences; a repeated heading gets
+    -1, -2, ... as on GitHub."""
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading = None if fenced else re.match(r"#{1,6} (.+)", line)
+        if heading:
+            slug = _slug(heading.group(1))
+            seen[slug] = seen.get(slug, 0) + 1
+    return {s if i == 0 else f"{s}-{i}" for s, n in seen.items() for i in range(n)}
+
+
+def _broken_links(doc: Path) -> list[str]:
+    broken = []
+    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        for target in LINK.findall(line):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (doc.parent / path) if path else doc
+            if not linked.exists():
+                broken.append(f"line {number}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"line {number}: {target} (no heading has that anchor)")
+    return broken
+
+
+def test_slug_and_link_check_catch_what_github_would_not_open(tmp_path: Path) -> None:
+    assert _slug("## 000.bandit-surrogate"[3:]) == "000bandit-surrogate"
+    assert _slug("Defaults without a preset (issue 19, point 2: at 100k)") == \
+        "defaults-without-a-preset-issue-19-point-2-at-100k"
+    doc = tmp_path / "a.md"
+    doc.write_text("# Top\n## Part\n## Part\n```\n# not a heading\n```\n"
+                   "[ok](#part-1) [ok](a.md#top) [bad](#part-2) [bad](#not-a-heading) "
+                   "![bad](missing.png) [web](https://example.org/x#y)\n", encoding="utf-8")
+    assert [b.split(" ", 2)[2] for b in _broken_links(doc)] == [
+        "#part-2 (no heading has that anchor)", "#not-a-heading (no heading has that anchor)",
+        "missing.png (no such file)"]
+
+
+@pytest.mark.parametrize("doc", _docs(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_links_open(doc: Path) -> None:
+    """Every relative link and image of the docs names a file that exists and, with #anchor, a
+    heading of that file (a renamed heading breaks the links to it silently otherwise)."""
+    broken = _broken_links(doc)
+    assert not broken, f"{doc.relative_to(ROOT)}:\n" + "\n".join(broken)
+
+
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60,
                           cwd=ROOT)
