@@ -104,9 +104,15 @@ def _anchors(doc: Path) -> set[str]:
 
 
 def _broken_links(doc: Path) -> list[str]:
+    """Links outside code: a fenced block or an inline `code` span is text, not a link."""
     broken = []
+    fenced = False
     for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-        for target in LINK.findall(line):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue
+        for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
             if re.match(r"[a-z]+:", target):  # https:, mailto:
                 continue
             path, _, anchor = target.partition("#")
@@ -123,9 +129,10 @@ def test_slug_and_link_check_catch_what_github_would_not_open(tmp_path: Path) ->
     assert _slug("Defaults without a preset (issue 19, point 2: at 100k)") == \
         "defaults-without-a-preset-issue-19-point-2-at-100k"
     doc = tmp_path / "a.md"
-    doc.write_text("# Top\n## Part\n## Part\n```\n# not a heading\n```\n"
+    doc.write_text("# Top\n## Part\n## Part\n```\n# not a heading\nx = y[0](z)\n```\n"
                    "[ok](#part-1) [ok](a.md#top) [bad](#part-2) [bad](#not-a-heading) "
-                   "![bad](missing.png) [web](https://example.org/x#y)\n", encoding="utf-8")
+                   "![bad](missing.png) [web](https://example.org/x#y) `code[0](a)`\n",
+                   encoding="utf-8")
     assert [b.split(" ", 2)[2] for b in _broken_links(doc)] == [
         "#part-2 (no heading has that anchor)", "#not-a-heading (no heading has that anchor)",
         "missing.png (no such file)"]
