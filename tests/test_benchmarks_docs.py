@@ -88,15 +88,22 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def _prose(doc: Path):
+    """(line number, line) of a Markdown file outside its fenced code blocks."""
+    fenced = False
+    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            yield number, line
+
+
 def _anchors(doc: Path) -> set[str]:
     """The anchors of a Markdown file's headings, outside code fences; a repeated heading gets
     -1, -2, ... as on GitHub."""
     seen: dict[str, int] = {}
-    fenced = False
-    for line in doc.read_text(encoding="utf-8").splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        heading = None if fenced else re.match(r"#{1,6} (.+)", line)
+    for _, line in _prose(doc):
+        heading = re.match(r"#{1,6} (.+)", line)
         if heading:
             slug = _slug(heading.group(1))
             seen[slug] = seen.get(slug, 0) + 1
@@ -106,12 +113,7 @@ def _anchors(doc: Path) -> set[str]:
 def _broken_links(doc: Path) -> list[str]:
     """Links outside code: a fenced block or an inline `code` span is text, not a link."""
     broken = []
-    fenced = False
-    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("```"):
-            fenced = not fenced
-        if fenced:
-            continue
+    for number, line in _prose(doc):
         for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
             if re.match(r"[a-z]+:", target):  # https:, mailto:
                 continue
