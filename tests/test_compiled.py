@@ -271,9 +271,9 @@ def test_the_compiled_backend_compiles_the_rollout_too():
 
 
 def test_compiled_gae_is_the_numpy_gae_bit_for_bit():
-    """The compiled GAE (the learner's with the compiled rollout) equals batched.gae_numpy
+    """The compiled GAE (the learner's with the compiled rollout) equals advantages.gae_numpy
     exactly: float32 [T, P, N] with terminations, truncations and both at once."""
-    from trustrl.batched import gae_numpy
+    from trustrl.advantages import gae_numpy
 
     g = torch.Generator().manual_seed(5)
     T, P, N = 64, 3, 5
@@ -479,8 +479,8 @@ def test_a_kernel_with_code_on_disk_counts_as_cached():
     from numba import njit
 
     kernels = compiled._kernels()
-    kernels["gae"](*(np.zeros((1, 1), np.float32),) * 3, *(np.zeros((1, 1), bool),) * 2,
-                   0.99, 0.95, np.zeros((1, 1), np.float32))
+    f32 = np.float32
+    kernels["gae"](*(np.zeros((1, 1), f32),) * 6, f32(0.99), f32(0.95))
     assert compiled._cached(kernels["gae"])
 
     @njit(cache=True)

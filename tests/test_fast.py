@@ -308,8 +308,7 @@ def test_engine_autograd_and_closed_form_updates_agree():
 
 
 def test_gae_numpy_equals_core_gae_bit_for_bit():
-    from trustrl.advantages import gae
-    from trustrl.batched import gae_numpy
+    from trustrl.advantages import gae, gae_numpy
 
     g = torch.Generator().manual_seed(3)
     T, P, N = 50, 3, 4

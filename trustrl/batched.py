@@ -30,10 +30,12 @@ import torch
 from torch import Tensor
 
 from trustrl import rng
+from trustrl.distributions import HALF_LOG_2PI, gaussian_log_density
 from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
-from trustrl.popnet import _LOG_2PI, PopActorCritic
+from trustrl.normalize import fold_moments, fold_moments_torch
+from trustrl.popnet import PopActorCritic
 
 DRAWS_AHEAD = 16
 """Rollouts whose noise and reset states a CPU collector draws at once (one hash each)."""
@@ -42,24 +44,6 @@ DRAWS_AHEAD_NUMBERS = 1 << 21
 _STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_var", "obs_count",
           "ret_var", "ret_mean", "ret_count", "disc_return", "it")
 """Tensors that carry the run from one iteration to the next (updated in place)."""
-
-
-def gae_numpy(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,
-              truncated: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
-    """trustrl.advantages.gae on CPU tensors, its backward loop in NumPy: the same float
-    operations in the same order (so the same bits), at a third of the cost per step."""
-    v = values.numpy()
-    not_term = 1.0 - terminated.numpy().astype(v.dtype)
-    not_done = 1.0 - (terminated.numpy() | truncated.numpy()).astype(v.dtype)
-    deltas = rewards.numpy() + gamma * not_term * next_values.numpy() - v
-    adv = np.zeros_like(v)
-    last = np.zeros_like(v[0])
-    gl = gamma * lam
-    for t in range(v.shape[0] - 1, -1, -1):
-        last = deltas[t] + gl * not_done[t] * last
-        adv[t] = last
-    a = torch.from_numpy(adv)
-    return a, a + values
 
 
 def _numpy_actor(net: PopActorCritic) -> Callable[[np.ndarray], np.ndarray]:
@@ -92,18 +76,6 @@ def _numpy_normalize(o: np.ndarray, mean: np.ndarray, var: np.ndarray, clip: flo
     costs more than the arithmetic at these sizes."""
     z = (o.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-8)
     return np.minimum(np.maximum(z, -clip), clip).astype(np.float32)
-
-
-def _chan(mean: Tensor, var: Tensor, count: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Fold the batch x [P, n, ...] (over dim 1) into per-member running mean and variance
-    (Chan et al.), as trustrl.normalize.RunningMeanStd does for one member."""
-    x = x.double()
-    b_mean, b_var, b_count = x.mean(1), x.var(1, unbiased=False), x.shape[1]
-    delta = b_mean - mean
-    total = count + b_count
-    new_mean = mean + delta * b_count / total
-    m2 = var * count + b_var * b_count + delta.pow(2) * count * b_count / total
-    return new_mean, m2 / total, total
 
 
 class BatchedCollector:
@@ -157,8 +129,8 @@ class BatchedCollector:
         self.it = torch.zeros((), dtype=torch.int64, device=dev)  # rollouts collected
         self._noise_ahead: tuple[int, Tensor] | None = None  # (first rollout, its noise)
         if cfg.normalize_obs:
-            self.obs_mean, self.obs_var, self.obs_count = _chan(
-                self.obs_mean, self.obs_var, self.obs_count, self.obs)
+            self.obs_mean, self.obs_var, self.obs_count = fold_moments_torch(
+                self.obs_mean, self.obs_var, self.obs_count, self.obs.double())
         self._step_fn: Callable[..., Any] = self._policy_env_step
         if numpy_rollout is None:  # the default: NumPy wherever it can run
             numpy_rollout = dev.type == "cpu" and not compile and cfg.env_id in NUMPY_SUPPORTED
@@ -233,11 +205,13 @@ class BatchedCollector:
         ep_len = ep_len.masked_fill(done, 0)
         next_obs = st.next_obs.view(P, N, D)
         if cfg.normalize_obs:
-            obs_mean, obs_var, obs_count = _chan(obs_mean, obs_var, obs_count, next_obs)
+            obs_mean, obs_var, obs_count = fold_moments_torch(obs_mean, obs_var, obs_count,
+                                                              next_obs.double())
         final_x = self.normalize(st.final_obs.view(P, N, D), obs_mean, obs_var)
         if cfg.normalize_reward:
             disc_return = disc_return * cfg.gamma + r.double()
-            ret_mean, ret_var, ret_count = _chan(ret_mean, ret_var, ret_count, disc_return)
+            ret_mean, ret_var, ret_count = fold_moments_torch(ret_mean, ret_var, ret_count,
+                                                              disc_return.double())
             rew = (r.double() / torch.sqrt(ret_var[:, None] + 1e-8))
             rew = rew.clamp(-cfg.reward_clip, cfg.reward_clip).float()
             disc_return = disc_return.masked_fill(done, 0.0)
@@ -294,20 +268,8 @@ class BatchedCollector:
             return _numpy_normalize(o, obs_mean, obs_var, cfg.obs_clip) if norm_obs else o
 
         def chan(mean: np.ndarray, var: np.ndarray, count: np.ndarray, x: np.ndarray) -> None:
-            b_count = x.shape[1]
-            if b_count == 1:  # one env: the batch mean is the value, its variance 0
-                b_mean, b_var = x[:, 0].astype(np.float64), 0.0
-            else:
-                x = x.astype(np.float64)
-                b_mean = x.sum(1) / b_count
-                dx = x - b_mean[:, None]
-                b_var = (dx * dx).sum(1) / b_count
-            delta = b_mean - mean
-            total = count + b_count
-            m2 = var * count + b_var * b_count + delta * delta * count * b_count / total
-            mean += delta * b_count / total
-            var[...] = m2 / total
-            count[...] = total
+            m, v, c = fold_moments(mean, var, count, x.astype(np.float64))
+            mean[...], var[...], count[...] = m, v, c
 
         obs = self.obs.numpy()
         x = normalize(obs)
@@ -324,8 +286,7 @@ class BatchedCollector:
                 logp = shifted.reshape(P * N, -1)[rows, a_env].reshape(P, N) - lse
             else:
                 a = out + std * noise_np[t]
-                zz = (a - out) * inv_std
-                logp = (-0.5 * (zz * zz) - log_std - 0.5 * _LOG_2PI).sum(-1)
+                logp = gaussian_log_density(a, out, log_std, inv_std, 0.5, HALF_LOG_2PI).sum(-1)
                 a_env = self._env_action_np(a).reshape(P * N, -1)
             act_b[t] = a
             logp_b[t] = logp

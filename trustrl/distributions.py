@@ -9,11 +9,54 @@ already summed over action dimensions, and an exact KL for the trust-region code
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
 
 _LOG_2PI = math.log(2.0 * math.pi)
+HALF_LOG_2PI = 0.5 * _LOG_2PI
+"""log(2 pi) / 2, the Gaussian's normalising constant per dimension."""
+
+o: Any = torch
+"""The array namespace of the elementwise functions below."""
+
+
+# --- the diagonal Gaussian's densities, written once ------------------------------------------
+# Elementwise, per action dimension (a Gaussian's log-prob, entropy and KL are their sums over
+# the dimensions): torch runs them on whole tensors (DiagGaussian here, trustrl.popnet), NumPy
+# on arrays (the batched collector's CPU rollout) and compiled code on scalars inside its loops
+# (trustrl.compiled: the rollouts, PPO's epochs, the diagnostics), from this source
+# (tests/test_one_source.py). half, one, two and half_log_2pi are numbers of the arrays' dtype
+# in compiled code (a float64 constant would promote float32 arithmetic).
+
+def gaussian_log_density(x: Any, mean: Any, log_std: Any, inv_std: Any, half: Any,
+                         half_log_2pi: Any) -> Any:
+    """log N(x; mean, std^2) for one dimension, with inv_std = exp(-log_std): -z^2 / 2 -
+    log std - log(2 pi) / 2, z = (x - mean) / std. The easy mistake: dropping -log std
+    (harmless for a fixed std, wrong once the std is learned)."""
+    z = (x - mean) * inv_std
+    return (-(z * z) * half - log_std) - half_log_2pi
+
+
+def gaussian_entropy_density(log_std: Any, half: Any, half_log_2pi: Any) -> Any:
+    """The entropy of N(mean, std^2) for one dimension: 1/2 + log(2 pi) / 2 + log std."""
+    return (half + half_log_2pi) + log_std
+
+
+def gaussian_kl_density(mean_p: Any, log_std_p: Any, mean_q: Any, log_std_q: Any,
+                        inv_std_q: Any, var_ratio: Any, half: Any, one: Any, two: Any) -> Any:
+    """KL(N(mean_p, std_p^2) || N(mean_q, std_q^2)) for one dimension, with inv_std_q =
+    exp(-log_std_q) and var_ratio = std_p^2 / std_q^2 = exp(2 (log_std_p - log_std_q)):
+    (var_ratio + ((mean_p - mean_q) / std_q)^2 - 1 - 2 (log_std_p - log_std_q)) / 2. The easy
+    mistake: the arguments' order (KL is not symmetric; PPO's diagnostics take pi_old as p)."""
+    t = (mean_p - mean_q) * inv_std_q
+    return half * (var_ratio + t * t - one - two * (log_std_p - log_std_q))
+
+
+def gaussian_var_ratio(log_std_p: Any, log_std_q: Any, two: Any) -> Any:
+    """std_p^2 / std_q^2 = exp(2 (log_std_p - log_std_q)), elementwise."""
+    return o.exp(two * (log_std_p - log_std_q))
 
 
 class Categorical:
@@ -65,17 +108,17 @@ class DiagGaussian:
         return self.mean
 
     def log_prob(self, actions: Tensor) -> Tensor:
-        z = (actions - self.mean) / self.std
-        return (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(-1)
+        return gaussian_log_density(actions, self.mean, self.log_std, torch.exp(-self.log_std),
+                                    0.5, HALF_LOG_2PI).sum(-1)
 
     def entropy(self) -> Tensor:
-        return (0.5 + 0.5 * _LOG_2PI + self.log_std).sum(-1)
+        return gaussian_entropy_density(self.log_std, 0.5, HALF_LOG_2PI).sum(-1)
 
     def kl(self, other: DiagGaussian) -> Tensor:
         """KL(self || other) per state, exactly, summed over dimensions."""
-        var_ratio = (self.log_std - other.log_std).mul(2).exp()
-        mean_term = ((self.mean - other.mean) / other.std).pow(2)
-        return 0.5 * (var_ratio + mean_term - 1.0 - var_ratio.log()).sum(-1)
+        var_ratio = gaussian_var_ratio(self.log_std, other.log_std, 2.0)
+        return gaussian_kl_density(self.mean, self.log_std, other.mean, other.log_std,
+                                   torch.exp(-other.log_std), var_ratio, 0.5, 1.0, 2.0).sum(-1)
 
 
 class MultiCategorical:

@@ -29,11 +29,11 @@ from torch import Tensor
 
 from trustrl import compiled, rng
 from trustrl import diagnostics as diag
-from trustrl.advantages import gae
+from trustrl.advantages import gae, gae_numpy
 from trustrl.agent import Agent, make_policy
 from trustrl.algos import Algorithm, make_algorithm
 from trustrl.algos.common import DIAGNOSTIC_COLUMNS, QUANTILES
-from trustrl.batched import BatchedCollector, gae_numpy, metrics_rows
+from trustrl.batched import BatchedCollector, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pickle_drops_state, pixel_rows

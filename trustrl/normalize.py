@@ -2,6 +2,12 @@
 
 State is plain NumPy (float64) so that it saves into checkpoints and agents exactly, and so a
 frozen copy used at evaluation never changes.
+
+The running moments' update is written once, `fold_moments`, over a free array namespace ``o``
+(NumPy here): `RunningMeanStd` runs it on NumPy arrays, the batched collector on torch tensors
+(`fold_moments_torch`) and on NumPy arrays of P members, and the compiled rollout compiles the
+same code with Numba (trustrl.compiled.xp); tests/test_one_source.py checks that each binding is
+this function's code.
 """
 
 from __future__ import annotations
@@ -9,6 +15,34 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
+
+from trustrl.rebind import rebound
+
+o: Any = np
+"""The array namespace of `fold_moments` (see the module's docstring)."""
+
+
+def fold_moments(mean: Any, var: Any, count: Any, x: Any) -> tuple[Any, Any, Any]:
+    """Fold the batch x [P, n, ...] (float64; over axis 1) into P running means and variances
+    [P, ...] of `count` samples each (parallel Welford, Chan et al.): returns the new (mean,
+    var, count). The batch's moments are np.mean's and np.var's arithmetic written out (a sum
+    over the axis divided by n; the squared deviations from that mean summed and divided by
+    n); one sample is its own mean with variance exactly 0 (what the sums give, at less cost:
+    this runs once or twice per env step). The easy mistake: the unbiased variance (n - 1), or
+    forgetting the delta^2 term that moves the old samples' spread to the new mean."""
+    n = x.shape[1]
+    if n == 1:
+        b_mean = x[:, 0] * 1.0
+        b_var = o.zeros_like(b_mean)
+    else:
+        b_mean = x.sum(1) / n
+        dev = x - b_mean[:, None]
+        b_var = (dev * dev).sum(1) / n
+    delta = b_mean - mean
+    total = count + n
+    m2 = var * count + b_var * n + delta * delta * count * n / total
+    return mean + delta * n / total, m2 / total, total
 
 
 class RunningMeanStd:
@@ -20,26 +54,11 @@ class RunningMeanStd:
         self.count = float(epsilon)
 
     def update(self, batch: np.ndarray) -> None:
-        """Fold in a batch of shape [B, *shape].
-
-        The batch's mean and variance are np.mean's and np.var's arithmetic written out (a sum
-        over axis 0 divided by B; the squared deviations from that mean summed and divided by
-        B), so the same bits, without their wrappers: this runs once or twice per env step."""
+        """Fold in a batch of shape [B, *shape] (`fold_moments`, one member)."""
         batch = np.asarray(batch, np.float64)
-        b_count = batch.shape[0]
-        if b_count == 1:  # one env: its row is the mean, the variance is exactly 0
-            b_mean = batch[0]
-            b_var = np.zeros_like(b_mean)
-        else:
-            b_mean = np.add.reduce(batch, axis=0) / b_count
-            dev = batch - b_mean
-            b_var = np.add.reduce(np.multiply(dev, dev, out=dev), axis=0) / b_count
-        delta = b_mean - self.mean
-        total = self.count + b_count
-        self.mean = self.mean + delta * b_count / total
-        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
-        self.var = m2 / total
-        self.count = total
+        mean, var, self.count = fold_moments(self.mean[None], self.var[None], self.count,
+                                             batch[None])
+        self.mean, self.var = mean[0], var[0]
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
@@ -100,3 +119,9 @@ class RewardScaler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rms.load_state_dict(state["rms"])
         self.returns = np.array(state["returns"], np.float64)
+
+
+_TORCH = rebound("_trustrl_normalize_torch", "trustrl.normalize over torch", globals(),
+                 (fold_moments,), {"o": torch})
+fold_moments_torch = _TORCH.fold_moments
+"""`fold_moments` over torch tensors (the batched collector's torch rollout, any device)."""

@@ -11,6 +11,13 @@ elementwise operations above take 35 us for a 4,500-parameter member, and the op
 is taken once per minibatch. A masked-out member's row is simply not passed. On CUDA the
 elementwise form stays (the mask is applied on the device, with no host synchronisation, as a
 CUDA graph needs).
+
+The step itself is written once, `adam_step`, an elementwise function over a free array
+namespace ``o`` (torch here), as trustrl.losses' terms are: PopAdam's elementwise form runs it
+on torch tensors and the compiled backend compiles the same code with Numba and calls it on
+each element (trustrl.compiled.kernels.adam_, the Adam step of its PPO epochs and critic fit);
+tests/test_one_source.py checks the identity.
+torch's fused kernel is the library's own implementation of the same arithmetic.
 """
 
 from __future__ import annotations
@@ -19,6 +26,29 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+o: Any = torch
+"""The array namespace of `adam_update` (see the module's docstring)."""
+
+
+def adam_step(param: Any, m: Any, v: Any, grad: Any, one_minus_b1: Any, b2: Any,
+              one_minus_b2: Any, eps: Any, step_size: Any, bc2_sqrt: Any) -> tuple[Any, Any, Any]:
+    """One Adam step, elementwise (torch.optim.Adam's single-tensor arithmetic): the new
+    (param, m, v),
+
+        m <- m + (g - m) (1 - b1)          (torch's lerp of m towards g)
+        v <- v b2 + (1 - b2) g^2
+        p <- p - m / (sqrt(v) / sqrt(1 - b2^t) + eps) * lr / (1 - b1^t)
+
+    with step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) for this step's count t
+    (t includes this step): scalars, or columns [P, 1] of per-member values on arrays [P, D].
+    Compiled code calls it on scalars in a loop over the elements, every scalar of the arrays'
+    dtype (a float64 one would promote float32 arithmetic). The easy mistake: eps under the
+    square root, or the bias corrections of the count before the step."""
+    m = m + (grad - m) * one_minus_b1
+    v = v * b2 + one_minus_b2 * grad * grad
+    return param - m / (o.sqrt(v) / bc2_sqrt + eps) * step_size, m, v
+
 
 _FUSED = hasattr(torch, "_fused_adam_")
 
@@ -46,16 +76,28 @@ class PopAdam:
             return
         if active is None:
             self.t += 1
-            self.m.lerp_(grad, 1.0 - b1)
-            self.v.mul_(b2).addcmul_(grad, grad, value=1.0 - b2)
-            self._apply(self.m, self.v, self.t, lr, None)
+            p, m, v = adam_step(self.param, self.m, self.v, grad, 1.0 - b1, b2, 1.0 - b2,
+                                self.eps, *self._corrections(self.t, lr))
+            self.param.copy_(p)
+            self.m.copy_(m)
+            self.v.copy_(v)
             return
-        act = active.to(self.t.dtype)
-        self.t += act
+        # a masked step with no host synchronisation: the step everywhere, kept where active
         mask = active[:, None]
-        self.m.copy_(torch.where(mask, torch.lerp(self.m, grad, 1.0 - b1), self.m))
-        self.v.copy_(torch.where(mask, self.v * b2 + (1.0 - b2) * grad * grad, self.v))
-        self._apply(self.m, self.v, self.t.clamp(min=1), lr, mask)
+        t = self.t + active.to(self.t.dtype)
+        param, m, v = adam_step(self.param, self.m, self.v, grad, 1.0 - b1, b2, 1.0 - b2,
+                                self.eps, *self._corrections(t.clamp(min=1), lr))
+        self.t.copy_(t)
+        self.m.copy_(torch.where(mask, m, self.m))
+        self.v.copy_(torch.where(mask, v, self.v))
+        self.param.copy_(torch.where(mask, param, self.param))
+
+    def _corrections(self, t: Tensor, lr: float | Tensor) -> tuple[Tensor, Tensor]:
+        """Adam's step size lr / (1 - b1^t) and sqrt(1 - b2^t) per member, as columns [P, 1]
+        of the parameters' dtype (computed in float64 from the float64 counts)."""
+        b1, b2 = self.betas
+        step_size = (lr / (1.0 - torch.pow(b1, t))).to(self.m.dtype)[:, None]
+        return step_size, torch.sqrt(1.0 - torch.pow(b2, t)).to(self.m.dtype)[:, None]
 
     def _fused_step(self, grad: Tensor, lr: float | Tensor, active: Tensor | None) -> None:
         keep = (range(len(self._rows)) if active is None
@@ -101,18 +143,6 @@ class PopAdam:
                 self._uniform = False
                 self._t32.fill_(float(self._t_all))
             self._t32 += float(n) if active is None else float(n) * active.float()
-
-    def _apply(self, m: Tensor, v: Tensor, t: Tensor, lr: float | Tensor,
-               mask: Tensor | None) -> None:
-        b1, b2 = self.betas
-        bc1 = 1.0 - torch.pow(b1, t)
-        bc2_sqrt = torch.sqrt(1.0 - torch.pow(b2, t))
-        step_size = (lr / bc1).to(m.dtype)[:, None]
-        denom = v.sqrt() / bc2_sqrt.to(m.dtype)[:, None] + self.eps
-        update = m / denom * step_size
-        if mask is not None:
-            update = torch.where(mask, update, torch.zeros_like(update))
-        self.param.sub_(update)
 
     def state_dict(self) -> dict[str, Any]:
         return {"m": self.m.cpu(), "v": self.v.cpu(), "t": self.t.cpu()}

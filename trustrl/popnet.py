@@ -24,9 +24,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trustrl.distributions import (
+    HALF_LOG_2PI,
+    gaussian_entropy_density,
+    gaussian_kl_density,
+    gaussian_log_density,
+    gaussian_var_ratio,
+)
 from trustrl.policies import ActionSpec, ActorCritic
-
-_LOG_2PI = math.log(2.0 * math.pi)
 
 
 def _tanh(x: Tensor) -> Tensor:
@@ -130,8 +135,8 @@ class PopNet:
         if self.discrete:
             return torch.log_softmax(out, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         log_std = self.log_std(flat)
-        z = (actions - out) * torch.exp(-log_std)
-        return (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+        return gaussian_log_density(actions, out, log_std, torch.exp(-log_std), 0.5,
+                                    HALF_LOG_2PI).sum(-1)
 
     def log_prob_parts(self, out: Tensor, actions: Tensor,
                        flat: Tensor | dict[str, Tensor] | None = None) -> dict[str, Tensor]:
@@ -150,8 +155,8 @@ class PopNet:
             return {"logp": logp, "logp_all": logp_all, "prob": logp_all.exp()}
         log_std = self.log_std(flat)
         inv_std = torch.exp(-log_std)
-        z = (actions - out) * inv_std
-        logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+        logp = gaussian_log_density(actions, out, log_std, inv_std, 0.5, HALF_LOG_2PI).sum(-1)
+        z = (actions - out) * inv_std  # for the derivative (log_prob_backward)
         return {"logp": logp, "log_std": log_std, "inv_std": inv_std, "z": z}
 
     def log_prob_backward(self, parts: dict[str, Tensor], actions: Tensor, g_logp: Tensor
@@ -182,7 +187,8 @@ class PopNet:
             return _bernoulli_entropy(parts["out"])
         if self.discrete:
             return -(parts["prob"] * parts["logp_all"]).sum(-1)
-        return (0.5 + 0.5 * _LOG_2PI + parts["log_std"]).sum(-1).expand_as(parts["logp"])
+        return gaussian_entropy_density(parts["log_std"], 0.5, HALF_LOG_2PI).sum(-1).expand_as(
+            parts["logp"])
 
     def kl_from(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor | None = None,
                 flat_new: Tensor | dict[str, Tensor] | None = None) -> Tensor:
@@ -202,9 +208,9 @@ class PopNet:
             return (lo.exp() * (lo - ln)).sum(-1)
         ls_new = self.log_std(flat_new)
         ls_old = ls_new.detach() if flat_old is None else self.log_std(flat_old)
-        var_ratio = (2.0 * (ls_old - ls_new)).exp()
-        t = ((old_out - new_out) * torch.exp(-ls_new)).pow(2)
-        return 0.5 * (var_ratio + t - 1.0 - 2.0 * (ls_old - ls_new)).sum(-1)
+        var_ratio = gaussian_var_ratio(ls_old, ls_new, 2.0)
+        return gaussian_kl_density(old_out, ls_old, new_out, ls_new, torch.exp(-ls_new),
+                                   var_ratio, 0.5, 1.0, 2.0).sum(-1)
 
     def entropy_backward(self, parts: dict[str, Tensor], g_ent: Tensor
                          ) -> tuple[Tensor | None, Tensor | None]:

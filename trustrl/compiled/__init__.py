@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trustrl.advantages import done_masks
 from trustrl.backends import ClosedForm
 from trustrl.optim import PopAdam
 from trustrl.popnet import PopActorCritic
@@ -85,7 +86,8 @@ def _one_blas_thread() -> None:
                 break
 
 
-_SOURCES = ("compiled/kernels.py", "compiled/rollout.py", "compiled/ppo.py", "compiled/xp.py",
+_SOURCES = ("advantages.py", "distributions.py", "normalize.py", "optim.py",
+            "compiled/kernels.py", "compiled/rollout.py", "compiled/ppo.py", "compiled/xp.py",
             "compiled/iteration.py", "envs/classic.py", "losses.py")
 """The files compiled code is built from. Numba's disk cache checks only a function's own
 file, but a compiled function includes the code of those it calls from other files."""
@@ -115,7 +117,8 @@ def _drop_stale_caches() -> None:
     except OSError:
         pass
     try:
-        for folder in (root / "compiled" / "__pycache__", root / "envs" / "__pycache__"):
+        for folder in (root / "__pycache__", root / "compiled" / "__pycache__",
+                       root / "envs" / "__pycache__"):
             for f in folder.glob("*.nb[ic]"):
                 f.unlink(missing_ok=True)
         stamp.parent.mkdir(exist_ok=True)
@@ -133,7 +136,7 @@ def _kernels() -> dict[str, Any]:
         from trustrl.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        gae=k.gae, ppo_epochs=ppo.ppo_epochs,
+                        gae=k.gae_into, ppo_epochs=ppo.ppo_epochs,
                         ppo_diagnostics=k.ppo_diagnostics)
     return _KERNELS
 
@@ -387,8 +390,8 @@ def masked_crc32c(data: bytes) -> int:
 
 def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,
         truncated: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
-    """batched.gae_numpy (trustrl.advantages.gae on CPU tensors [T, ...]) as one compiled
-    call: the same float32 operations in the same order, so the same bits. Returns
+    """trustrl.advantages.gae_numpy with the recursion (advantages.gae_into) compiled: the same
+    float32 operations in the same order, so the same bits. Returns
     (advantages, returns = advantages + values)."""
     T = rewards.shape[0]
     flat = [np.ascontiguousarray(_np(x)).reshape(T, -1)
@@ -396,7 +399,9 @@ def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor
     if flat[0].dtype != np.float32:
         raise ValueError("the compiled GAE takes float32 rewards and values")
     adv = np.empty(flat[0].shape, np.float32)
-    _kernels()["gae"](*flat, float(gamma), float(gamma * lam), adv)
+    not_term, not_done = done_masks(flat[3], flat[4], np.float32)
+    _kernels()["gae"](adv, *flat[:3], not_term, not_done, np.float32(gamma),
+                      np.float32(gamma * lam))
     a = torch.from_numpy(adv).view(rewards.shape)
     return a, a + values
 
@@ -437,8 +442,7 @@ class CompiledRollout:
                                  "machine, about 20 s; cached on disk)", self._run, gae):
             out = self._run(self.dynamics.k, *args)
             f32 = np.float32
-            gae(*(np.zeros((1, 1), f32),) * 3, *(np.zeros((1, 1), bool),) * 2, 0.99, 0.95,
-                np.zeros((1, 1), f32))
+            gae(*(np.zeros((1, 1), f32),) * 6, f32(0.99), f32(0.95))
         self._ready = True
         return out
 

@@ -4,7 +4,7 @@ backend, with no Python between its parts.
 
     rollout           T steps of every member's envs (trustrl.compiled.rollout.rollout)
     bootstrap_values  V of every state and the bootstrap values (the same module)
-    gae               the advantages and returns (kernels.gae)
+    gae_into          the advantages (trustrl.advantages' recursion, compiled)
     ppo_epochs        the K epochs of minibatch steps (trustrl.compiled.ppo), one call, or
                       one per epoch with a KL target, each member stopping on its own
     ppo_diagnostics   the full-batch diagnostics after the update (kernels.ppo_diagnostics)
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from trustrl.compiled.kernels import gae, ppo_diagnostics
+from trustrl.compiled.kernels import gae_into, ppo_diagnostics
 from trustrl.compiled.ppo import ppo_epochs
 from trustrl.compiled.rollout import bootstrap_values
 
@@ -92,8 +92,10 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
     bootstrap_values(flat, c0, csizes, relu, obs_b, final_x, x, term_b, trunc_b, values,
                      next_v)
     adv = np.empty((T, P * N), f32)
-    gae(rew_b.reshape((T, P * N)), values.reshape((T, P * N)), next_v.reshape((T, P * N)),
-        term_b.reshape((T, P * N)), trunc_b.reshape((T, P * N)), gamma, gl, adv)
+    not_term = (~term_b).astype(f32).reshape((T, P * N))
+    not_done = (~(term_b | trunc_b)).astype(f32).reshape((T, P * N))
+    gae_into(adv, rew_b.reshape((T, P * N)), values.reshape((T, P * N)),
+             next_v.reshape((T, P * N)), not_term, not_done, f32(gamma), f32(gl))
     # the batch [P, T*N, ...]; returns = advantages + values in float32, as the learner's
     B = T * N
     adv_f = _flat3(adv.reshape((T, P, N)))

@@ -18,6 +18,9 @@ import math
 import numpy as np
 from numba import njit
 
+from trustrl import advantages, distributions, optim
+from trustrl.compiled.xp import compiled_source
+
 _TANH_CLAMP = np.float32(7.90531110763549805)  # tanh is 1 to float32 beyond this
 _TP = np.array([4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
                 5.12229709037114e-08, -8.60467152213735e-11, 2.00018790482477e-13,
@@ -196,18 +199,33 @@ def sum_squares(x):  # type: ignore[no-untyped-def]
     return s
 
 
+adam_step = compiled_source(optim, ("adam_step",), fastmath=True).adam_step
+"""trustrl.optim.adam_step compiled over trustrl.compiled.xp: the Adam step PopAdam runs."""
+
+
 @njit(cache=True, fastmath=True, error_model="numpy")
 def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def]
     """One Adam step of the 1-d float32 arrays theta, m, v in place, with gradient grad and step
-    count t (this step included): trustrl.optim's arithmetic (torch.optim.Adam's)."""
-    step = np.float32(lr / (1.0 - b1 ** t))
-    bc2 = np.float32(math.sqrt(1.0 - b2 ** t))
-    c1, c2, beta2, e = np.float32(1.0 - b1), np.float32(1.0 - b2), np.float32(b2), np.float32(eps)
+    count t (this step included): `adam_step` on each element, with the bias corrections of
+    count t, every scalar float32 (so float32 arithmetic)."""
+    f32 = np.float32
+    c1, beta2, c2, e = f32(1.0 - b1), f32(b2), f32(1.0 - b2), f32(eps)
+    step, bc2 = f32(lr / (1.0 - b1 ** t)), f32(math.sqrt(1.0 - b2 ** t))
     for j in range(theta.shape[0]):
-        gj = grad[j]
-        m[j] += (gj - m[j]) * c1
-        v[j] = v[j] * beta2 + c2 * gj * gj
-        theta[j] -= m[j] / (np.sqrt(v[j]) / bc2 + e) * step
+        theta[j], m[j], v[j] = adam_step(theta[j], m[j], v[j], grad[j], c1, beta2, c2, e, step,
+                                         bc2)
+
+
+_GAUSSIAN = compiled_source(distributions, ("gaussian_log_density", "gaussian_entropy_density",
+                                           "gaussian_kl_density", "gaussian_var_ratio"))
+gaussian_log_density = _GAUSSIAN.gaussian_log_density
+gaussian_entropy_density = _GAUSSIAN.gaussian_entropy_density
+gaussian_kl_density = _GAUSSIAN.gaussian_kl_density
+gaussian_var_ratio = _GAUSSIAN.gaussian_var_ratio
+"""trustrl.distributions' Gaussian densities compiled over trustrl.compiled.xp, called on
+float32 scalars in the loops below (compiled/rollout.py and compiled/ppo.py too)."""
+HALF_LOG_2PI = np.float32(distributions.HALF_LOG_2PI)
+HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
@@ -342,23 +360,9 @@ def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, dampi
             out[p, j] = grad[j] + np.float32(damping) * vp[j]
 
 
-@njit(cache=True, error_model="numpy")
-def gae(rewards, values, next_values, terminated, truncated, gamma, gl, adv):
-    """batched.gae_numpy's backward loop over float32 [T, M] arrays (M = members x envs),
-    writing the advantages into adv: the same operations in the same order (no fastmath), so
-    the same bits. gamma and gl (gamma * lambda) are rounded to float32 as NumPy rounds a
-    Python float meeting a float32 array."""
-    T, M = rewards.shape
-    g, g_l = np.float32(gamma), np.float32(gl)
-    one, zero = np.float32(1.0), np.float32(0.0)
-    last = np.zeros(M, np.float32)
-    for t in range(T - 1, -1, -1):
-        for i in range(M):
-            not_term = zero if terminated[t, i] else one
-            not_done = zero if (terminated[t, i] or truncated[t, i]) else one
-            delta = rewards[t, i] + g * not_term * next_values[t, i] - values[t, i]
-            last[i] = delta + g_l * not_done * last[i]
-            adv[t, i] = last[i]
+gae_into = compiled_source(advantages, ("gae_into",), ("gae_step",)).gae_into
+"""trustrl.advantages.gae_into compiled over trustrl.compiled.xp: GAE's recursion, the code the
+torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same bits)."""
 
 
 @njit(cache=True, error_model="numpy")
@@ -375,7 +379,6 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
     P, B = logp_old.shape
     n = sizes[sizes.shape[0] - 1]
     f32 = np.float32
-    half_log_2pi = f32(0.5 * math.log(2.0 * math.pi))
     lsm = np.empty(n, np.float32)
     lso = np.empty(n, np.float32)
     inv_std = np.empty(n, np.float32)
@@ -391,9 +394,10 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
         ent_box = f32(0.0)
         if not discrete:
             for k in range(n):
-                ent_box += (f32(0.5) + half_log_2pi) + flat[p, ls_off + k]
+                ent_box += gaussian_entropy_density(flat[p, ls_off + k], HALF, HALF_LOG_2PI)
                 inv_std[k] = np.exp(-flat[p, ls_off + k])
-                var_ratio[k] = np.exp(f32(2.0) * (flat_old[p, ls_off + k] - flat[p, ls_off + k]))
+                var_ratio[k] = gaussian_var_ratio(flat_old[p, ls_off + k], flat[p, ls_off + k],
+                                                  TWO)
         for i in range(B):
             if discrete:
                 m = out[i, 0]
@@ -421,11 +425,11 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
                 kl = f32(0.0)
                 for k in range(n):
                     ls = flat[p, ls_off + k]
-                    ls0 = flat_old[p, ls_off + k]
-                    z = (act_f[p, i, k] - out[i, k]) * inv_std[k]
-                    logp += (f32(-0.5) * (z * z) - ls) - half_log_2pi
-                    t = (old_out[p, i, k] - out[i, k]) * inv_std[k]
-                    kl += f32(0.5) * (var_ratio[k] + t * t - f32(1.0) - f32(2.0) * (ls0 - ls))
+                    logp += gaussian_log_density(act_f[p, i, k], out[i, k], ls, inv_std[k], HALF,
+                                                 HALF_LOG_2PI)
+                    kl += gaussian_kl_density(old_out[p, i, k], flat_old[p, ls_off + k],
+                                              out[i, k], ls, inv_std[k], var_ratio[k], HALF, ONE,
+                                              TWO)
                 ent = ent_box
             lr = logp - logp_old[p, i]
             r = np.exp(lr)

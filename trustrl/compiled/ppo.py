@@ -29,8 +29,12 @@ from numba import njit
 from trustrl import losses
 from trustrl.compiled import xp
 from trustrl.compiled.kernels import (
+    HALF,
+    HALF_LOG_2PI,
     adam_,
     dot_tn,
+    gaussian_entropy_density,
+    gaussian_log_density,
     hidden_size,
     mlp_backward_hidden,
     mlp_forward,
@@ -54,7 +58,6 @@ def _bind_losses() -> Any:
 
 
 L = _bind_losses()
-_HALF_LOG_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
 
 @njit(cache=True, error_model="numpy")
@@ -157,13 +160,13 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                     h = f32(0.0)
                     for k in range(n):
                         inv_std[k] = np.exp(-th[ls_off + k])
-                        h += f32(0.5) + _HALF_LOG_2PI + th[ls_off + k]
+                        h += gaussian_entropy_density(th[ls_off + k], HALF, HALF_LOG_2PI)
                     for i in range(M):
                         lp = f32(0.0)
                         for k in range(n):
-                            z = (a_f[i, k] - out[i, k]) * inv_std[k]
-                            lpa[i, k] = z
-                            lp += (f32(-0.5) * (z * z) - th[ls_off + k]) - _HALF_LOG_2PI
+                            lpa[i, k] = (a_f[i, k] - out[i, k]) * inv_std[k]  # z, for d logp
+                            lp += gaussian_log_density(a_f[i, k], out[i, k], th[ls_off + k],
+                                                       inv_std[k], HALF, HALF_LOG_2PI)
                         logp[i] = lp
                         ent[i] = h
                 # PPO.loss: the terms (trustrl.losses, compiled) and their derivatives

@@ -16,17 +16,15 @@ and cos in float32.
 
 from __future__ import annotations
 
-import math
 import types
 from typing import Any
 
 import numpy as np
 from numba import njit
 
-from trustrl.compiled.kernels import mlp_out
-
-_LOG_2PI = math.log(2.0 * math.pi)
-_HALF_LOG_2PI = np.float32(0.5 * _LOG_2PI)  # what NumPy 2 makes of the Python float meeting f32
+from trustrl import normalize
+from trustrl.compiled.kernels import HALF, HALF_LOG_2PI, gaussian_log_density, mlp_out
+from trustrl.compiled.xp import compiled_source
 
 
 def transition(*args: Any) -> Any:  # the env's, given by bind()
@@ -34,32 +32,12 @@ def transition(*args: Any) -> Any:  # the env's, given by bind()
 
 
 def _chan(mean, var, count, x):  # type: ignore[no-untyped-def]
-    """batched._numpy_rollout's `chan`: fold x [P, N, ...] (over axis 1) into the running mean
-    and variance [P, ...] and the shared count [1], in place."""
-    n = x.shape[1]
-    P = x.shape[0]
-    if n == 1:
-        b_mean = x[:, 0].astype(np.float64)
-        b_var = np.zeros_like(b_mean)
-    else:
-        xd = x.astype(np.float64)
-        b_mean = xd[:, 0].copy()
-        for i in range(1, n):
-            b_mean += xd[:, i]
-        b_mean = b_mean / n
-        dx = xd[:, 0] - b_mean
-        b_var = dx * dx
-        for i in range(1, n):
-            dx = xd[:, i] - b_mean
-            b_var += dx * dx
-        b_var = b_var / n
-    delta = b_mean - mean
-    total = count[0] + n
-    m2 = var * count[0] + b_var * n + delta * delta * count[0] * n / total
-    for p in range(P):
-        mean[p] += delta[p] * n / total
-        var[p] = m2[p] / total
-    count[0] = total
+    """Fold x [P, N, ...] (over axis 1) into the running mean and variance [P, ...] and the
+    shared count [1], in place: trustrl.normalize.fold_moments, compiled from its source."""
+    new_mean, new_var, total = fold_moments(mean, var, count, x.astype(np.float64))
+    mean[...] = new_mean
+    var[...] = new_var
+    count[...] = total
 
 
 def _normalize(o, mean, var, clip):  # type: ignore[no-untyped-def]
@@ -126,9 +104,8 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
                     lp = np.float32(0.0)
                     for j in range(n_out):
                         a = out[p, i, j] + std[p, j] * noise[t, p, i, j]
-                        zz = (a - out[p, i, j]) * inv_std[p, j]
-                        lp += (np.float32(-0.5) * (zz * zz) - flat[p, ls_off + j]) \
-                            - _HALF_LOG_2PI
+                        lp += gaussian_log_density(a, out[p, i, j], flat[p, ls_off + j],
+                                                   inv_std[p, j], HALF, HALF_LOG_2PI)
                         act_f[t, p, i, j] = a
                         a_env_f[p * N + i, j] = min(max(a, act_lo[j]), act_hi[j])
                     logp_b[t, p, i] = lp
@@ -242,8 +219,7 @@ def gaussian_step(flat, sizes_a, c0, sizes_c, relu, ls_off, x, noise, t, obs_b, 
             ls = flat[ls_off + j]
             std = np.exp(ls)
             a = out[i, j] + std * noise[i, j]
-            z = (a - out[i, j]) / std
-            lp += (np.float32(-0.5) * (z * z) - ls) - _HALF_LOG_2PI
+            lp += gaussian_log_density(a, out[i, j], ls, np.exp(-ls), HALF, HALF_LOG_2PI)
             act_b[t, i, j] = a
             out_b[t, i, j] = out[i, j]
         logp_b[t, i] = lp
@@ -283,6 +259,7 @@ def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, obs_b, act_b, lo
         obs_b[t, i] = x[i]
 
 
+fold_moments = compiled_source(normalize, ("fold_moments",)).fold_moments
 _HELPERS = (_chan, _normalize)
 _BOUND: dict[int, Any] = {}
 

@@ -17,15 +17,19 @@ arithmetic stays float32 in compiled code (a float64 scalar would promote it).
 
 from __future__ import annotations
 
+import builtins
+import types as types_
 from typing import Any
 
 import numpy as np
-from numba import literal_unroll, njit
+from numba import literal_unroll, njit, types
+from numba.extending import overload
 
 branches = True
 float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_  # noqa: A001
 sin, cos, square, abs, remainder = np.sin, np.cos, np.square, np.abs, np.remainder  # noqa: A001
 minimum, maximum, zeros_like = np.minimum, np.maximum, np.zeros_like  # torch's names too
+exp, log, sqrt = np.exp, np.log, np.sqrt  # trustrl.distributions' and trustrl.optim's
 
 _jit = jit = njit(cache=True, error_model="numpy")
 """How trustrl.envs.classic's functions are compiled over this namespace (``bind``'s wrap)."""
@@ -131,3 +135,89 @@ def any(mask):  # type: ignore[no-untyped-def]  # noqa: A001
 @_jit
 def actions(a, n, d):  # type: ignore[no-untyped-def]
     return np.ascontiguousarray(a).reshape(n).astype(d)
+
+
+def compiled_source(module: Any, names: tuple[str, ...], elementwise_names: tuple[str, ...] = (),
+                    fastmath: bool = False) -> Any:
+    """The array functions `names` of `module` (written over a free global ``o``) compiled by
+    Numba over this namespace, and its elementwise functions `elementwise_names` as
+    `elementwise` (scalars in, or one loop over arrays): a module registered as
+    ``_trustrl_<module>_xp`` (Numba's disk cache records that name) whose attributes are the
+    compiled functions, each running the source function's own code object
+    (``f.py_func.__code__ is getattr(module, name).__code__``), cached on disk. `fastmath`
+    lets LLVM reassociate (vectorised sums; the last bits change). Made once per process."""
+    import sys
+
+    from trustrl.rebind import rebound
+
+    name = "_trustrl_" + module.__name__.rsplit(".", 1)[-1] + "_xp"
+    bound = sys.modules.get(name)
+    every = elementwise_names + names
+    if bound is None or not all(hasattr(bound, n) for n in every):
+        bound = rebound(name, f"{module.__name__} over trustrl.compiled.xp", vars(module),
+                        (getattr(module, n) for n in every), {"o": sys.modules[__name__]},
+                        njit(cache=True, fastmath=fastmath, error_model="numpy"))
+        for n in elementwise_names:  # the other functions see the elementwise form
+            setattr(bound, n, elementwise(getattr(bound, n), n))
+    return bound
+
+
+def _flat(x):  # type: ignore[no-untyped-def]
+    return x
+
+
+@overload(_flat)
+def _flat_impl(x):  # type: ignore[no-untyped-def]
+    """An array as 1-d (a view where it is C-contiguous; 1-d arrays as they are), a scalar as
+    it is."""
+    if isinstance(x, types.Array):
+        if x.ndim == 1:
+            return lambda x: x
+        if x.layout == "C":
+            return lambda x: x.reshape(-1)
+        return lambda x: np.ascontiguousarray(x).reshape(-1)
+    return lambda x: x
+
+
+def elementwise(scalar: Any, name: str) -> Any:
+    """The compiled form of an elementwise source function (arithmetic on arguments of one
+    shape, or scalars): `scalar` (its njit dispatcher) where every argument is a scalar, and
+    one loop over the elements where some are arrays (of one size; the result has the first
+    array's shape and dtype): what NumPy and torch do with the same function on whole arrays,
+    at the cost of one loop (a compiled array expression allocates per operation and ran
+    2-7x slower than the loop)."""
+
+    def stub(*args):  # type: ignore[no-untyped-def]
+        return scalar.py_func(*args)
+
+    stub.__name__ = stub.__qualname__ = name
+    stub.__wrapped__ = scalar  # type: ignore[attr-defined]
+    impls: dict[tuple[bool, ...], Any] = {}
+
+    @overload(stub)
+    def _impl(*args):  # type: ignore[no-untyped-def]
+        if args and isinstance(args[0], types.BaseTuple):  # Numba passes *args as one tuple
+            args = tuple(args[0])
+        arrays = tuple(isinstance(a, types.Array) for a in args)
+        if not builtins.any(arrays):  # this module's `any` is the namespace's
+            return lambda *args: scalar(*args)
+        key = tuple(a.ndim if isinstance(a, types.Array) else 0 for a in args)
+        impl = impls.get(key)
+        if impl is None:
+            n, k = len(args), arrays.index(True)
+            one_d = builtins.all(d <= 1 for d in key)  # index the arrays as they are
+            flats = "".join(f"    a{i} = args[{i}]\n" if one_d or not key[i]
+                            else f"    a{i} = _flat(args[{i}])\n" for i in range(n))
+            call = ", ".join(f"a{i}[j]" if key[i] else f"a{i}" for i in range(n))
+            src = (f"def impl(*args):\n{flats}"
+                   f"    out = np.empty_like(a{k})\n"
+                   f"    for j in range(out.shape[0]):\n"
+                   f"        out[j] = _scalar({call})\n"
+                   f"    return out{'' if one_d else f'.reshape(args[{k}].shape)'}\n")
+            code = compile(src, f"<trustrl elementwise {name}>", "exec")
+            ns = dict(globals())
+            ns["_scalar"] = scalar
+            impl = impls[key] = types_.FunctionType(code.co_consts[0], ns, name)
+        return impl
+
+    return stub

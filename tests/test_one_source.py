@@ -1,0 +1,88 @@
+"""One source per concept: every binding of an array function runs the source's own code.
+
+The fast paths must compile the algorithm's code, not rewrite it (issue "One source,
+compiled"). For each concept written once over an array namespace, the NumPy binding and the
+Numba binding hold functions whose code object *is* the source function's: a hand-written copy
+in a binding fails here, whatever numbers it computes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trustrl import advantages
+
+
+def test_gae_numpy_binding_runs_the_source():
+    assert advantages._NUMPY.gae_into.__code__ is advantages.gae_into.__code__
+    assert advantages._NUMPY.gae_step.__code__ is advantages.gae_step.__code__
+    assert advantages._NUMPY.o.__name__ == "numpy"
+
+
+def test_gae_compiled_binding_runs_the_source():
+    pytest.importorskip("numba")
+    from trustrl import compiled
+    from trustrl.compiled import iteration, kernels
+
+    assert kernels.gae_into.py_func.__code__ is advantages.gae_into.__code__
+    step = kernels.gae_into.py_func.__globals__["gae_step"]  # the elementwise form it calls
+    assert step.__wrapped__.py_func.__code__ is advantages.gae_step.__code__
+    assert compiled._kernels()["gae"] is kernels.gae_into
+    assert iteration.gae_into is kernels.gae_into  # the fused iteration calls the same one
+
+
+def test_running_moments_bindings_run_the_source():
+    from trustrl import batched, normalize
+
+    assert normalize.fold_moments_torch.__code__ is normalize.fold_moments.__code__
+    assert normalize._TORCH.o.__name__ == "torch"
+    assert batched.fold_moments is normalize.fold_moments  # the NumPy rollout's
+    assert batched.fold_moments_torch is normalize.fold_moments_torch  # the torch rollout's
+    pytest.importorskip("numba")
+    from trustrl.compiled import rollout
+
+    assert rollout.fold_moments.py_func.__code__ is normalize.fold_moments.__code__
+
+
+def test_adam_compiled_binding_runs_the_source():
+    from trustrl import optim
+
+    pytest.importorskip("numba")
+    from trustrl.compiled import kernels
+
+    assert kernels.adam_step.py_func.__code__ is optim.adam_step.__code__
+    assert kernels.adam_.py_func.__globals__["adam_step"] is kernels.adam_step
+
+
+GAUSSIAN = ("gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
+            "gaussian_var_ratio")
+
+
+def test_gaussian_densities_compiled_binding_runs_the_source():
+    """The compiled rollouts, PPO's epochs and the diagnostics call the densities the torch
+    and NumPy paths call (trustrl.distributions), compiled from their source."""
+    from trustrl import distributions
+
+    pytest.importorskip("numba")
+    from trustrl.compiled import kernels, ppo, rollout
+
+    for name in GAUSSIAN:
+        assert getattr(kernels, name).py_func.__code__ is getattr(distributions, name).__code__
+    assert rollout.gaussian_log_density is kernels.gaussian_log_density
+    assert ppo.gaussian_log_density is kernels.gaussian_log_density
+    assert ppo.gaussian_entropy_density is kernels.gaussian_entropy_density
+
+
+def test_no_gaussian_log_density_written_out_elsewhere():
+    """The Gaussian's normalising constant log(2 pi) / 2 appears in one module: a copy of the
+    density written out anywhere else (as the eight there were) would name it again."""
+    import re
+    from pathlib import Path
+
+    import trustrl
+
+    root = Path(trustrl.__file__).parent
+    constant = re.compile(r"log\(2(\.0)? \* (math|np|torch)\.pi\)")
+    hits = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                  if constant.search(p.read_text()))
+    assert hits == ["distributions.py"]
