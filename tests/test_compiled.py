@@ -629,10 +629,10 @@ def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation,
 
 
 def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
-    """compiled.masked_crc32c equals TensorBoard's own masked CRC-32C on records of several
-    lengths; a run folder's event file (runs.EventWriter) is TensorBoard's format: every
-    record's checksums are TensorBoard's, and its reader gives back each row's scalars at its
-    step and, on a resume, the SessionLog START at the purge step."""
+    """tb_events.masked_crc32c (compiled) equals TensorBoard's own masked CRC-32C on records
+    of several lengths; a run folder's event file (tb_events.EventWriter) is TensorBoard's
+    format: every record's checksums are TensorBoard's, and its reader gives back each row's
+    scalars at its step and, on a resume, the SessionLog START at the purge step."""
     import os
     import struct
 
@@ -643,11 +643,13 @@ def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     from tensorboard.compat.proto.event_pb2 import SessionLog
     from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
+    from trustrl import tb_events
     from trustrl.runs import RunDir
 
+    assert tb_events.crc_function() is tb_events.masked_crc32c  # Numba is installed here
     for n in (0, 1, 8, 255, 827, 4099):
         data = os.urandom(n)
-        assert compiled.masked_crc32c(data) == masked_crc32c(data), n
+        assert tb_events.masked_crc32c(data) == masked_crc32c(data), n
     run = RunDir(tmp_path / "run")
     run.buffer_logs(3600.0)  # kept in memory until flush_logs
     assert run.open_tensorboard()

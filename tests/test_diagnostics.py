@@ -243,3 +243,36 @@ def test_ratio_stats_hand_quantiles():
     assert stats["ratio_q75"] == pytest.approx(15.0)
     assert stats["ratio_q95"] == pytest.approx(19.0)
     assert (stats["ratio_min"], stats["ratio_max"]) == (0.0, 20.0)
+
+
+def test_learner_stats_against_their_definitions():
+    """critic_stats and episode_stats (the learners' metrics, written once) against the
+    definitions written out member by member: explained variance with torch.var, the episode
+    means over the steps where an episode ended; nan where nothing is explained or ended."""
+    import math
+
+    from trustrl.diagnostics import critic_stats, episode_stats
+
+    g = torch.Generator().manual_seed(7)
+    for _ in range(5):
+        values = torch.randn(3, 40, generator=g, dtype=torch.float64)
+        returns = torch.randn(3, 40, generator=g, dtype=torch.float64)
+        returns[2] = 0.5  # constant: nothing to explain
+        ev, fresh = critic_stats(values, returns, math.nan)
+        for p in range(2):
+            want = 1 - torch.var(returns[p] - values[p], unbiased=False) / torch.var(
+                returns[p], unbiased=False)
+            assert abs(float(ev[p]) - float(want)) < 1e-12
+        assert math.isnan(float(ev[2]))
+        torch.testing.assert_close(fresh, 0.5 * ((values - returns) ** 2).mean(1))
+        done = torch.rand(9, 3, 4, generator=g) < 0.3
+        done[:, 1] = False
+        fin_ret = torch.randn(9, 3, 4, generator=g, dtype=torch.float64)
+        fin_len = torch.randint(1, 50, (9, 3, 4), generator=g).double()
+        n, ret, length = episode_stats(done, fin_ret, fin_len, math.nan)
+        for p in (0, 2):
+            d = done[:, p]
+            assert int(n[p]) == int(d.sum())
+            assert abs(float(ret[p]) - float(fin_ret[:, p][d].mean())) < 1e-12
+            assert abs(float(length[p]) - float(fin_len[:, p][d].mean())) < 1e-12
+        assert int(n[1]) == 0 and math.isnan(float(ret[1])) and math.isnan(float(length[1]))

@@ -21,7 +21,7 @@ from reference_algos import old_distribution, ppo_update
 from trustrl import rng
 from trustrl.config import make_config
 from trustrl.distributions import Categorical, DiagGaussian
-from trustrl.envs.torch_classic import SUPPORTED
+from trustrl.envs.torch_classic import SUPPORTED, ResetSampler
 from trustrl.errors import ConfigError
 from trustrl.learners import init_policies
 from trustrl.optim import PopAdam
@@ -97,7 +97,7 @@ def test_reset_states_drawn_ahead_are_the_ones_drawn_call_by_call(env_id):
     counter moved from outside (a loaded checkpoint), on or off a call's boundary, draws
     afresh from there."""
     keys = rng.derive(torch.arange(3), 2)
-    plain, ahead = rng.ResetSampler(env_id, keys), rng.ResetSampler(env_id, keys)
+    plain, ahead = ResetSampler(env_id, keys), ResetSampler(env_id, keys)
     for _ in range(7):
         assert torch.equal(ahead.sample_ahead(5, 3), plain.sample(5))
         assert int(ahead.counter) == int(plain.counter)
@@ -145,8 +145,8 @@ def test_the_collector_drawing_ahead_changes_no_number(monkeypatch):
 @pytest.mark.parametrize("env_id", SUPPORTED)
 def test_reset_sampler_batches_equal_steps_and_stay_in_bounds(env_id):
     keys = rng.derive(torch.arange(6), 2)
-    batched = rng.ResetSampler(env_id, keys).sample(5)
-    one = rng.ResetSampler(env_id, keys)
+    batched = ResetSampler(env_id, keys).sample(5)
+    one = ResetSampler(env_id, keys)
     stepwise = torch.stack([one.sample(1)[0] for _ in range(5)])
     assert torch.equal(batched, stepwise)
     from test_torch_envs import RESET_RANGES

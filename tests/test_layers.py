@@ -15,15 +15,17 @@ ROOT = Path(trustrl.__file__).parent
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "seeding", "safeio", "locks", "progress", "importing",
         "rebind"),
-    1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "policies",
-        "extractors",
-        "envs", "rng", "optim", "popnet", "backends", "compiled"),
-    2: ("config", "presets"),
-    3: ("agent", "runs", "rollout", "batched", "evaluate", "plotting"),
-    4: ("algos",),
-    5: ("learners",),
-    6: ("train",),
-    7: ("cli", "__main__", "", "apidoc", "experiments", "lab", "demo", "sweep", "rlhf"),
+    1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "rng",
+        "optim"),
+    2: ("envs",),
+    3: ("policies", "extractors", "popnet"),
+    4: ("backends", "compiled"),
+    5: ("config", "presets"),
+    6: ("agent", "runs", "tb_events", "rollout", "batched", "evaluate", "plotting"),
+    7: ("algos",),
+    8: ("learners",),
+    9: ("train",),
+    10: ("cli", "__main__", "", "apidoc", "experiments", "lab", "demo", "sweep", "rlhf"),
 }
 """Module prefixes (relative to trustrl) of each layer, bottom to top. The longest matching
 prefix decides; "" is the package itself (trustrl/__init__.py)."""

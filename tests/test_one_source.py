@@ -86,3 +86,15 @@ def test_no_gaussian_log_density_written_out_elsewhere():
     hits = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                   if constant.search(p.read_text()))
     assert hits == ["distributions.py"]
+
+
+def test_learner_metrics_compiled_binding_runs_the_source():
+    """The fused iteration's episode and critic metrics are diagnostics' own functions (the
+    batched learner's), compiled."""
+    from trustrl import diagnostics
+
+    pytest.importorskip("numba")
+    from trustrl.compiled import iteration
+
+    for name in ("critic_stats", "episode_stats"):
+        assert getattr(iteration, name).py_func.__code__ is getattr(diagnostics, name).__code__

@@ -33,7 +33,7 @@ from trustrl import rng
 from trustrl.distributions import HALF_LOG_2PI, gaussian_log_density
 from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
-from trustrl.envs.torch_classic import TorchVecEnv, make_torch_env
+from trustrl.envs.torch_classic import ResetSampler, TorchVecEnv, make_torch_env
 from trustrl.normalize import fold_moments, fold_moments_torch
 from trustrl.popnet import PopActorCritic
 
@@ -111,7 +111,7 @@ class BatchedCollector:
         self.eval_base = rng.derive(base, rng.EVAL)  # [P]
         env_keys = rng.derive(base[:, None], rng.ENV, n_idx[None, :]).reshape(P * N)
         self.env: TorchVecEnv = make_torch_env(cfg.env_id, P * N, device=dev)
-        self.resets = rng.ResetSampler(cfg.env_id, env_keys)
+        self.resets = ResetSampler(cfg.env_id, env_keys)
         f64 = dict(dtype=torch.float64, device=dev)
         # everything that carries over between iterations is a tensor, updated in place
         self.env_state = self.resets.sample(1)[0]
@@ -466,7 +466,7 @@ class BatchedCollector:
         dev = self.device
         env = make_torch_env(self.cfg.env_id, P * E, device=dev)
         keys = rng.derive(self.eval_base[:, None], torch.arange(E, device=dev)[None, :])
-        state = rng.ResetSampler(self.cfg.env_id, keys.reshape(P * E)).sample(1)[0]
+        state = ResetSampler(self.cfg.env_id, keys.reshape(P * E)).sample(1)[0]
         elapsed = torch.zeros(P * E, dtype=torch.int64, device=dev)
         obs = env._observe(state).to(torch.float32).view(P, E, D)
         total = torch.zeros(P, E, dtype=torch.float64, device=dev)

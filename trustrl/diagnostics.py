@@ -1,12 +1,47 @@
 """The numbers that tell whether a trust region holds: pure functions of tensors.
 
-All take log_ratio = log pi_theta(a|s) - log pi_old(a|s) for actions sampled from pi_old.
+The KL and ratio functions take log_ratio = log pi_theta(a|s) - log pi_old(a|s) for actions
+sampled from pi_old. `critic_stats` and `episode_stats`, the learner's per-member metrics, are
+written once over a free array namespace ``o`` (torch here): the batched learner runs them on
+torch tensors and the compiled iteration compiles the same code with Numba
+(tests/test_one_source.py).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
+
+o: Any = torch
+"""The array namespace of `critic_stats` and `episode_stats`."""
+
+
+def critic_stats(values_old: Any, returns: Any, nan: Any) -> tuple[Any, Any]:
+    """Per member [P], from V_old and the returns [P, B] (float64): the explained variance
+    1 - Var[R - V_old] / Var[R] (`nan` where Var[R] = 0: nothing to explain) and the fresh
+    value loss 1/2 mean (V_old - R)^2 (the critic on data it has not been trained on yet: it
+    rises when the critic overfits). Variances are population ones (over B, not B - 1)."""
+    B = returns.shape[1]
+    err = returns - values_old
+    dev_r = returns - (returns.sum(1) / B)[:, None]
+    dev_e = err - (err.sum(1) / B)[:, None]
+    var_r = (dev_r * dev_r).sum(1) / B
+    var_e = (dev_e * dev_e).sum(1) / B
+    explained = o.where(var_r > 0, 1.0 - var_e / o.where(var_r > 0, var_r, 1.0), nan)
+    return explained, 0.5 * (err * err).sum(1) / B
+
+
+def episode_stats(done: Any, fin_ret: Any, fin_len: Any, nan: Any) -> tuple[Any, Any, Any]:
+    """Per member [P], from a rollout's [T, P, N] records (done: the episode ended at that
+    step; fin_ret, fin_len: its return and length there, float64): how many episodes ended,
+    their mean return and mean length (`nan` where none ended)."""
+    n_ep = done.sum(0).sum(1)
+    ret_sum = o.where(done, fin_ret, 0.0 * fin_ret).sum(0).sum(1)
+    len_sum = o.where(done, fin_len, 0.0 * fin_len).sum(0).sum(1)
+    denom = o.where(n_ep > 0, n_ep, 1)
+    return n_ep, o.where(n_ep > 0, ret_sum / denom, nan), o.where(n_ep > 0, len_sum / denom, nan)
 
 
 def kl_k1(log_ratio: Tensor) -> Tensor:

@@ -247,12 +247,12 @@ class GymLearner:
         m = self.algo.update(batch, self._iteration, lr)
         self.net.write_policy(0, policy)  # the rollout's and the agent's network
         nan = torch.tensor([math.nan])
+        explained, value_loss_fresh = diag.critic_stats(
+            b.values_old[None].double(), b.returns[None].double(), math.nan)
         m.update({
             "lr": torch.tensor([lr]),
-            "explained_variance": torch.tensor(
-                [diag.explained_variance(b.values_old, b.returns)]),
-            # the critic on data it has not been trained on yet (rises when it overfits)
-            "value_loss_fresh": (0.5 * ((b.values_old - b.returns) ** 2).mean()).reshape(1),
+            "explained_variance": explained,
+            "value_loss_fresh": value_loss_fresh,
             "episodes": torch.tensor([len(episodes)]),
             "ep_return_mean": torch.tensor([float(np.mean([e.ret for e in episodes]))])
             if episodes else nan,
@@ -480,20 +480,11 @@ class BatchedLearner:
         m = self.algo.update(batch, col.it, self.lr)
         with torch.no_grad():
             done = term_b | trunc_b
-            n_ep = done.sum((0, 2))
-            ret_sum = torch.where(done, fin_ret, torch.zeros_like(fin_ret)).sum((0, 2))
-            len_sum = torch.where(done, fin_len, torch.zeros_like(fin_len)).sum((0, 2))
-            nan = torch.full_like(ret_sum, math.nan)
-            m["ep_return_mean"] = torch.where(n_ep > 0, ret_sum / n_ep.clamp(min=1), nan)
-            m["ep_length_mean"] = torch.where(n_ep > 0, len_sum.double() / n_ep.clamp(min=1),
-                                              nan)
-            m["episodes"] = n_ep
+            m["episodes"], m["ep_return_mean"], m["ep_length_mean"] = diag.episode_stats(
+                done, fin_ret.double(), fin_len.double(), math.nan)
             m["lr"] = self.lr.expand(P)
-            vo, rt = batch["values_old"].double(), batch["returns"].double()
-            var_y = rt.var(1, unbiased=False)
-            ev = 1.0 - (rt - vo).var(1, unbiased=False) / var_y
-            m["explained_variance"] = torch.where(var_y > 0, ev, nan)
-            m["value_loss_fresh"] = 0.5 * (vo - rt).pow(2).mean(1)
+            m["explained_variance"], m["value_loss_fresh"] = diag.critic_stats(
+                batch["values_old"].double(), batch["returns"].double(), math.nan)
             metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
             col.it += 1
         return metrics, done, fin_ret, fin_len

@@ -14,8 +14,6 @@ Uniforms use the top 24 bits: exactly representable in float32.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import Tensor
@@ -112,82 +110,6 @@ def gumbel(key: Tensor, counter: Tensor | int, n: int,
     u = uniform(key, counter, n, torch.float64)
     u = (u + 2.0 ** -25).clamp(max=1.0 - 2.0 ** -25)  # inside (0, 1): both logs finite
     return (-torch.log(-torch.log(u))).to(dtype)
-
-
-class ResetSampler:
-    """Start states for T steps of R env rows at once, each row from its own stream.
-
-    A TorchVecEnv draws a reset state for every row at every step (used where an episode
-    ended). Here the draws of T steps come from one batched hash: call j of a reset, at step t,
-    row r, hashes (key_r, counter + t * calls + j), where `calls` is how many uniform draws the
-    env's reset distribution makes. `counter` is a device tensor advanced in place, so the
-    sampler runs inside a CUDA graph, and the numbers a row sees depend only on its key and on
-    the number of steps taken, never on how many other rows there are.
-    """
-
-    def __init__(self, env_id: str, keys: Tensor, width: int = 4):
-        from trustrl.envs.torch_classic import make_torch_env
-
-        self.env_id, self.keys, self.width = env_id, keys, width
-        self.rows = keys.shape[0]
-        self.counter = torch.zeros((), dtype=torch.int64, device=keys.device)
-        self._envs: dict[int, object] = {}
-        probe = make_torch_env(env_id, 1, device=keys.device)
-        calls = [0]
-
-        def count(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
-            calls[0] += 1
-            return torch.zeros(shape, dtype=dtype, device=keys.device)
-
-        probe.random_source = count
-        probe.sample_states()
-        self.calls = calls[0]
-        self._ahead: tuple[int, int, Tensor] | None = None  # (counter, steps, states) drawn
-
-    def sample_ahead(self, steps: int, calls_ahead: int) -> Tensor:
-        """`sample(steps)`, with the states of up to `calls_ahead` such calls drawn at once
-        and handed out in turn: the same numbers (a row's draws depend only on the counter),
-        one batched hash for many rollouts (CPU; a CUDA graph replays `sample`). The counter
-        still advances by steps * calls per call, so a checkpoint saves where the next call
-        starts; a counter moved from outside (a loaded checkpoint) draws afresh."""
-        c = int(self.counter)
-        if calls_ahead <= 1:
-            return self.sample(steps)
-        kept = self._ahead
-        per_call = steps * self.calls
-        if (kept is None or kept[1] != steps or per_call == 0
-                or not 0 <= c - kept[0] < kept[2].shape[0] * self.calls
-                or (c - kept[0]) % per_call):
-            start = c
-            states = self.sample(steps * calls_ahead)
-            self.counter.fill_(start)
-            kept = self._ahead = (start, steps, states)
-        first = (c - kept[0]) // max(self.calls, 1)
-        self.counter += per_call
-        return kept[2][first:first + steps]
-
-    def sample(self, steps: int) -> Tensor:
-        """[steps, rows, state_dim] start states; advances the counter by steps * calls."""
-        from trustrl.envs.torch_classic import make_torch_env
-
-        env = self._envs.get(steps)
-        if env is None:
-            env = self._envs[steps] = make_torch_env(self.env_id, steps * self.rows,
-                                                     device=self.keys.device)
-        call = [0]
-        t = torch.arange(steps, device=self.keys.device)
-
-        def source(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
-            k = math.prod(shape[1:])
-            ctr = self.counter + t * self.calls + call[0]
-            call[0] += 1
-            u = uniform(self.keys[None, :], ctr[:, None], self.width, torch.float64)
-            return u[:, :, :k].reshape(shape).to(dtype)
-
-        env.random_source = source  # type: ignore[attr-defined]
-        states = env.sample_states()  # type: ignore[attr-defined]
-        self.counter += steps * self.calls
-        return states.view(steps, self.rows, -1)
 
 
 def seed_keys(seeds: list[int], device: str | torch.device = "cpu") -> Tensor:

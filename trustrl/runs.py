@@ -29,12 +29,9 @@ import functools
 import hashlib
 import hmac
 import io
-import itertools
 import json
 import os
 import re
-import socket
-import struct
 import time
 import weakref
 from pathlib import Path
@@ -54,6 +51,7 @@ from trustrl.safeio import (
     trusted,
     verify_pickle,
 )
+from trustrl.tb_events import EventWriter
 
 # Columns every algorithm writes; each algorithm appends its own (Algorithm.extra_columns).
 METRIC_COLUMNS = [
@@ -328,69 +326,6 @@ def _complete(row: dict[str, Any], columns: list[str]) -> bool:
     return all(k in row and row[k] is not None for k in columns) and row.get("iteration", "") != ""
 
 
-class EventWriter:
-    """A TensorBoard event file (what torch's SummaryWriter writes: the file version, on a
-    resume the SessionLog START that purges the killed process's later events, then one
-    event per metrics row holding its scalars), written by the trainer's own thread: the
-    records are kept in memory and appended at `flush`, which the run folder calls with its
-    CSV rows. (SummaryWriter hands every event to a writer thread; on one core the thread's
-    wake-ups and the record's pure-Python CRC-32C cost about 11% of a single seed's compiled
-    CartPole iteration.) The checksums are TensorBoard's masked CRC-32C, computed by
-    trustrl.compiled where its extra is installed; TensorBoard's reader checks them."""
-
-    _uid = itertools.count()
-
-    def __init__(self, folder: Path, purge_step: int | None = None):
-        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        from trustrl import compiled
-
-        if compiled.available():
-            self._crc = compiled.masked_crc32c
-        else:
-            from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
-            self._crc = masked_crc32c
-        self._event, self._summary = Event, Summary
-        folder.mkdir(parents=True, exist_ok=True)
-        now = time.time()
-        name = (f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}."
-                f"{next(self._uid)}")
-        self._file: Any = open(folder / name, "ab")
-        self._records: list[bytes] = []
-        self._add(Event(wall_time=now, file_version="brain.Event:2"))
-        if purge_step is not None:
-            self._add(Event(wall_time=now, step=int(purge_step),
-                            session_log=SessionLog(status=SessionLog.START)))
-        self.flush()
-
-    def add_scalars(self, step: int, values: list[tuple[str, float]]) -> None:
-        """One event at `step` holding the scalars (tag, value)."""
-        value = self._summary.Value
-        self._add(self._event(wall_time=time.time(), step=step, summary=self._summary(
-            value=[value(tag=tag, simple_value=v) for tag, v in values])))
-
-    def _add(self, event: Any) -> None:
-        # a TFRecord: length, masked CRC of the length, the serialised event, its masked CRC
-        data = event.SerializeToString()
-        head = struct.pack("<Q", len(data))
-        self._records.append(b"".join((head, struct.pack("<I", self._crc(head)), data,
-                                       struct.pack("<I", self._crc(data)))))
-
-    def flush(self) -> None:
-        if self._records and self._file is not None:
-            self._file.write(b"".join(self._records))
-            self._file.flush()
-        self._records.clear()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self.flush()
-            self._file.close()
-            self._file = None
-
-
 @functools.lru_cache(maxsize=1024)
 def _tb_name(key: str) -> str:
     """CleanRL-style namespaces: charts/ (returns, speed, lr), losses/, diagnostics/."""
@@ -499,7 +434,6 @@ class _WandbTracker:
     WANDB_MODE=offline works without an account; WANDB_PROJECT (default trustrl)."""
 
     def __init__(self, path: Path, config: dict[str, Any], run_id: str | None):
-        import os
 
         import wandb
 
@@ -524,7 +458,6 @@ class _MlflowTracker:
     otherwise); the config as parameters and as config.json."""
 
     def __init__(self, path: Path, config: dict[str, Any], run_id: str | None):
-        import os
 
         from mlflow.tracking import MlflowClient
 

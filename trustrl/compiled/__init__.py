@@ -86,7 +86,7 @@ def _one_blas_thread() -> None:
                 break
 
 
-_SOURCES = ("advantages.py", "distributions.py", "normalize.py", "optim.py",
+_SOURCES = ("advantages.py", "diagnostics.py", "distributions.py", "normalize.py", "optim.py",
             "compiled/kernels.py", "compiled/rollout.py", "compiled/ppo.py", "compiled/xp.py",
             "compiled/iteration.py", "envs/classic.py", "losses.py")
 """The files compiled code is built from. Numba's disk cache checks only a function's own
@@ -375,17 +375,6 @@ class Compiled(ClosedForm):
             return torch.from_numpy(out)
 
         return fvp
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TensorBoard's masked CRC-32C of a record (tensorboard.compat.tensorflow_stub's
-    masked_crc32c: the same value) from a compiled loop: TensorBoard without TensorFlow
-    computes it in Python, about 170 us for one iteration's event of 31 scalars (3-4% of a
-    single seed's CartPole iteration on the batched path)."""
-    from trustrl.compiled import kernels
-
-    x = int(kernels.crc32c(np.frombuffer(data, np.uint8), kernels.CRC32C_TABLE))
-    return ((((x >> 15) | (x << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from trustrl import diagnostics
 from trustrl.compiled.kernels import gae_into, ppo_diagnostics
 from trustrl.compiled.ppo import ppo_epochs
 from trustrl.compiled.rollout import bootstrap_values
+from trustrl.compiled.xp import compiled_source
 
 
 def rollout(*args: Any) -> Any:  # the env's compiled rollout, given by bind()
@@ -143,41 +145,20 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
         ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs_f, act_i_f, act_f_f, logp_f,
                         out_f, flat_old, clip_eps, qs, diag)
     # the learner's metrics: the episodes that ended, the critic before the update
+    n_ep, ret_mean, len_mean = episode_stats(term_b | trunc_b, fin_ret,
+                                             fin_len.astype(np.float64), np.nan)
+    explained, value_loss_fresh = critic_stats(val_f.astype(np.float64),
+                                               ret_f.astype(np.float64), np.nan)
     for p in range(P):
-        n_ep = 0
-        r_sum = 0.0
-        l_sum = 0
-        for s in range(T):
-            for i in range(N):
-                if term_b[s, p, i] or trunc_b[s, p, i]:
-                    n_ep += 1
-                    r_sum += fin_ret[s, p, i]
-                    l_sum += fin_len[s, p, i]
-        stats[p, 0] = r_sum / n_ep if n_ep > 0 else np.nan
-        stats[p, 1] = l_sum / n_ep if n_ep > 0 else np.nan
-        stats[p, 2] = n_ep
-        mean_r = 0.0
-        mean_e = 0.0
-        for j in range(B):
-            mean_r += np.float64(ret_f[p, j])
-            mean_e += np.float64(ret_f[p, j]) - np.float64(val_f[p, j])
-        mean_r /= B
-        mean_e /= B
-        var_r = 0.0
-        var_e = 0.0
-        sq = 0.0
-        for j in range(B):
-            r = np.float64(ret_f[p, j])
-            e = r - np.float64(val_f[p, j])
-            var_r += (r - mean_r) ** 2
-            var_e += (e - mean_e) ** 2
-            sq += e * e
-        var_r /= B
-        var_e /= B
-        stats[p, 3] = 1.0 - var_e / var_r if var_r > 0 else np.nan
-        stats[p, 4] = 0.5 * sq / B
+        stats[p, 0] = ret_mean[p]
+        stats[p, 1] = len_mean[p]
+        stats[p, 2] = n_ep[p]
+        stats[p, 3] = explained[p]
+        stats[p, 4] = value_loss_fresh[p]
 
 
+_STATS = compiled_source(diagnostics, ("critic_stats", "episode_stats"))
+critic_stats, episode_stats = _STATS.critic_stats, _STATS.episode_stats
 _HELPERS = (_flat, _flat3)
 _BOUND: dict[int, Any] = {}
 

@@ -453,27 +453,3 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
             lo = math.floor(pos)
             hi = math.ceil(pos)
             res[p, 7 + j] = s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def _crc32c_table() -> np.ndarray:
-    """The byte table of CRC-32C (Castagnoli, reflected polynomial 0x82F63B78)."""
-    table = np.zeros(256, np.int64)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table[i] = c
-    return table
-
-
-CRC32C_TABLE = _crc32c_table()
-
-
-@njit(cache=True, error_model="numpy")
-def crc32c(data, table):
-    """CRC-32C of a uint8 array (the checksum of TensorBoard's event records), one table
-    lookup a byte."""
-    crc = 0xFFFFFFFF
-    for i in range(data.shape[0]):
-        crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF

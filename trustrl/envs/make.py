@@ -11,9 +11,15 @@ import gymnasium as gym
 import numpy as np
 
 from trustrl.envs.factory import EnvFactory, as_factory
-from trustrl.envs.spaces import UnsupportedSpace, all_images, flatten_obs, obs_layout, top_kind
+from trustrl.envs.spaces import (
+    ActionSpec,
+    UnsupportedSpace,
+    all_images,
+    flatten_obs,
+    obs_layout,
+    top_kind,
+)
 from trustrl.errors import EnvError, TrustrlError
-from trustrl.policies import ActionSpec
 
 SUPPORTED_ACTIONS = "Discrete, Box (any shape), MultiDiscrete (1-D), MultiBinary"
 SUPPORTED_OBS = ("Box (any shape; uint8 images to a CNN), Discrete and MultiDiscrete (one-hot), "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -188,3 +189,43 @@ def image_columns(layout: Sequence[dict[str, Any]], obs_dim: int) -> np.ndarray 
     for p in img:
         m[p["offset"]:p["offset"] + p["size"]] = True
     return m
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """What the actor outputs. 'discrete': n actions; 'box': dim = the number of entries of
+    an action of shape `shape` (flattened for the Gaussian), bounds flattened;
+    'multidiscrete': nvec, dim = len(nvec), n = sum(nvec) logits; 'multibinary': dim = n bits
+    (shape: the space's). start: the space's start values (Discrete, MultiDiscrete) when not 0.
+    """
+
+    kind: str
+    n: int = 0
+    dim: int = 0
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+    nvec: tuple[int, ...] = ()
+    shape: tuple[int, ...] = ()
+    start: tuple[int, ...] = ()
+
+    @property
+    def n_out(self) -> int:
+        """The actor's output width: logits (discrete, multidiscrete, multibinary) or means."""
+        return self.dim if self.kind == "box" else self.n
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ActionSpec:
+        """From `__dict__` as saved in agent files (lists back to tuples)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    def space(self):  # -> gymnasium.Space
+        """The Gymnasium action space (for a user's network factory)."""
+        if self.kind == "discrete":
+            return gym.spaces.Discrete(self.n, start=self.start[0] if self.start else 0)
+        if self.kind == "multidiscrete":
+            return gym.spaces.MultiDiscrete(list(self.nvec), start=list(self.start) or None)
+        if self.kind == "multibinary":
+            return gym.spaces.MultiBinary(list(self.shape) or self.n)
+        shape = self.shape or (self.dim,)
+        return gym.spaces.Box(np.asarray(self.low, np.float32).reshape(shape),
+                              np.asarray(self.high, np.float32).reshape(shape))
