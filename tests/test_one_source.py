@@ -44,6 +44,18 @@ def test_running_moments_bindings_run_the_source():
     assert rollout.fold_moments.py_func.__code__ is normalize.fold_moments.__code__
 
 
+def test_observation_normalisation_bindings_run_the_source():
+    from trustrl import batched, normalize
+
+    assert normalize.normalized_torch.__code__ is normalize.normalized.__code__
+    assert batched.normalized is normalize.normalized  # the NumPy rollout's
+    assert batched.normalized_torch is normalize.normalized_torch  # the torch rollout's
+    pytest.importorskip("numba")
+    from trustrl.compiled import rollout
+
+    assert rollout.normalized.py_func.__code__ is normalize.normalized.__code__
+
+
 def test_adam_compiled_binding_runs_the_source():
     from trustrl import optim
 

@@ -34,7 +34,7 @@ from trustrl.distributions import HALF_LOG_2PI, gaussian_log_density
 from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import ResetSampler, TorchVecEnv, make_torch_env
-from trustrl.normalize import fold_moments, fold_moments_torch
+from trustrl.normalize import fold_moments, fold_moments_torch, normalized, normalized_torch
 from trustrl.popnet import PopActorCritic
 
 DRAWS_AHEAD = 16
@@ -69,13 +69,12 @@ def _numpy_actor(net: PopActorCritic) -> Callable[[np.ndarray], np.ndarray]:
     return forward
 
 
-def _numpy_normalize(o: np.ndarray, mean: np.ndarray, var: np.ndarray, clip: float
+def _numpy_normalize(obs: np.ndarray, mean: np.ndarray, var: np.ndarray, clip: float
                      ) -> np.ndarray:
-    """`BatchedCollector.normalize` in NumPy (the same operations): raw observations [P, n, d]
-    -> float32 network inputs. np.minimum/maximum rather than np.clip, whose Python wrapper
-    costs more than the arithmetic at these sizes."""
-    z = (o.astype(np.float64) - mean[:, None]) / np.sqrt(var[:, None] + 1e-8)
-    return np.minimum(np.maximum(z, -clip), clip).astype(np.float32)
+    """`BatchedCollector.normalize` in NumPy (normalize.normalized): raw observations
+    [P, n, d] -> float32 network inputs."""
+    return normalized(obs.astype(np.float64), mean[:, None], var[:, None], clip,
+                      1e-8).astype(np.float32)
 
 
 class BatchedCollector:
@@ -162,8 +161,8 @@ class BatchedCollector:
         """obs [P, n, obs_dim] -> what the networks see (float32)."""
         if not self.cfg.normalize_obs:
             return obs.float()
-        z = (obs.double() - mean[:, None]) / torch.sqrt(var[:, None] + 1e-8)
-        return z.clamp(-self.cfg.obs_clip, self.cfg.obs_clip).float()
+        return normalized_torch(obs.double(), mean[:, None], var[:, None], self.cfg.obs_clip,
+                                1e-8).float()
 
     def env_action(self, a: Tensor) -> Tensor:
         """What the env receives for actions `a`: Box actions clipped to the bounds."""

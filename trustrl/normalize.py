@@ -3,11 +3,12 @@
 State is plain NumPy (float64) so that it saves into checkpoints and agents exactly, and so a
 frozen copy used at evaluation never changes.
 
-The running moments' update is written once, `fold_moments`, over a free array namespace ``o``
-(NumPy here): `RunningMeanStd` runs it on NumPy arrays, the batched collector on torch tensors
-(`fold_moments_torch`) and on NumPy arrays of P members, and the compiled rollout compiles the
-same code with Numba (trustrl.compiled.xp); tests/test_one_source.py checks that each binding is
-this function's code.
+The running moments' update, `fold_moments`, and the normalisation itself, `normalized`
+(elementwise), are written once over a free array namespace ``o`` (NumPy here, with torch's
+`clamp`): `RunningMeanStd` and `ObsNormalizer` run them on NumPy arrays, the batched collector
+on torch tensors (`fold_moments_torch`, `normalized_torch`) and on NumPy arrays of P members,
+and the compiled rollout compiles the same code with Numba (trustrl.compiled.xp);
+tests/test_one_source.py checks that each binding is this code.
 """
 
 from __future__ import annotations
@@ -17,10 +18,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from trustrl.rebind import rebound
+from trustrl.rebind import Namespace, rebound
 
-o: Any = np
-"""The array namespace of `fold_moments` (see the module's docstring)."""
+
+def _clamp(x: Any, low: Any, high: Any) -> Any:
+    """torch.clamp's numbers in NumPy (NaN kept), without np.clip's wrapper cost."""
+    return np.minimum(np.maximum(x, low), high)
+
+
+o: Any = Namespace("trustrl_numpy_ops", np, clamp=_clamp)
+"""The array namespace of `fold_moments` and `normalized`: NumPy, with torch's `clamp` (see
+the module's docstring)."""
+
+
+def normalized(x: Any, mean: Any, var: Any, clip: Any, eps: Any) -> Any:
+    """(x - mean) / sqrt(var + eps) clipped to [-clip, clip], elementwise (float64): what the
+    networks see of an observation (the callers cast it to float32). NaN stays NaN."""
+    return o.clamp((x - mean) / o.sqrt(var + eps), -clip, clip)
 
 
 def fold_moments(mean: Any, var: Any, count: Any, x: Any) -> tuple[Any, Any, Any]:
@@ -82,9 +96,8 @@ class ObsNormalizer:
             self.rms.update(obs)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        out = (obs - self.rms.mean) / np.sqrt(self.rms.var + self.epsilon)
-        # np.clip's numbers (NaN kept) without its Python wrapper's cost
-        return np.minimum(np.maximum(out, -self.clip), self.clip).astype(np.float32)
+        return normalized(obs, self.rms.mean, self.rms.var, self.clip,
+                          self.epsilon).astype(np.float32)
 
     def state_dict(self) -> dict[str, Any]:
         return {"rms": self.rms.state_dict(), "clip": self.clip, "epsilon": self.epsilon}
@@ -122,6 +135,7 @@ class RewardScaler:
 
 
 _TORCH = rebound("_trustrl_normalize_torch", "trustrl.normalize over torch", globals(),
-                 (fold_moments,), {"o": torch})
-fold_moments_torch = _TORCH.fold_moments
-"""`fold_moments` over torch tensors (the batched collector's torch rollout, any device)."""
+                 (fold_moments, normalized), {"o": torch})
+fold_moments_torch, normalized_torch = _TORCH.fold_moments, _TORCH.normalized
+"""`fold_moments` and `normalized` over torch tensors (the batched collector's torch
+rollout, any device)."""

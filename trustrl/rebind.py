@@ -34,3 +34,16 @@ def rebound(name: str, doc: str, source: Mapping[str, Any], functions: Iterable[
         ns[f.__name__] = g if wrap is None else wrap(g)
     sys.modules[name] = module
     return module
+
+
+class Namespace(types.ModuleType):
+    """An array namespace: `base`'s attributes (a module such as numpy), with `extra` on top
+    (the torch names a source uses that `base` spells differently, e.g. ``clamp``)."""
+
+    def __init__(self, name: str, base: Any, **extra: Any):
+        super().__init__(name)
+        self.__dict__.update(extra)
+        self._base = base
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)

@@ -40,15 +40,16 @@ def _chan(mean, var, count, x):  # type: ignore[no-untyped-def]
     count[...] = total
 
 
-def _normalize(o, mean, var, clip):  # type: ignore[no-untyped-def]
-    """batched._numpy_normalize: raw observations [P, n, d] -> float32 network inputs."""
-    P, n, d = o.shape
+def _normalize(x, mean, var, clip):  # type: ignore[no-untyped-def]
+    """batched._numpy_normalize: raw observations [P, n, d] -> float32 network inputs, each
+    element through trustrl.normalize.normalized (compiled from its source)."""
+    P, n, d = x.shape
     out = np.empty((P, n, d), np.float32)
     for p in range(P):
-        sd = np.sqrt(var[p] + 1e-8)
         for i in range(n):
-            z = (o[p, i].astype(np.float64) - mean[p]) / sd
-            out[p, i] = np.minimum(np.maximum(z, -clip), clip).astype(np.float32)
+            for k in range(d):
+                out[p, i, k] = normalized(np.float64(x[p, i, k]), mean[p, k], var[p, k], clip,
+                                          1e-8)
     return out
 
 
@@ -259,7 +260,8 @@ def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, obs_b, act_b, lo
         obs_b[t, i] = x[i]
 
 
-fold_moments = compiled_source(normalize, ("fold_moments",)).fold_moments
+_NORMALIZE = compiled_source(normalize, ("fold_moments", "normalized"))
+fold_moments, normalized = _NORMALIZE.fold_moments, _NORMALIZE.normalized
 _HELPERS = (_chan, _normalize)
 _BOUND: dict[int, Any] = {}
 
