@@ -14,7 +14,7 @@ objective; the best finished trial's config is rewritten to best.yaml.
         env.sig         where the env names code (runs.sign_env, as beside a config.json)
         sweep.json      every trial started so far with its config (`trustrl report DIR`)
         trials/<id>/    one trial, as in a sweep (run folder, attempts.jsonl, result.json)
-        best.yaml       the best finished trial: `trustrl train --algo A --config best.yaml`
+        best.yaml       the best finished trial: `trustrl train ALGO --config best.yaml`
 
 Where a trial reports. Locally, every worker opens study.db itself (SQLite on one machine).
 On Ray, the study stays in the driver's study.db: a Ray actor pinned to the driver's node holds
@@ -396,7 +396,7 @@ class _Driver:
         keys = self.spec.best_file(best.params)
         head = (f"# trustrl tune {self.spec.name}: trial {best.number}, {self.spec.objective} "
                 f"{best.value:.4g} ({self.spec.direction})\n"
-                f"# trustrl train --algo {self.spec.algo} --config {BEST_FILE}\n")
+                f"# trustrl train {self.spec.algo} --config {BEST_FILE}\n")
         atomic_write_text(self.folder.path / BEST_FILE,
                           head + yaml.safe_dump(keys, sort_keys=False))
 
