@@ -211,3 +211,63 @@ def test_best_file_keys_resolve_to_the_trial_config():
     cfg = config_to_dict(make_config("ppo", None, dict(keys), {}, {}))
     assert {k: v for k, v in cfg.items() if k != "runs_dir"} == {
         k: v for k, v in spec.config({"lr": 0.002}).items() if k != "runs_dir"}
+
+
+def test_values_refused_together_fail_that_trial_and_the_study_asks_another(tmp_path):
+    optuna = pytest.importorskip("optuna")
+    from trustrl.sweep import tune
+
+    spec = tmp_path / "pairs.yaml"  # each value passes alone; 32 x 1024 is above the budget
+    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
+                    "space: {num_envs: {categorical: [4, 32]}, "
+                    "num_steps: {categorical: [128, 1024]}}\n")
+    path = tune.create(spec, tmp_path / "study")
+    parsed = tune.check_study_folder(path)
+    study = tune.load_study(path, parsed)  # (a SPEC's `first` refuses such a point itself)
+    study.enqueue_trial({"num_envs": 32, "num_steps": 1024})
+    study.enqueue_trial({"num_envs": 4, "num_steps": 128})
+    folder = SweepFolder(path, tune._sweep_meta(parsed))
+    lines: list[str] = []
+    driver = tune._Driver(parsed, folder, tune.load_study(path, parsed), optuna, lines.append)
+    trial = driver.ask()
+    assert trial is not None and trial.id == "trial0001" and trial.grid == {
+        "num_envs": 4, "num_steps": 128}
+    assert "trial 0: its values are refused: " in lines[0] and "less than one batch" in lines[0]
+    study = tune.load_study(path, parsed)
+    assert study.trials[0].state == optuna.trial.TrialState.FAIL
+    assert [t.id for t in SweepFolder.open(path).trials] == ["trial0001"]  # sweep.json
+    assert driver.asked() == 2
+
+
+def test_resume_with_more_trials_grows_the_study(tmp_path, capsys):
+    pytest.importorskip("optuna")
+    from trustrl.sweep import tune
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
+                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    path = tune.create(spec, tmp_path / "study")
+    tune.set_trials(path, 7)
+    assert tune.check_study_folder(path).trials == 7
+    assert main(["tune", "--resume", str(path), "--trials", "0"]) == 2
+    assert "--trials must be in [1, 5,000]" in capsys.readouterr().err
+    assert main(["tune", str(spec), "--out", str(path)]) == 2  # a folder in use is not reused
+    assert "trustrl tune --resume" in capsys.readouterr().err
+
+
+def test_objective_mean_is_the_mean_of_the_periodic_evaluations(tmp_path):
+    from trustrl.sweep import tune
+    from trustrl.sweep.spec import Trial
+
+    spec = parse_tune_spec({**BASE, "objective": "mean"}, check_envs=False)
+    run = tmp_path / "trials" / "trial0000" / "run"
+    run.mkdir(parents=True)
+    (run / "eval_initial.json").write_text(json.dumps({"mean": 9.0}))  # step 0: left out
+    (run / "metrics.csv").write_text("iteration,global_step,eval_return_mean\n"
+                                     "1,512,\n2,1024,100.0\n3,1536,\n4,2048,300.0\n")
+    folder = SweepFolder(tmp_path, {"name": "x", "trials": []})
+    trial = Trial("trial0000", "ppo", "CartPole-v1", 0, "ppo#0", {}, {})
+    res = {"status": "finished", "run": "run", "final_eval": {"mean": 300.0}}
+    assert tune.objective(spec, folder, trial, res) == 200.0
+    spec.objective = "final"
+    assert tune.objective(spec, folder, trial, res) == 300.0

@@ -204,6 +204,8 @@ def parse_dist(value: Any, where: str) -> Dist:
     if len(args) not in ((2, 3) if kind == "int" else (2,)):
         form = "[low, high] or [low, high, step]" if kind == "int" else "[low, high]"
         raise SpecError(f"{where} must be {form}, got {_short(args)}")
+    low: float
+    high: float
     if integer:
         low, high = (_int(a, where, -10**12, 10**12) for a in args[:2])
         step = _int(args[2], f"{where} step", 1) if len(args) == 3 else None
