@@ -271,3 +271,17 @@ def test_objective_mean_is_the_mean_of_the_periodic_evaluations(tmp_path):
     assert tune.objective(spec, folder, trial, res) == 200.0
     spec.objective = "final"
     assert tune.objective(spec, folder, trial, res) == 300.0
+
+
+def test_a_broken_study_file_is_one_line(tmp_path, capsys):
+    pytest.importorskip("optuna")
+    from trustrl.sweep import tune
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
+                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    path = tune.create(spec, tmp_path / "study")
+    (path / "study.db").write_text("not a database")
+    assert main(["tune", "--resume", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("trustrl: error: cannot open the study in ") and "\n" not in err

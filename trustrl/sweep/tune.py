@@ -104,10 +104,19 @@ def make_pruner(settings: dict[str, Any]) -> Any:
 
 
 def load_study(folder: Path, spec: TuneSpec, offset: int = 0) -> Any:
+    """The study of DIR/study.db named as tune.json says; SpecError in one line where the
+    file is not such a database or holds no such study."""
     optuna = require_optuna()
-    return optuna.load_study(study_name=spec.name, storage=storage(folder),
-                             sampler=make_sampler(spec.sampler, offset),
-                             pruner=make_pruner(spec.pruner))
+    try:
+        return optuna.load_study(study_name=spec.name, storage=storage(folder),
+                                 sampler=make_sampler(spec.sampler, offset),
+                                 pruner=make_pruner(spec.pruner))
+    except KeyError:
+        raise SpecError(f"{Path(folder) / STUDY_DB} holds no study {spec.name!r}") from None
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy's errors: not a database, locked, ...
+        first = (str(e).splitlines() or [type(e).__name__])[0][:160]
+        raise SpecError(f"cannot open the study in {Path(folder) / STUDY_DB}: {first}"
+                        ) from None
 
 
 # ----- reporting evaluations from a trial (runs in the worker) --------------------------------
