@@ -285,3 +285,17 @@ def test_a_broken_study_file_is_one_line(tmp_path, capsys):
     assert main(["tune", "--resume", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("trustrl: error: cannot open the study in ") and "\n" not in err
+
+
+def test_without_optuna_tune_says_which_extra(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as if not installed
+    spec = tmp_path / "s.yaml"
+    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
+                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    assert main(["tune", str(spec), "--out", str(tmp_path / "study")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'trustrl[tune]'" in err and "\n" not in err
+    assert not (tmp_path / "study").exists()
+    assert main(["tune", str(spec), "--dry-run"]) == 0  # checking a SPEC needs no Optuna

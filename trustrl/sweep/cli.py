@@ -54,7 +54,7 @@ def _backend_options(p: argparse.ArgumentParser, ray_note: str = "") -> None:
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or Ray")
     p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a new "
-                   f"local Ray instance){ray_note}")
+                   f"local Ray instance{ray_note})")
     p.add_argument("--workers", type=int,
                    help="trials at once; local: processes (default: the cores); ray, local "
                    "instance: CPUs")
@@ -92,7 +92,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     tu.add_argument("--trials", type=int,
                     help="the study's size in trials, in all (default: the SPEC's); with "
                     "--resume, raises it to run more")
-    _backend_options(tu, " (run the driver on a node of the cluster)")
+    _backend_options(tu, "; run the driver on a node of the cluster")
     tu.add_argument("--out", help="study folder (default studies/<spec name>)")
     tu.add_argument("--dry-run", action="store_true",
                     help="check the SPEC and print its search space; run nothing")
