@@ -121,7 +121,7 @@ def load_study(folder: Path, spec: TuneSpec, offset: int = 0) -> Any:
 
 # ----- reporting evaluations from a trial (runs in the worker) --------------------------------
 class StudyReporter:
-    """The study as the trials see it: report(trial_id, step, value) -> prune or not. Locally
+    """The study as the trials see it: report(number, step, value) -> prune or not. Locally
     each worker holds one; on Ray it is the actor pinned to the driver's node."""
 
     def __init__(self, folder: str, spec: dict[str, Any]) -> None:
