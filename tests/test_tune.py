@@ -6,6 +6,7 @@ read as data."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -239,13 +240,18 @@ def test_values_refused_together_fail_that_trial_and_the_study_asks_another(tmp_
     assert driver.asked() == 2
 
 
+def _small_spec(tmp_path: Path) -> Path:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
+                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    return spec
+
+
 def test_resume_with_more_trials_grows_the_study(tmp_path, capsys):
     pytest.importorskip("optuna")
     from trustrl.sweep import tune
 
-    spec = tmp_path / "s.yaml"
-    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
-                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    spec = _small_spec(tmp_path)
     path = tune.create(spec, tmp_path / "study")
     tune.set_trials(path, 7)
     assert tune.check_study_folder(path).trials == 7
@@ -277,9 +283,7 @@ def test_a_broken_study_file_is_one_line(tmp_path, capsys):
     pytest.importorskip("optuna")
     from trustrl.sweep import tune
 
-    spec = tmp_path / "s.yaml"
-    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
-                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    spec = _small_spec(tmp_path)
     path = tune.create(spec, tmp_path / "study")
     (path / "study.db").write_text("not a database")
     assert main(["tune", "--resume", str(path)]) == 2
@@ -291,9 +295,7 @@ def test_without_optuna_tune_says_which_extra(tmp_path, capsys, monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "optuna", None)  # as if not installed
-    spec = tmp_path / "s.yaml"
-    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
-                    "space: {lr: {float: [0.001, 0.01]}}\n")
+    spec = _small_spec(tmp_path)
     assert main(["tune", str(spec), "--out", str(tmp_path / "study")]) == 2
     err = capsys.readouterr().err.strip()
     assert "pip install 'trustrl[tune]'" in err and "\n" not in err
