@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 MAX_WORKERS = 1024
 """--workers: local processes (or Ray CPUs) of one sweep."""
@@ -29,6 +33,33 @@ def _terminate_like_ctrl_c() -> object:
     return signal.signal(signal.SIGTERM, handler)
 
 
+def _until_interrupted(run: Callable[[], T], kept: str) -> T | int:
+    """run(), where Ctrl-C and SIGTERM end in one line (`kept`: what is kept and how to go on)
+    and the exit status 130 or 143 instead of the result."""
+    previous = _terminate_like_ctrl_c()
+    try:
+        return run()
+    except KeyboardInterrupt as e:
+        from trustrl.train import Terminated
+
+        what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"trustrl: {what}; {kept}", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
+
+
+def _backend_options(p: argparse.ArgumentParser, ray_note: str = "") -> None:
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or Ray")
+    p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a new "
+                   f"local Ray instance{ray_note})")
+    p.add_argument("--workers", type=int,
+                   help="trials at once; local: processes (default: the cores); ray, local "
+                   "instance: CPUs")
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s = subparsers.add_parser(
         "sweep", help="run algorithms x envs x seeds x settings from a SPEC file",
@@ -41,16 +72,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
                    "rerun (from their checkpoint when they have one)")
     s.add_argument("--retry-failed", action="store_true",
                    help="with --resume: also rerun trials recorded as failed")
-    s.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="local process pool (default) or Ray")
-    s.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a new "
-                   "local Ray instance)")
-    s.add_argument("--workers", type=int,
-                   help="local: processes (default: the cores); ray, local instance: CPUs")
+    _backend_options(s)
     s.add_argument("--out", help="sweep folder (default sweeps/<spec name>)")
     s.add_argument("--dry-run", action="store_true",
                    help="check the SPEC and list its trials; run nothing")
     s.set_defaults(func=cmd_sweep)
+
+    tu = subparsers.add_parser(
+        "tune", help="tune a config's keys with Optuna (TPE, pruning, resumable) from a SPEC",
+        description="Run an Optuna study over the config keys a tune SPEC (YAML) names: TPE "
+        "sampling, the pruner on each run's periodic evaluations, every trial a run folder "
+        "under the study folder, the study in DIR/study.db (interrupted studies continue with "
+        "--resume DIR), the best trial written to DIR/best.yaml for `trustrl train --config`. "
+        "Needs Optuna: pip install 'trustrl[tune]'. See docs/tune.md.")
+    tu.add_argument("spec", nargs="?", help="SPEC.yaml (omit with --resume)")
+    tu.add_argument("--resume", metavar="DIR",
+                    help="continue a study folder: its running trials from their checkpoints, "
+                    "then new trials until it holds its trials")
+    tu.add_argument("--trials", type=int,
+                    help="the study's size in trials, in all (default: the SPEC's); with "
+                    "--resume, raises it to run more")
+    _backend_options(tu, "; run the driver on a node of the cluster")
+    tu.add_argument("--out", help="study folder (default studies/<spec name>)")
+    tu.add_argument("--dry-run", action="store_true",
+                    help="check the SPEC and print its search space; run nothing")
+    tu.set_defaults(func=cmd_tune)
 
     r = subparsers.add_parser(
         "report", help="learning curves with confidence bands and tables for a sweep folder",
@@ -67,18 +113,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     r.set_defaults(func=cmd_report)
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def _check_options(args: argparse.Namespace, what: str) -> None:
+    """The options `sweep` and `tune` share: SPEC or --resume DIR, the backend's, --out."""
     from trustrl.errors import TrustrlError
-    from trustrl.sweep import runner
-    from trustrl.sweep.folder import SweepFolder
-    from trustrl.sweep.spec import check_sweep_file, load_spec
 
     if args.resume and args.spec:
         raise TrustrlError("give either SPEC or --resume DIR, not both")
     if not args.resume and not args.spec:
-        raise TrustrlError("give a SPEC file, or --resume DIR to continue a sweep")
-    if args.retry_failed and not args.resume:
-        raise TrustrlError("--retry-failed goes with --resume DIR")
+        raise TrustrlError(f"give a SPEC file, or --resume DIR to continue a {what}")
     if args.address and args.backend != "ray":
         raise TrustrlError("--address is for --backend ray")
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
@@ -89,6 +131,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.resume:
             raise TrustrlError("--out goes with a SPEC; --resume DIR continues in DIR")
         check_writable_dir(args.out, "--out")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from trustrl.errors import TrustrlError
+    from trustrl.sweep import runner
+    from trustrl.sweep.folder import SweepFolder
+    from trustrl.sweep.spec import check_sweep_file, load_spec
+
+    _check_options(args, "sweep")
+    if args.retry_failed and not args.resume:
+        raise TrustrlError("--retry-failed goes with --resume DIR")
     if args.resume is not None:
         check_sweep_file(Path(args.resume))  # sweep.json in shape before the folder is used
     if args.dry_run:
@@ -103,20 +156,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         require_ray()  # before a folder is created
     folder = SweepFolder.open(args.resume) if args.resume else runner.start(args.spec, args.out)
-    previous = _terminate_like_ctrl_c()
-    try:
-        out = runner.run(folder, args.backend, args.workers, args.address, args.retry_failed,
-                         echo=lambda s: print(s, flush=True))
-    except KeyboardInterrupt as e:
-        from trustrl.train import Terminated
-
-        what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-        print(f"trustrl: {what}; finished trials are kept; continue with "
-              f"`trustrl sweep --resume {folder.path}`", file=sys.stderr)
-        return 143 if isinstance(e, Terminated) else 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    out = _until_interrupted(lambda: runner.run(
+        folder, args.backend, args.workers, args.address, args.retry_failed,
+        echo=lambda s: print(s, flush=True)),
+        f"finished trials are kept; continue with `trustrl sweep --resume {folder.path}`")
+    if isinstance(out, int):
+        return out
     print(f"done in {out.wall_s:.0f} s: {out.finished} finished, {out.failed} failed in this "
           f"run; report with `trustrl report {folder.path}`")
     return 1 if out.failed else 0
@@ -148,4 +193,43 @@ def cmd_report(args: argparse.Namespace) -> int:
     path = write_report(Path(args.dir), out, stat=args.stat, thresholds=thresholds,
                         n_boot=args.boot)
     print(f"report: {path}")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from trustrl.errors import TrustrlError
+    from trustrl.sweep import tune
+    from trustrl.sweep.tune_spec import MAX_STUDY_TRIALS, load_tune_spec
+
+    _check_options(args, "study")
+    if args.trials is not None and not 1 <= args.trials <= MAX_STUDY_TRIALS:
+        raise TrustrlError(f"--trials must be in [1, {MAX_STUDY_TRIALS:,}], got {args.trials}")
+    if args.dry_run:
+        spec = (load_tune_spec(args.spec) if args.spec
+                else tune.check_study_folder(Path(args.resume)))
+        print(f"study {spec.name}: {spec.algo} on {spec.env_id}, seed {spec.seed}, "
+              f"{spec.config({})['total_steps']:,} steps a trial, "
+              f"{args.trials or spec.trials} trials, objective {spec.objective} "
+              f"({spec.direction}), sampler {next(iter(spec.sampler))}, "
+              f"pruner {next(iter(spec.pruner))}")
+        for key, dist in spec.space.items():
+            print(f"  {key}: {dist.kind} {list(dist.ends())}")
+        return 0
+    tune.require_optuna()
+    if args.backend == "ray":
+        from trustrl.sweep.ray_backend import require_ray
+
+        require_ray()  # before a folder is created
+    path = Path(args.resume) if args.resume else tune.create(args.spec, args.out, args.trials)
+    if args.resume and args.trials is not None:
+        tune.set_trials(path, args.trials)
+    out = _until_interrupted(lambda: tune.run(
+        path, args.backend, args.workers, args.address, echo=lambda s: print(s, flush=True)),
+        f"the study and its ended trials are kept; continue with `trustrl tune --resume {path}`")
+    if isinstance(out, int):
+        return out
+    best = (f"best: trial {out.best['number']}, {out.best['value']:.1f}; "
+            f"config in {path / tune.BEST_FILE}" if out.best else "no trial finished")
+    print(f"done in {out.wall_s:.0f} s: {out.complete} complete, {out.pruned} pruned, "
+          f"{out.failed} failed in this run; {best}")
     return 0

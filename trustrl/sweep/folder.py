@@ -28,6 +28,18 @@ from trustrl.sweep.spec import Spec, SpecError, Trial
 SWEEP_FORMAT = 1
 
 
+def new_folder(path: Path, command: str) -> FolderLock:
+    """A new sweep (or study) folder with its trials/, locked; refused where `path` holds
+    files (`trustrl <command> --resume` continues those)."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise SpecError(f"{path} already exists; continue it with `trustrl {command} --resume "
+                        f"{path}` or choose another --out")
+    (path / "trials").mkdir(parents=True, exist_ok=True)
+    lock = FolderLock(path, f"{command} folder".replace("tune", "study"))
+    lock.acquire()  # two `trustrl sweep SPEC --out DIR` at once: the second stops here
+    return lock
+
+
 class SweepFolder:
     def __init__(self, path: Path, meta: dict[str, Any]):
         self.path = Path(path)
@@ -68,12 +80,7 @@ class SweepFolder:
     @classmethod
     def create(cls, path: str | Path, spec: Spec, spec_text: str) -> SweepFolder:
         p = Path(path)
-        if p.exists() and (not p.is_dir() or any(p.iterdir())):
-            raise SpecError(f"{p} already exists; continue it with `trustrl sweep --resume {p}` "
-                            "or choose another --out")
-        (p / "trials").mkdir(parents=True, exist_ok=True)
-        lock = FolderLock(p, "sweep folder")
-        lock.acquire()  # two `trustrl sweep SPEC --out DIR` at once: the second stops here
+        lock = new_folder(p, "sweep")
         meta = {"format": SWEEP_FORMAT, "name": spec.name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 "resources": spec.resources, "thresholds": spec.thresholds,
@@ -93,6 +100,13 @@ class SweepFolder:
         if meta.get("format") != SWEEP_FORMAT:
             raise SpecError(f"{p / 'sweep.json'}: format not understood by this trustrl")
         return cls(p, meta)
+
+    def add_trials(self, trials: list[Trial]) -> None:
+        """Append trials to sweep.json (`trustrl tune` records each trial its study asks for,
+        before the trial starts)."""
+        self.meta["trials"] = [*self.meta["trials"], *(t.as_dict() for t in trials)]
+        self.trials.extend(trials)
+        atomic_write_text(self.path / "sweep.json", json.dumps(self.meta, indent=1) + "\n")
 
     # --- trials ------------------------------------------------------------------------------
     def trial_dir(self, trial: Trial) -> Path:

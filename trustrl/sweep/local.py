@@ -22,9 +22,11 @@ from typing import Any
 
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import Trial
-from trustrl.sweep.trial import run_in_worker, worker_init
+from trustrl.sweep.trial import CallbackFactory, run_in_worker, worker_init
 
-OnResult = Callable[[Trial, dict[str, Any]], None]
+OnResult = Callable[[Trial, dict[str, Any]], "list[Trial] | None"]
+"""Called as each trial ends; the trials it returns are run next (`trustrl tune` asks its study
+for a new trial there; a sweep's list is fixed and returns None)."""
 
 
 def default_workers() -> int:
@@ -57,8 +59,9 @@ def _stop_workers(timeout: float = 10.0) -> None:
 
 
 def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result: OnResult,
-              max_attempts: int = 3) -> None:
-    """Run `trials` on `workers` processes; on_result(trial, result) as each one ends."""
+              max_attempts: int = 3, make_callback: CallbackFactory | None = None) -> None:
+    """Run `trials` on `workers` processes; on_result(trial, result) as each one ends, and the
+    trials it returns after them. make_callback: see execute_trial."""
     ctx = mp.get_context("spawn")
     queue = list(trials)
     deaths: dict[str, int] = {}
@@ -69,9 +72,10 @@ def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result:
         ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=worker_init,
                                  initargs=(worker_cores(n),))
         try:
-            futures: dict[Future[dict[str, Any]], Trial] = {
-                ex.submit(run_in_worker, t.as_dict(), str(folder.trial_dir(t))): t
-                for t in queue}
+            futures: dict[Future[dict[str, Any]], Trial] = {}
+            for t in queue:
+                futures[ex.submit(run_in_worker, t.as_dict(), str(folder.trial_dir(t)),
+                                  make_callback)] = t
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -84,7 +88,16 @@ def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result:
                         continue
                     except Exception as e:  # noqa: BLE001 - e.g. an unpicklable result
                         res = folder.record_failure(t, f"{type(e).__name__}: {e}")
-                    on_result(t, res)
+                    for new in on_result(t, res) or []:  # run next, in this pool
+                        before[new.id] = folder.attempts(new)
+                        try:
+                            f = ex.submit(run_in_worker, new.as_dict(),
+                                          str(folder.trial_dir(new)), make_callback)
+                        except BrokenProcessPool:
+                            lost.append(new)  # resubmitted in the next pool
+                            continue
+                        futures[f] = new
+                        pending.add(f)
         except KeyboardInterrupt:
             ex.shutdown(wait=False, cancel_futures=True)
             _stop_workers()
@@ -96,7 +109,7 @@ def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result:
             if folder.attempts(t) > before[t.id]:  # it had started: its worker died
                 deaths[t.id] = deaths.get(t.id, 0) + 1
             if deaths.get(t.id, 0) >= max_attempts:
-                on_result(t, folder.record_failure(
-                    t, f"its worker process died {deaths[t.id]} times"))
+                queue.extend(on_result(t, folder.record_failure(
+                    t, f"its worker process died {deaths[t.id]} times")) or [])
             else:
                 queue.append(t)

@@ -21,10 +21,10 @@ from typing import Any
 
 from trustrl.errors import TrustrlError
 from trustrl.sweep.folder import SweepFolder
+from trustrl.sweep.local import OnResult
 from trustrl.sweep.spec import Trial
-from trustrl.sweep.trial import pack_folder, unpack_folder
+from trustrl.sweep.trial import CallbackFactory, pack_folder, unpack_folder
 
-OnResult = Callable[[Trial, dict[str, Any]], None]
 RAY_RETRIES = 3
 
 
@@ -36,7 +36,8 @@ def require_ray() -> Any:
     return ray
 
 
-def ray_trial(trial: dict[str, Any], blob: bytes | None) -> tuple[dict[str, Any], bytes]:
+def ray_trial(trial: dict[str, Any], blob: bytes | None,
+              make_callback: CallbackFactory | None = None) -> tuple[dict[str, Any], bytes]:
     """The task body: unpack the trial's earlier files (if any), run it, pack the folder."""
     from trustrl.sweep.trial import execute_trial
 
@@ -45,7 +46,7 @@ def ray_trial(trial: dict[str, Any], blob: bytes | None) -> tuple[dict[str, Any]
         trial_dir = tmp / trial["id"]
         if blob is not None:
             unpack_folder(blob, trial_dir)
-        res = execute_trial(trial, trial_dir)
+        res = execute_trial(trial, trial_dir, make_callback)
         return res, pack_folder(trial_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -59,8 +60,12 @@ def _resumable_blob(folder: SweepFolder, trial: Trial) -> bytes | None:
 
 
 def run_ray(folder: SweepFolder, trials: list[Trial], on_result: OnResult,
-            address: str | None = None, workers: int | None = None) -> None:
-    """Submit every trial as a task, record each as it completes (in completion order)."""
+            address: str | None = None, workers: int | None = None,
+            make_callback: CallbackFactory | None = None,
+            on_start: Callable[[Any], None] | None = None) -> None:
+    """Submit every trial as a task, record each as it completes (in completion order); the
+    trials on_result returns are submitted as they come. on_start(ray): called once Ray is up,
+    before the first task (`trustrl tune` starts its study's actor there)."""
     ray = require_ray()
     started_here = False
     if not ray.is_initialized():
@@ -80,9 +85,15 @@ def run_ray(folder: SweepFolder, trials: list[Trial], on_result: OnResult,
         num_cpus=res_req.get("cpus", 1), num_gpus=res_req.get("gpus", 0),
         max_retries=RAY_RETRIES, retry_exceptions=False)
     refs: dict[Any, Trial] = {}
+
+    def submit(t: Trial) -> None:
+        refs[task.remote(t.as_dict(), _resumable_blob(folder, t), make_callback)] = t
+
     try:
+        if on_start is not None:
+            on_start(ray)
         for t in trials:
-            refs[task.remote(t.as_dict(), _resumable_blob(folder, t))] = t
+            submit(t)
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             for ref in done:
@@ -91,10 +102,11 @@ def run_ray(folder: SweepFolder, trials: list[Trial], on_result: OnResult,
                     res, blob = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - lost node, worker crash, ...
                     msg = (str(e).splitlines() or [type(e).__name__])[0]
-                    on_result(t, folder.record_failure(t, f"ray: {type(e).__name__}: {msg}"))
-                    continue
-                unpack_folder(blob, folder.trial_dir(t))
-                on_result(t, res)
+                    res = folder.record_failure(t, f"ray: {type(e).__name__}: {msg}")
+                else:
+                    unpack_folder(blob, folder.trial_dir(t))
+                for new in on_result(t, res) or []:
+                    submit(new)
     except KeyboardInterrupt:
         for ref in refs:
             ray.cancel(ref, force=True)

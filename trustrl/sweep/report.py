@@ -273,10 +273,13 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
     failed: list[tuple[Trial, str]] = []
     invalid: list[tuple[Trial, str]] = []
     pending: list[Trial] = []
+    stopped: list[Trial] = []  # ended by a callback (a trial `trustrl tune` pruned)
     for t in folder.trials:
         res = folder.result(t)
         if res is None:
             pending.append(t)
+        elif res.get("status") == "stopped":
+            stopped.append(t)
         elif res.get("status") != "finished":
             failed.append((t, str(res.get("error", "?"))))
         else:
@@ -290,6 +293,7 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
     lines = [f"# Sweep report: {folder.name}", "",
              f"Sweep folder `{folder.path.name}`: {len(folder.trials)} trials, {n_done} finished, "
              f"{len(failed)} failed, "
+             + (f"{len(stopped)} stopped early (pruned), " if stopped else "")
              + (f"{len(invalid)} invalid (left out, see below), " if invalid else "")
              + f"{len(pending)} not run yet.", "",
              "## Protocol", "",

@@ -288,35 +288,69 @@ def load_spec_text(text: str, source: str) -> dict[str, Any]:
     return data
 
 
-def load_spec(path: str | Path, check_envs: bool = True) -> Spec:
-    """Read and validate a SPEC file; returns every trial with its resolved config."""
+def read_spec_file(path: str | Path, what: str = "sweep spec") -> dict[str, Any]:
+    """A SPEC file's mapping (load_spec_text); SpecError in one line where it cannot be read."""
     p = Path(path)
     if p.is_dir():
-        raise SpecError(f"sweep spec {p} is a folder")
+        raise SpecError(f"{what} {p} is a folder")
     if not p.is_file():
-        raise SpecError(f"sweep spec not found: {p}")
+        raise SpecError(f"{what} not found: {p}")
     try:
         if p.stat().st_size > MAX_SPEC_BYTES:
-            raise SpecError(f"sweep spec {p} is larger than {MAX_SPEC_BYTES:,} bytes")
+            raise SpecError(f"{what} {p} is larger than {MAX_SPEC_BYTES:,} bytes")
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise SpecError(f"sweep spec {p} is not UTF-8 text (YAML)") from None
+        raise SpecError(f"{what} {p} is not UTF-8 text (YAML)") from None
     except OSError as e:
-        raise SpecError(f"cannot read sweep spec {p}: {e.strerror or e}") from None
-    return parse_spec(load_spec_text(text, str(p)), default_name=p.stem, check_envs=check_envs)
+        raise SpecError(f"cannot read {what} {p}: {e.strerror or e}") from None
+    return load_spec_text(text, str(p))
+
+
+def load_spec(path: str | Path, check_envs: bool = True) -> Spec:
+    """Read and validate a SPEC file; returns every trial with its resolved config."""
+    return parse_spec(read_spec_file(path), default_name=Path(path).stem, check_envs=check_envs)
+
+
+def spec_name(data: dict[str, Any], keys: tuple[str, ...], default_name: str) -> str:
+    """The SPEC's keys checked against `keys`, and its name (a plain folder name)."""
+    for key in data:
+        if key not in keys:
+            raise _unknown(key, keys, "the spec")
+    name = str(data.get("name") or default_name)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise SpecError(f"name must use letters, digits, '_', '.', '-', got {_short(name)}")
+    return name
+
+
+def parse_resources(value: Any) -> dict[str, float]:
+    """`resources`: what each trial asks of a Ray cluster ({cpus: 1, gpus: 0} by default)."""
+    resources = _mapping(value, "resources")
+    for key in resources:
+        if key not in RESOURCE_KEYS:
+            raise _unknown(key, RESOURCE_KEYS, "resources")
+    res = {"cpus": resources.get("cpus", 1), "gpus": resources.get("gpus", 0)}
+    for key, v in res.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise SpecError(f"resources.{key} must be a number >= 0, got {_short(v)}")
+    return {k: float(v) for k, v in res.items()}
+
+
+def check_algo(algo: Any, where: str) -> None:
+    from trustrl.config import CONFIGS
+
+    if algo not in CONFIGS:
+        close = difflib.get_close_matches(str(algo), list(CONFIGS), n=2)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise SpecError(f"unknown algorithm {_short(algo)} in {where}{hint}; "
+                        f"choose from {', '.join(CONFIGS)}")
 
 
 def parse_spec(data: dict[str, Any], default_name: str = "sweep",
                check_envs: bool = True) -> Spec:
     """Validate a SPEC mapping and resolve every trial's config (nothing runs)."""
-    from trustrl.config import CONFIGS, config_to_dict, make_config
+    from trustrl.config import config_to_dict, make_config
 
-    for key in data:
-        if key not in TOP_KEYS:
-            raise _unknown(key, TOP_KEYS, "the spec")
-    name = str(data.get("name") or default_name)
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise SpecError(f"name must use letters, digits, '_', '.', '-', got {_short(name)}")
+    name = spec_name(data, TOP_KEYS, default_name)
 
     algos_raw = data.get("algos")
     if isinstance(algos_raw, list):
@@ -326,11 +360,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
     if not algos:
         raise SpecError("algos is empty or missing: name at least one algorithm")
     for algo in algos:
-        if algo not in CONFIGS:
-            close = difflib.get_close_matches(algo, list(CONFIGS), n=2)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise SpecError(f"unknown algorithm {_short(algo)} in algos{hint}; "
-                            f"choose from {', '.join(CONFIGS)}")
+        check_algo(algo, "algos")
 
     envs_raw = data.get("envs")
     if isinstance(envs_raw, list):
@@ -352,14 +382,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep",
     common = _mapping(data.get("common"), "common")
     grid = _mapping(data.get("grid"), "grid")
     points = _grid_points(grid)
-    resources = _mapping(data.get("resources"), "resources")
-    for key in resources:
-        if key not in RESOURCE_KEYS:
-            raise _unknown(key, RESOURCE_KEYS, "resources")
-    res = {"cpus": resources.get("cpus", 1), "gpus": resources.get("gpus", 0)}
-    for key, v in res.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-            raise SpecError(f"resources.{key} must be a number >= 0, got {_short(v)}")
+    res = parse_resources(data.get("resources"))
 
     total = 0
     for env_id, settings in envs.items():

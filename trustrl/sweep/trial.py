@@ -15,8 +15,13 @@ import socket
 import tarfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+CallbackFactory = Callable[[dict[str, Any]], Callable[[dict[str, Any]], Any]]
+"""Picklable; called in the worker with the trial to give train()'s per-iteration callback
+(`trustrl tune` reports each evaluation to its study this way, and stops a pruned trial)."""
 
 
 def _run_folders(trial_dir: Path) -> list[Path]:
@@ -44,8 +49,12 @@ def _log_attempt(trial_dir: Path, mode: str, iteration: int) -> None:
         os.fsync(f.fileno())
 
 
-def execute_trial(trial: dict[str, Any], trial_dir: str | Path) -> dict[str, Any]:
+def execute_trial(trial: dict[str, Any], trial_dir: str | Path,
+                  make_callback: CallbackFactory | None = None) -> dict[str, Any]:
     """Run one trial to its end in `trial_dir` and write trial_dir/result.json last.
+
+    make_callback(trial): the callback train() calls after each iteration; one that returns
+    False ends the trial as "stopped" (its run folder keeps its checkpoint).
 
     A run folder left by an earlier attempt is resumed from its checkpoint (bit-exact on CPU);
     one without a checkpoint (killed in its first iteration) is removed and the trial starts
@@ -65,6 +74,7 @@ def execute_trial(trial: dict[str, Any], trial_dir: str | Path) -> dict[str, Any
     t0 = time.perf_counter()
     res: dict[str, Any] = {"id": trial["id"], "algo": trial["algo"], "env_id": trial["env_id"],
                            "seed": trial["seed"], "variant": trial["variant"]}
+    callback = make_callback(trial) if make_callback is not None else None
     try:
         runs = [r for r in _run_folders(d) if _resumable(r)]
         for stale in _run_folders(d):
@@ -82,14 +92,17 @@ def execute_trial(trial: dict[str, Any], trial_dir: str | Path) -> dict[str, Any
         elif runs:
             ck_iter = json.loads((runs[0] / "status.json").read_text()).get("iteration", 0)
             _log_attempt(d, "resume", int(ck_iter))
-            result = resume(runs[0], progress=False)
+            result = resume(runs[0], progress=False, callback=callback)
             run_path, final = result.run_dir, result.final_eval
         else:
             _log_attempt(d, "fresh", 0)
             cfg = config_from_dict(dict(trial["config"], runs_dir=str(d)))
-            result = train(cfg, progress=False)
+            result = train(cfg, progress=False, callback=callback)
             run_path, final = result.run_dir, result.final_eval
-        res.update(status="finished", run=Path(run_path).name, final_eval=final)
+        if final:
+            res.update(status="finished", run=Path(run_path).name, final_eval=final)
+        else:  # the callback stopped it
+            res.update(status="stopped", run=Path(run_path).name, final_eval={})
     except Exception as e:  # noqa: BLE001 - a failing trial must not stop the others
         msg = (str(e).splitlines() or [""])[0]
         res.update(status="failed", run=None, error=f"{type(e).__name__}: {msg}",
@@ -114,12 +127,13 @@ def worker_init(cores: int | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def run_in_worker(trial: dict[str, Any], trial_dir: str) -> dict[str, Any]:
+def run_in_worker(trial: dict[str, Any], trial_dir: str,
+                  make_callback: CallbackFactory | None = None) -> dict[str, Any]:
     """execute_trial with Ctrl-C enabled only while the trial runs: an interrupted trial marks
     its run 'stopped' and leaves its checkpoint; an idle worker does not print a traceback."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return execute_trial(trial, trial_dir)
+        return execute_trial(trial, trial_dir, make_callback)
     finally:
         signal.signal(signal.SIGINT, previous)
 
