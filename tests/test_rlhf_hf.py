@@ -308,6 +308,20 @@ def test_lora_reference_is_the_base_model_with_adapters_off(tiny, tmp_path):
     assert not torch.allclose(pol, orig, atol=1e-3)
 
 
+def test_bf16_autocast_trains_with_float32_logprobs(tiny, tmp_path):
+    parts = build("grpo", small("grpo", tmp_path), hf_cfg(tiny, bf16=True),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    batch, _ = parts.trainer.collect()
+    with torch.no_grad():
+        logits = parts.io.answer_logits(parts.policy, batch.prompts, batch.responses)
+        with parts.io.autocast():
+            raw = parts.policy(input_ids=batch.prompts.ids).logits
+    assert raw.dtype == torch.bfloat16 and logits.dtype == torch.float32
+    assert batch.logp_old.dtype == torch.float32
+    row = parts.trainer.update(batch)
+    assert math.isfinite(row["loss"]) and math.isfinite(row["kl_old/k3"])
+
+
 @pytest.mark.parametrize("algo,extra", [
     ("grpo", {}), ("rloo", {"lora_r": 4}), ("ppo", {}), ("ppo", {"value_model": "SELF"})])
 def test_each_algorithm_logs_the_trust_region_every_step(tiny, tmp_path, algo, extra):
