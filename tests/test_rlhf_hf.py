@@ -308,6 +308,20 @@ def test_lora_reference_is_the_base_model_with_adapters_off(tiny, tmp_path):
     assert not torch.allclose(pol, orig, atol=1e-3)
 
 
+def test_scoring_in_chunks_equals_scoring_the_whole_batch(tiny, tmp_path):
+    """score_chunk bounds the logits held at once; every quantity is that of one pass."""
+    from trustrl.rlhf.steps import score_answers
+
+    parts = build("grpo", small("grpo", tmp_path, prompts_per_iter=3),
+                  hf_cfg(tiny, score_chunk=5), resolve_rewards(["hf_sort:small_digits_reward"]))
+    batch, _ = parts.trainer.collect()
+    args = (parts.io, parts.policy, parts.ref, batch.prompts, batch.responses, 1.0)
+    whole, chunked = score_answers(*args, None), score_answers(*args, 5)
+    for name in ("logp", "entropy", "logp_ref", "kl_exact", "old_all"):
+        assert torch.allclose(getattr(whole, name), getattr(chunked, name), atol=1e-5), name
+    assert torch.allclose(batch.logp_old, whole.logp, atol=1e-5)
+
+
 def test_bf16_autocast_trains_with_float32_logprobs(tiny, tmp_path):
     parts = build("grpo", small("grpo", tmp_path), hf_cfg(tiny, bf16=True),
                   resolve_rewards(["hf_sort:small_digits_reward"]))

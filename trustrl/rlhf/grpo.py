@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 from trustrl.errors import ConfigError
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
-from trustrl.rlhf.kl import check_kl_option, exact_kl, kl_to_ref
+from trustrl.rlhf.kl import check_kl_option, kl_to_ref
 from trustrl.rlhf.model import TINY_IO, load_model, token_logprobs
 from trustrl.rlhf.ppo import (
     GOLD_KEYS,
@@ -59,8 +59,8 @@ from trustrl.rlhf.steps import (
     micro_batches,
     micro_weight,
     minibatches,
-    old_logprobs_all,
     sampling_stats,
+    score_answers,
     trainable,
 )
 from trustrl.rlhf.task import SortTask, gold_scores
@@ -250,9 +250,11 @@ class GRPOTrainer:
 
     def __init__(self, cfg: GRPOConfig, policy: nn.Module, ref: nn.Module, reward: RewardFn,
                  prompt_fn: PromptFn, max_new: int, gold_fn: GoldFn | None = None,
-                 generator: torch.Generator | None = None, lm: LMAdapter = TINY_IO):
+                 generator: torch.Generator | None = None, lm: LMAdapter = TINY_IO,
+                 score_chunk: int | None = None):
         cfg.validate()
         self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
+        self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.prompt_fn, self.max_new, self.gold_fn, self.lm = prompt_fn, max_new, gold_fn, lm
         self.gen = generator or torch.Generator().manual_seed(cfg.seed + 1)
         for p in ref.parameters():
@@ -270,10 +272,9 @@ class GRPOTrainer:
         prompts = prompts[torch.arange(len(prompts)).repeat_interleave(cfg.group_size)]
         responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
         mask = self.lm.response_mask(responses).float()
-        logits = self.lm.answer_logits(self.policy, prompts, responses, cfg.temperature)
-        ref_logits = self.lm.answer_logits(self.ref, prompts, responses, cfg.temperature)
-        logp_old, entropy = token_logprobs(logits, responses)
-        logp_ref, _ = token_logprobs(ref_logits, responses)
+        scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
+                               cfg.temperature, self.score_chunk)
+        logp_old, entropy, logp_ref = scored.logp, scored.entropy, scored.logp_ref
         rewards = self.reward(prompts, responses).float().to(mask.device)
         grouped = sequence_rewards(rewards, logp_old, logp_ref, mask, cfg).view(
             cfg.prompts_per_iter, cfg.group_size)
@@ -288,9 +289,9 @@ class GRPOTrainer:
             "entropy": float((entropy * mask).sum() / tokens),
             # token-weighted over the whole batch: the k3 estimate of KL(pi || pi_ref) per token
             "kl": float((kl_to_ref(logp_old, logp_ref, "k3") * mask).sum() / tokens),
-            "kl_seq_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
+            "kl_seq_exact": float((scored.kl_exact * mask).sum(1).mean()),
             "response_length": float(mask.sum(1).mean()),
-            **sampling_stats(logits, ref_logits, logp_old, logp_ref, mask,
+            **sampling_stats(scored.kl_exact, logp_old, logp_ref, mask,
                              self.lm.is_eos(responses).any(1)),
             **getattr(self.reward, "last_stats", {}),
         }
@@ -299,7 +300,7 @@ class GRPOTrainer:
                           for k, v in self.gold_fn(prompts, responses).items()})
         self.policy.train()
         return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv,
-                          old_logprobs_all(logits)), stats
+                          scored.old_all), stats
 
     def update(self, batch: GroupBatch) -> dict[str, float]:
         cfg = self.cfg

@@ -73,6 +73,9 @@ class HFConfig:
     """bf16 autocast for forward passes and generation (CUDA with bf16 support, or CPU)."""
     device: str = "cpu"
     """cpu, cuda, cuda:N or auto (cuda when available)."""
+    score_chunk: int = 16
+    """Answers per forward pass when a sampled batch is scored (log-probs, exact KLs) and
+    evaluated: at most this many answers' logits (answers x tokens x vocabulary) at a time."""
     save_every: int = 10
     """Checkpoint every this many iterations (and at the end); resume reads the latest."""
     eval_data: str = ""
@@ -94,7 +97,7 @@ class HFConfig:
                               "rewards")
         if self.value_model and algo != "ppo":
             raise ConfigError("--value-model is for ppo only")
-        for name in ("max_new_tokens", "max_prompt_length", "save_every"):
+        for name in ("max_new_tokens", "max_prompt_length", "save_every", "score_chunk"):
             check_positive(name, getattr(self, name))
         check_positive("lora_r", self.lora_r, allow_zero=True)
         check_positive("eval_prompts", self.eval_prompts, allow_zero=True)

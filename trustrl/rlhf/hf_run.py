@@ -110,11 +110,12 @@ def build(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
                 trunk = add_lora(trunk, hcfg)
         critic = ValueHead(trunk, hidden_size(trunk)).to(device)
         trainer: GRPOTrainer | PPOTrainer = PPOTrainer(
-            cfg, policy, ref, critic, reward, source, hcfg.max_new_tokens, None, gen, lm=io)
+            cfg, policy, ref, critic, reward, source, hcfg.max_new_tokens, None, gen, lm=io,
+            score_chunk=hcfg.score_chunk)
     else:
         assert isinstance(cfg, GRPOConfig)
         trainer = GRPOTrainer(cfg, policy, ref, reward, source, hcfg.max_new_tokens, None, gen,
-                              lm=io)
+                              lm=io, score_chunk=hcfg.score_chunk)
     return Parts(trainer, policy, ref, critic, tokenizer, io, reward)
 
 
@@ -240,7 +241,7 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
     if eval_source is not None and start == 0:
         run_eval["start"] = evaluate(parts, eval_source, hcfg.eval_prompts,
                                      cfg.seed + EVAL_SEED, cfg.temperature,
-                                     hcfg.max_new_tokens)
+                                     hcfg.max_new_tokens, hcfg.score_chunk)
         write_eval(run.path, run_eval)
 
     def checkpoint(it: int) -> None:
@@ -257,7 +258,7 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
                 run_eval.update(json.loads((run.path / "eval.json").read_text()))
             run_eval["final"] = evaluate(parts, eval_source, hcfg.eval_prompts,
                                          cfg.seed + EVAL_SEED, cfg.temperature,
-                                         hcfg.max_new_tokens)
+                                         hcfg.max_new_tokens, hcfg.score_chunk)
             write_eval(run.path, run_eval)
 
     key = "objective/scores" if algo == "ppo" else "reward"

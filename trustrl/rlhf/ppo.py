@@ -52,8 +52,8 @@ from trustrl.rlhf.steps import (
     micro_batches,
     micro_weight,
     minibatches,
-    old_logprobs_all,
     sampling_stats,
+    score_answers,
     trainable,
 )
 from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
@@ -208,9 +208,10 @@ class PPOTrainer:
     def __init__(self, cfg: PPOConfig, policy: nn.Module, ref: nn.Module, critic: nn.Module,
                  score_fn: ScoreFn, prompt_fn: PromptFn, max_new: int,
                  gold_fn: GoldFn | None = None, generator: torch.Generator | None = None,
-                 lm: LMAdapter = TINY_IO):
+                 lm: LMAdapter = TINY_IO, score_chunk: int | None = None):
         cfg.validate()
         self.cfg, self.policy, self.ref, self.critic = cfg, policy, ref, critic
+        self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.score_fn, self.prompt_fn, self.gold_fn = score_fn, prompt_fn, gold_fn
         self.max_new, self.lm = max_new, lm
         self.gen = generator or torch.Generator().manual_seed(cfg.seed + 1)
@@ -231,10 +232,9 @@ class PPOTrainer:
         prompts = self.prompt_fn(cfg.batch_size, self.gen)
         responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
         mask = self.lm.response_mask(responses).float()
-        logits = self.lm.answer_logits(self.policy, prompts, responses, cfg.temperature)
-        ref_logits = self.lm.answer_logits(self.ref, prompts, responses, cfg.temperature)
-        logp, entropy = token_logprobs(logits, responses)
-        logp_ref, _ = token_logprobs(ref_logits, responses)
+        scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
+                               cfg.temperature, self.score_chunk)
+        logp, entropy, logp_ref = scored.logp, scored.entropy, scored.logp_ref
         values = self.lm.answer_values(self.critic, prompts, responses).float() * mask
         scores = self.score_fn(prompts, responses).float().to(mask.device)
         kl = kl_to_ref(logp, logp_ref, cfg.kl_estimator) * mask
@@ -242,14 +242,14 @@ class PPOTrainer:
         adv, returns = token_gae(rewards, values, mask, cfg.gamma, cfg.lam)
         stats = {
             "objective/kl": float(kl.sum(1).mean()),
-            "objective/kl_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
+            "objective/kl_exact": float((scored.kl_exact * mask).sum(1).mean()),
             "objective/scores": float(scores.mean()),
             "objective/rlhf_reward": float(rewards.sum(1).mean()),
             "objective/entropy": float((entropy * mask).sum(1).mean()),
             "val/explained_variance": explained_variance(values[mask.bool()],
                                                          returns[mask.bool()]),
             "response_length": float(mask.sum(1).mean()),
-            **sampling_stats(logits, ref_logits, logp, logp_ref, mask,
+            **sampling_stats(scored.kl_exact, logp, logp_ref, mask,
                              self.lm.is_eos(responses).any(1)),
             **getattr(self.score_fn, "last_stats", {}),
         }
@@ -260,7 +260,7 @@ class PPOTrainer:
             adv = whiten(adv, mask)
         self.policy.train()
         return Batch(prompts, responses, mask, logp, values, adv, returns,
-                     old_logprobs_all(logits)), stats
+                     scored.old_all), stats
 
     # --- step 4 ------------------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:

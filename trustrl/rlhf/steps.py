@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -88,15 +89,53 @@ def micro_weight(mask_micro: Tensor, mask_mini: Tensor, per: str) -> float:
     return mask_micro.shape[0] / mask_mini.shape[0]
 
 
-def old_logprobs_all(logits: Tensor) -> Tensor | None:
-    """pi_old's log-probabilities over the vocabulary at every answer token (kept for the exact
-    KL to pi_old during the update), or None when the batch is too big to keep them."""
-    if logits.numel() > EXACT_KL_OLD_MAX:
-        return None
-    return torch.log_softmax(logits.detach().float(), dim=-1)
+@dataclass
+class Scored:
+    """What collection keeps of the policy's and the reference's logits on the sampled answers
+    (each [B, T]; old_all [B, T, V] or None, see EXACT_KL_OLD_MAX)."""
+
+    logp: Tensor
+    entropy: Tensor
+    logp_ref: Tensor
+    kl_exact: Tensor
+    """Exact KL(pi || pi_ref) over the vocabulary at each answer token."""
+    old_all: Tensor | None
 
 
-def sampling_stats(logits: Tensor, ref_logits: Tensor, logp: Tensor, logp_ref: Tensor,
+@torch.no_grad()
+def score_answers(lm: LMAdapter, policy: nn.Module, ref: nn.Module, prompts: Any,
+                  responses: Tensor, temperature: float, chunk: int | None = None) -> Scored:
+    """Log-probs, entropy and exact KL to pi_ref of the sampled answers, `chunk` answers per
+    forward pass (None: the whole batch at once), so that no more than a chunk's logits
+    (answers x tokens x vocabulary) are held at a time."""
+    from trustrl.rlhf.model import token_logprobs
+
+    n = len(prompts)
+    size = n if chunk is None or chunk >= n else chunk
+    parts: list[tuple[Tensor, ...]] = []
+    olds: list[Tensor] | None = []
+    for i in range(0, n, size):
+        if size == n:
+            p, r = prompts, responses
+        else:
+            idx = torch.arange(i, min(i + size, n))
+            p, r = prompts[idx], responses[idx]
+        logits = lm.answer_logits(policy, p, r, temperature)
+        ref_logits = lm.answer_logits(ref, p, r, temperature)
+        logp, entropy = token_logprobs(logits, r)
+        logp_ref, _ = token_logprobs(ref_logits, r)
+        parts.append((logp, entropy, logp_ref, exact_kl(logits, ref_logits)))
+        if olds is not None and n * logits.shape[1] * logits.shape[2] <= EXACT_KL_OLD_MAX:
+            olds.append(torch.log_softmax(logits.detach().float(), dim=-1))
+        else:
+            olds = None
+    logp, entropy, logp_ref, kl = (torch.cat(x) if len(parts) > 1 else x[0]
+                                   for x in zip(*parts, strict=True))
+    old_all = None if olds is None else (torch.cat(olds) if len(olds) > 1 else olds[0])
+    return Scored(logp, entropy, logp_ref, kl, old_all)
+
+
+def sampling_stats(kl_exact: Tensor, logp: Tensor, logp_ref: Tensor,
                    mask: Tensor, ended: Tensor) -> dict[str, float]:
     """KL to pi_ref per answer token (k1, k3, exact over the vocabulary; token-weighted over the
     batch) and the completions' lengths, at sampling time. ended [B]: the answer has its EOS."""
@@ -109,7 +148,7 @@ def sampling_stats(logits: Tensor, ref_logits: Tensor, logp: Tensor, logp_ref: T
     return {
         "kl_ref/k1": per_token(kl_to_ref(logp, logp_ref, "k1")),
         "kl_ref/k3": per_token(kl_to_ref(logp, logp_ref, "k3")),
-        "kl_ref/exact": per_token(exact_kl(logits.float(), ref_logits.float())),
+        "kl_ref/exact": per_token(kl_exact),
         "completions/mean_length": float(lengths.mean()),
         "completions/min_length": float(lengths.min()),
         "completions/max_length": float(lengths.max()),
