@@ -13,7 +13,7 @@ from typing import Any
 
 from trustrl.errors import ConfigError
 
-STAGES = ("sft", "reward-model", "ppo", "grpo", "study")
+STAGES = ("sft", "reward-model", "ppo", "grpo", "rloo", "study")
 
 
 def _positive_int(text: str) -> int:
@@ -77,6 +77,41 @@ def apply_sets(cfg: Any, sets: list[str]) -> Any:
     return cfg
 
 
+def apply_sets_to(cfgs: list[Any], sets: list[str]) -> None:
+    """KEY=VALUE strings, each to the first of the config dataclasses that has the key."""
+    for item in sets:
+        key = item.split("=", 1)[0].strip().replace("-", "_")
+        owner = next((c for c in cfgs if key in {f.name for f in dataclasses.fields(c)}), None)
+        if owner is None and "=" in item:
+            known = sorted({f.name for c in cfgs for f in dataclasses.fields(c)})
+            raise ConfigError(f"unknown key {key!r}; known: {', '.join(known)}")
+        apply_sets(owner if owner is not None else cfgs[0], [item])
+
+
+def add_hf_arguments(q: argparse.ArgumentParser, algo: str) -> None:
+    """The flags of a run on a Hugging Face causal LM (`--model PATH`)."""
+    h = q.add_argument_group("a Hugging Face causal LM (instead of --sft)")
+    h.add_argument("--model", help="folder of a transformers causal LM and its tokenizer")
+    h.add_argument("--data", help="prompts: .jsonl / .json / .parquet or a datasets folder")
+    h.add_argument("--prompt-column", help="column with the prompt (default prompt)")
+    if algo == "ppo":
+        h.add_argument("--reward", dest="reward", action="append", metavar="MODULE:FUNCTION",
+                       help="reward function(s), TRL's signature (repeatable; summed)")
+        h.add_argument("--value-model", help="folder of a separate value model's trunk "
+                       "(default: a value head on the policy)")
+    h.add_argument("--reward-weights", type=_number, nargs="+", metavar="W",
+                   help="one weight per reward function and reward model")
+    h.add_argument("--lora-r", type=int, help="LoRA rank (peft); 0 = full fine-tuning")
+    h.add_argument("--bf16", action="store_true", help="bf16 autocast where supported")
+    h.add_argument("--device", help="cpu (default), cuda, cuda:N or auto")
+    h.add_argument("--max-new-tokens", type=_positive_int, help="answer tokens at most (64)")
+    h.add_argument("--eval-data", help="held-out prompts for eval.json (default: --data)")
+    h.add_argument("--eval-prompts", type=int,
+                   help="prompts evaluated before and after training (default 0: none)")
+    h.add_argument("--resume", metavar="RUN", help="go on with a run folder from its "
+                   "checkpoint (give its --reward functions again)")
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "rlhf", help="PPO and GRPO for a tiny language model that sorts digits",
@@ -106,8 +141,9 @@ def add_parser(subparsers: Any) -> None:
 
     o = sub.add_parser("ppo", help="PPO with the KL-to-reference reward")
     common(o)
-    o.add_argument("--sft", required=True, help="SFT run folder (policy init and pi_ref)")
-    o.add_argument("--reward-model", required=True, help="reward-model run folder")
+    o.add_argument("--sft", help="SFT run folder of the sort task (policy init and pi_ref)")
+    o.add_argument("--reward-model", help="reward-model run folder (sort task), or with "
+                   "--model a sequence-classification reward model folder")
     g = o.add_mutually_exclusive_group()
     g.add_argument("--beta", type=_number, help="fixed KL coefficient (default 0.05)")
     g.add_argument("--target-kl", type=_number,
@@ -116,14 +152,27 @@ def add_parser(subparsers: Any) -> None:
                    help="k1 (default; in the reward only k1 optimises KL(pi || pi_ref))")
     o.add_argument("--iterations", type=_positive_int, help="PPO iterations (100)")
     o.add_argument("--no-clip", action="store_true", help="plain surrogate: no trust region")
+    add_hf_arguments(o, "ppo")
     o.set_defaults(func=cmd_ppo)
 
-    gr = sub.add_parser("grpo", help="GRPO: group-relative advantages, no critic")
+    for name in ("grpo", "rloo"):
+        gr = sub.add_parser(name, help="GRPO: group-relative advantages, no critic" if name ==
+                            "grpo" else "RLOO: GRPO's trainer with the leave-one-out baseline "
+                            "(defaults: no std scaling, beta 0.05, k1 in the reward)")
+        _grpo_arguments(gr, common, name)
+    _add_study_parser(sub)
+
+
+def _grpo_arguments(gr: argparse.ArgumentParser, common: Any, name: str) -> None:
+    """GRPO's and RLOO's flags (one trainer; RLOO changes the baseline and the defaults)."""
     common(gr)
-    gr.add_argument("--sft", required=True, help="SFT run folder (policy init and pi_ref)")
-    gr.add_argument("--reward", help="gold (default), exact, sorted or rm")
-    gr.add_argument("--reward-model", help="reward-model run folder (for --reward rm)")
-    gr.add_argument("--beta", type=_number, help="KL-to-reference coefficient (default 0)")
+    gr.add_argument("--sft", help="SFT run folder of the sort task (policy init and pi_ref)")
+    gr.add_argument("--reward", action="append", help="sort task: gold (default), exact, "
+                    "sorted or rm; with --model: MODULE:FUNCTION (repeatable; summed)")
+    gr.add_argument("--reward-model", help="reward-model run folder (sort task, --reward rm), "
+                    "or with --model a sequence-classification reward model folder")
+    gr.add_argument("--beta", type=_number, help="KL-to-reference coefficient (default 0; "
+                    "rloo 0.05)")
     gr.add_argument("--kl-estimator",
                     help="k3 (default, in the loss: gradient of KL(pi_ref || pi)), k2 (in the "
                     "loss: of KL(pi || pi_ref)) or k1 (with --kl-placement reward)")
@@ -132,9 +181,12 @@ def add_parser(subparsers: Any) -> None:
                     "(r - beta * sum k1: full gradient of the sequence KL(pi || pi_ref))")
     gr.add_argument("--group-size", type=int, help="answers per prompt (8)")
     gr.add_argument("--loss-type", help="seq-mean (default), token-mean or dr-grpo")
-    gr.add_argument("--iterations", type=_positive_int, help="iterations (80)")
-    gr.set_defaults(func=cmd_grpo)
+    gr.add_argument("--iterations", type=_positive_int, help="iterations (80; --model 100)")
+    add_hf_arguments(gr, name)
+    gr.set_defaults(func=cmd_grpo, algo=name)
 
+
+def _add_study_parser(sub: Any) -> None:
     st = sub.add_parser("study", help="the whole comparison, several seeds, with a report")
     st.add_argument("--out", default="rlhf-study", help="output folder (default rlhf-study/)")
     st.add_argument("--seeds", type=int, nargs="+", help="seeds (default 1 2 3)")
@@ -175,9 +227,69 @@ def cmd_reward_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hf(algo: str, args: argparse.Namespace) -> int:
+    """GRPO / RLOO / PPO on a Hugging Face causal LM (`--model`), or the resume of such a run."""
+    from trustrl.rlhf.hf import HFConfig
+    from trustrl.rlhf.hf_run import algo_config, read_run, train_hf
+
+    if args.sft:
+        raise ConfigError("give --sft (the sort task) or --model (a Hugging Face model), "
+                          "not both")
+    if args.resume:
+        stored, cfg, hcfg = read_run(args.resume)
+        if stored != algo:
+            raise ConfigError(f"{args.resume} is a {stored} run, not {algo}")
+        given = args.reward or []
+        if given != hcfg.reward:
+            raise ConfigError(f"resume needs the run's reward functions on the command line "
+                              f"again (--reward {' --reward '.join(hcfg.reward) or '...'}): a "
+                              "run folder is data and never names code to import")
+        if args.iterations is not None:
+            cfg.iterations = args.iterations
+    else:
+        cfg = algo_config(algo)
+        hcfg = HFConfig()
+        flags = {"beta": args.beta, "kl_estimator": args.kl_estimator,
+                 "iterations": args.iterations}
+        if algo == "ppo":
+            flags["target_kl"] = args.target_kl
+        else:
+            flags.update(kl_placement=args.kl_placement, group_size=args.group_size,
+                         loss_type=args.loss_type)
+        from trustrl.rlhf.common import replace_fields
+
+        replace_fields(cfg, {"seed": args.seed, "runs_dir": args.runs_dir, **flags})
+        if algo == "ppo" and args.no_clip:
+            cfg.clip_eps = None
+        hf_flags = {"model": args.model, "data": args.data,
+                    "prompt_column": args.prompt_column, "reward": args.reward,
+                    "reward_weights": args.reward_weights, "reward_model": args.reward_model,
+                    "value_model": getattr(args, "value_model", None), "lora_r": args.lora_r,
+                    "device": args.device, "max_new_tokens": args.max_new_tokens,
+                    "eval_data": args.eval_data, "eval_prompts": args.eval_prompts,
+                    "bf16": True if args.bf16 else None}
+        for k, v in hf_flags.items():
+            if v is not None:
+                setattr(hcfg, k, v)
+        apply_sets_to([cfg, hcfg], args.sets)
+    print(f"run: {train_hf(algo, cfg, hcfg, echo=_echo(args), resume=args.resume)}")
+    return 0
+
+
+def _wants_hf(args: argparse.Namespace) -> bool:
+    return bool(args.model or args.resume)
+
+
 def cmd_ppo(args: argparse.Namespace) -> int:
     from trustrl.rlhf.ppo import PPOConfig, train_ppo
 
+    if _wants_hf(args):
+        return cmd_hf("ppo", args)
+    if not args.sft or not args.reward_model:
+        raise ConfigError("ppo needs --sft RUN and --reward-model RUN (the sort task), or "
+                          "--model PATH (a Hugging Face model)")
+    if args.reward:
+        raise ConfigError("--reward MODULE:FUNCTION is for --model runs")
     cfg = _base(PPOConfig(), args, sft=args.sft, reward_model=args.reward_model, beta=args.beta,
                 target_kl=args.target_kl, kl_estimator=args.kl_estimator,
                 iterations=args.iterations)
@@ -189,8 +301,20 @@ def cmd_ppo(args: argparse.Namespace) -> int:
 
 def cmd_grpo(args: argparse.Namespace) -> int:
     from trustrl.rlhf.grpo import GRPOConfig, train_grpo
+    from trustrl.rlhf.hf_run import algo_config
 
-    cfg = _base(GRPOConfig(), args, sft=args.sft, reward=args.reward,
+    if _wants_hf(args):
+        return cmd_hf(args.algo, args)
+    if not args.sft:
+        raise ConfigError(f"{args.algo} needs --sft RUN (the sort task) or --model PATH (a "
+                          "Hugging Face model)")
+    if args.reward is not None and len(args.reward) > 1:
+        raise ConfigError("the sort task takes one --reward (gold, exact, sorted or rm)")
+    cfg = GRPOConfig() if args.algo == "grpo" else algo_config("rloo")
+    if args.algo == "rloo":  # the sort study's budgets, RLOO's baseline and leash
+        cfg.iterations, cfg.prompts_per_iter, cfg.minibatch_size = 80, 16, 32
+        cfg.eval_prompts = GRPOConfig().eval_prompts
+    cfg = _base(cfg, args, sft=args.sft, reward=(args.reward or [None])[0],
                 reward_model=args.reward_model, beta=args.beta,
                 kl_estimator=args.kl_estimator, kl_placement=args.kl_placement,
                 group_size=args.group_size,

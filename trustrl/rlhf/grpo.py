@@ -4,6 +4,7 @@ For each prompt, G answers are sampled; answer i's advantage (for every one of i
 
     A_i = (r_i - mean_j r_j) / (std_j r_j + eps)        (GRPO, Shao et al. 2024)
     A_i =  r_i - mean_j r_j                            (Dr. GRPO: no std scaling)
+    A_i =  r_i - mean_{j != i} r_j = G / (G - 1) (r_i - mean_j r_j)     (RLOO: leave one out)
 
 The per-token loss is -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A), plus the KL leash to
 pi_ref (beta = 0 by default, as in recent practice), placed one of three ways (`kl_placement`,
@@ -40,26 +41,39 @@ from torch import Tensor, nn
 
 from trustrl.errors import ConfigError
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
-from trustrl.rlhf.kl import check_kl_option, exact_kl, kl_to_ref
-from trustrl.rlhf.model import answer_logits, load_model, sample, token_logprobs
+from trustrl.rlhf.kl import check_kl_option, kl_to_ref
+from trustrl.rlhf.model import TINY_IO, load_model, token_logprobs
 from trustrl.rlhf.ppo import (
     GOLD_KEYS,
     GoldFn,
     PromptFn,
+    finish_sort,
     gold_fn_for,
     run_rl_loop,
     sort_task_of,
 )
-from trustrl.rlhf.task import SortTask, gold_scores, response_mask
+from trustrl.rlhf.steps import (
+    DIAG_COLUMNS,
+    LMAdapter,
+    UpdateDiagnostics,
+    micro_batches,
+    micro_weight,
+    minibatches,
+    sampling_stats,
+    score_answers,
+    trainable,
+)
+from trustrl.rlhf.task import SortTask, gold_scores
 
 RewardFn = Callable[[Tensor, Tensor], Tensor]
 
 LOSS_TYPES = ("seq-mean", "token-mean", "dr-grpo")
+ADVANTAGES = ("group", "rloo")
 REWARDS = ("gold", "exact", "sorted", "rm")
 GRPO_COLUMNS = [
     "iteration", "global_step", "wall_time", "reward", "reward_std", "frac_reward_zero_std",
     "kl", "kl_seq_exact", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",
-    "clip_ratio/region_mean", "loss", "response_length", *GOLD_KEYS,
+    "clip_ratio/region_mean", "loss", "response_length", *GOLD_KEYS, *DIAG_COLUMNS,
 ]
 
 
@@ -80,8 +94,13 @@ class GRPOConfig:
     """Prompts per iteration."""
     group_size: int = 8
     """G: answers per prompt (at least 2: the baseline is the others)."""
+    advantage: str = "group"
+    """group (GRPO: minus the group mean) or rloo (minus the mean of the other G - 1 answers,
+    RLOO's leave-one-out baseline: G / (G - 1) times the group-mean advantage)."""
     minibatch_size: int = 32
     """Answers per gradient step."""
+    grad_accum: int = 1
+    """Micro-batches per minibatch (gradient accumulation): same gradient, less memory."""
     epochs: int = 2
     """K: passes over each batch (1 = on-policy: the ratio stays 1 and the clip never acts)."""
     lr: float = 1e-4
@@ -122,6 +141,9 @@ class GRPOConfig:
         if self.loss_type not in LOSS_TYPES:
             raise ConfigError(f"unknown loss_type {self.loss_type!r}; use one of "
                               f"{', '.join(LOSS_TYPES)}")
+        if self.advantage not in ADVANTAGES:
+            raise ConfigError(f"unknown advantage {self.advantage!r}; use one of "
+                              f"{', '.join(ADVANTAGES)}")
         if self.reward not in REWARDS:
             raise ConfigError(f"unknown reward {self.reward!r}; use one of {', '.join(REWARDS)}")
         check_kl_option(self.kl_placement, self.kl_estimator)
@@ -129,20 +151,25 @@ class GRPOConfig:
             raise ConfigError("reward rm needs --reward-model RUN")
         for name in ("iterations", "prompts_per_iter", "minibatch_size", "epochs",
                      "eval_prompts", "lr", "temperature", "max_grad_norm", "clip_eps",
-                     "std_eps"):
+                     "std_eps", "grad_accum"):
             check_positive(name, getattr(self, name))
         if self.clip_eps_high is not None:
             check_positive("clip_eps_high", self.clip_eps_high)
 
 
 # --- pure pieces ---------------------------------------------------------------------------------
-def group_advantages(rewards: Tensor, scale: bool = True, eps: float = 1e-4) -> Tensor:
+def group_advantages(rewards: Tensor, scale: bool = True, eps: float = 1e-4,
+                     leave_one_out: bool = False) -> Tensor:
     """[P, G] rewards -> [P, G] advantages: minus the group mean, over (sample std + eps).
 
     The std is the sample (n - 1) std, as torch.std: a group whose answers all got the same
-    reward has advantage 0 for every answer and contributes no gradient.
+    reward has advantage 0 for every answer and contributes no gradient. With leave_one_out
+    (RLOO) the baseline of answer i is the mean of the other G - 1 answers' rewards.
     """
     centred = rewards - rewards.mean(dim=1, keepdim=True)
+    if leave_one_out:
+        g = rewards.shape[1]
+        centred = centred * (g / (g - 1))
     if not scale:
         return centred
     return centred / (rewards.std(dim=1, keepdim=True) + eps)
@@ -211,22 +238,29 @@ class GroupBatch:
     logp_old: Tensor
     logp_ref: Tensor
     advantages: Tensor
+    old_all: Tensor | None = None
+    """pi_old's log-probs over the vocabulary [B, T, V] (for the exact KL), or None."""
 
 
 class GRPOTrainer:
-    """GRPO on any policy that maps tokens to [B, L, V] logits (the sort task and the bandit
-    tests both run through this class). `reward` scores (prompts, responses) -> [B]."""
+    """GRPO (and RLOO) on any policy the adapter `lm` runs: the sort task's TinyLM and the
+    bandit tests (the default adapter, tokens [B, L] -> logits [B, L, V]) and a Hugging Face
+    causal LM (`trustrl.rlhf.hf.HFIO`) all run through this class. `reward` scores
+    (prompts, responses) -> [B]; only the policy's trainable parameters are optimised."""
 
     def __init__(self, cfg: GRPOConfig, policy: nn.Module, ref: nn.Module, reward: RewardFn,
                  prompt_fn: PromptFn, max_new: int, gold_fn: GoldFn | None = None,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, lm: LMAdapter = TINY_IO,
+                 score_chunk: int | None = None):
         cfg.validate()
         self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
-        self.prompt_fn, self.max_new, self.gold_fn = prompt_fn, max_new, gold_fn
+        self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
+        self.prompt_fn, self.max_new, self.gold_fn, self.lm = prompt_fn, max_new, gold_fn, lm
         self.gen = generator or torch.Generator().manual_seed(cfg.seed + 1)
         for p in ref.parameters():
             p.requires_grad_(False)
-        self.opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+        self.params = trainable(policy)
+        self.opt = torch.optim.Adam(self.params, lr=cfg.lr)
         self.iteration = 0
 
     @torch.no_grad()
@@ -235,17 +269,17 @@ class GRPOTrainer:
         cfg = self.cfg
         self.policy.eval()
         prompts = self.prompt_fn(cfg.prompts_per_iter, self.gen)
-        prompts = prompts.repeat_interleave(cfg.group_size, dim=0)
-        responses = sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
-        mask = response_mask(responses).float()
-        logits = answer_logits(self.policy, prompts, responses, cfg.temperature)
-        ref_logits = answer_logits(self.ref, prompts, responses, cfg.temperature)
-        logp_old, entropy = token_logprobs(logits, responses)
-        logp_ref, _ = token_logprobs(ref_logits, responses)
-        rewards = self.reward(prompts, responses).float()
+        prompts = prompts[torch.arange(len(prompts)).repeat_interleave(cfg.group_size)]
+        responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
+        mask = self.lm.response_mask(responses).float()
+        scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
+                               cfg.temperature, self.score_chunk)
+        logp_old, entropy, logp_ref = scored.logp, scored.entropy, scored.logp_ref
+        rewards = self.reward(prompts, responses).float().to(mask.device)
         grouped = sequence_rewards(rewards, logp_old, logp_ref, mask, cfg).view(
             cfg.prompts_per_iter, cfg.group_size)
-        adv = group_advantages(grouped, cfg.scale_rewards, cfg.std_eps).flatten()
+        adv = group_advantages(grouped, cfg.scale_rewards, cfg.std_eps,
+                               leave_one_out=cfg.advantage == "rloo").flatten()
         task_grouped = rewards.view(cfg.prompts_per_iter, cfg.group_size)
         tokens = mask.sum().clamp(min=1)
         stats = {
@@ -255,51 +289,62 @@ class GRPOTrainer:
             "entropy": float((entropy * mask).sum() / tokens),
             # token-weighted over the whole batch: the k3 estimate of KL(pi || pi_ref) per token
             "kl": float((kl_to_ref(logp_old, logp_ref, "k3") * mask).sum() / tokens),
-            "kl_seq_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
+            "kl_seq_exact": float((scored.kl_exact * mask).sum(1).mean()),
             "response_length": float(mask.sum(1).mean()),
+            **sampling_stats(scored.kl_exact, logp_old, logp_ref, mask,
+                             self.lm.is_eos(responses).any(1)),
+            **getattr(self.reward, "last_stats", {}),
         }
         if self.gold_fn is not None:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
         self.policy.train()
-        return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv), stats
+        return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv,
+                          scored.old_all), stats
 
     def update(self, batch: GroupBatch) -> dict[str, float]:
         cfg = self.cfg
         eps_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
-        n = batch.prompts.shape[0]
+        n = len(batch.prompts)
+        per = "token" if cfg.loss_type == "token-mean" else "answer"
         lows, highs, regions, losses = [], [], [], []
+        diag = UpdateDiagnostics()
         for _ in range(cfg.epochs):
-            perm = torch.randperm(n, generator=self.gen)
-            for i in range(0, n, cfg.minibatch_size):
-                idx = perm[i: i + cfg.minibatch_size]
-                m = batch.mask[idx]
-                lg = answer_logits(self.policy, batch.prompts[idx], batch.responses[idx],
-                                   cfg.temperature)
-                logp, _ = token_logprobs(lg, batch.responses[idx])
-                loss, ratio = grpo_loss(logp, batch.logp_old[idx], batch.logp_ref[idx],
-                                        batch.advantages[idx], m, cfg, self.max_new)
+            for idx in minibatches(n, cfg.minibatch_size, self.gen):
                 self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+                total = 0.0
+                for mb in micro_batches(idx, cfg.grad_accum):
+                    m = batch.mask[mb]
+                    lg = self.lm.answer_logits(self.policy, batch.prompts[mb],
+                                               batch.responses[mb], cfg.temperature)
+                    logp, _ = token_logprobs(lg, batch.responses[mb])
+                    loss, ratio = grpo_loss(logp, batch.logp_old[mb], batch.logp_ref[mb],
+                                            batch.advantages[mb], m, cfg, self.max_new)
+                    w = micro_weight(m, batch.mask[idx], per)
+                    (loss if w == 1.0 else loss * w).backward()
+                    total += w * float(loss.detach())
+                    with torch.no_grad():
+                        a = batch.advantages[mb][:, None]
+                        low = (ratio < 1 - cfg.clip_eps) & (a < 0)
+                        high = (ratio > 1 + eps_high) & (a > 0)
+                        tokens = m.sum().clamp(min=1)
+                        lows.append(float((low * m).sum() / tokens))
+                        highs.append(float((high * m).sum() / tokens))
+                        regions.append(float(((low | high) * m).sum() / tokens))
+                        valid = m.bool()
+                        diag.add((logp - batch.logp_old[mb])[valid], lg,
+                                 None if batch.old_all is None else batch.old_all[mb], m)
+                nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.opt.step()
-                with torch.no_grad():
-                    a = batch.advantages[idx][:, None]
-                    low = (ratio < 1 - cfg.clip_eps) & (a < 0)
-                    high = (ratio > 1 + eps_high) & (a > 0)
-                    tokens = m.sum().clamp(min=1)
-                    lows.append(float((low * m).sum() / tokens))
-                    highs.append(float((high * m).sum() / tokens))
-                    regions.append(float(((low | high) * m).sum() / tokens))
-                    losses.append(float(loss.detach()))
+                losses.append(total)
         return {"clip_ratio/low_mean": _avg(lows), "clip_ratio/high_mean": _avg(highs),
-                "clip_ratio/region_mean": _avg(regions), "loss": _avg(losses)}
+                "clip_ratio/region_mean": _avg(regions), "loss": _avg(losses), **diag.result()}
 
     def step(self) -> dict[str, float]:
         batch, row = self.collect()
         row.update(self.update(batch))
         self.iteration += 1
-        n = batch.prompts.shape[0]
+        n = len(batch.prompts)
         return {"iteration": self.iteration, "global_step": self.iteration * n, **row}
 
 
@@ -323,7 +368,8 @@ def train_grpo(cfg: GRPOConfig, echo: Callable[[str], None] = print,
     trainer = GRPOTrainer(cfg, policy, ref, reward_fn(cfg, task), task.sample_prompts,
                           task.max_new, gold_fn_for(task), gen)
     run = make_run(cfg.runs_dir, "grpo", cfg.seed, cfg, GRPO_COLUMNS)
-    return run_rl_loop("grpo", trainer, run, cfg, policy, ref, task, echo, log_every,
+    return run_rl_loop("grpo", trainer, run, cfg.iterations, echo, log_every,
+                       lambda: finish_sort(run.path, cfg, policy, ref, task),
                        lambda r: f"reward {r['reward']:.3f} kl {r['kl_seq_exact']:.2f} "
                        f"gold/exact {r['gold/exact']:.3f} gold/perm {r['gold/perm']:.3f} "
                        f"gold/sorted {r['gold/sorted']:.3f}")

@@ -158,3 +158,27 @@ def sequence_scores(scorer: nn.Module, prompts: Tensor, responses: Tensor,
     seq = torch.cat([prompts, responses], dim=1)
     out = scorer(seq)[:, :, 0]
     return out.gather(1, (prompts.shape[1] + last)[:, None])[:, 0]
+
+
+class TinyIO:
+    """The trainers' `LMAdapter` for a TinyLM (or any module mapping tokens [B, L] to [B, L, V])
+    on fixed-length prompt tensors [B, P]: the functions above and the sort task's EOS."""
+
+    sample = staticmethod(sample)
+    answer_logits = staticmethod(answer_logits)
+    answer_values = staticmethod(answer_values)
+
+    @staticmethod
+    def response_mask(responses: Tensor) -> Tensor:
+        from trustrl.rlhf.task import response_mask
+
+        return response_mask(responses)
+
+    @staticmethod
+    def is_eos(responses: Tensor) -> Tensor:
+        from trustrl.rlhf.task import EOS
+
+        return responses == EOS
+
+
+TINY_IO = TinyIO()

@@ -37,13 +37,24 @@ from trustrl.losses import clipped_surrogate_objective, surrogate_objective, val
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
 from trustrl.rlhf.kl import AdaptiveKLController, check_kl_option, exact_kl, kl_to_ref
 from trustrl.rlhf.model import (
+    TINY_IO,
     TinyLM,
     answer_logits,
-    answer_values,
     load_model,
     sample,
     save_model,
     token_logprobs,
+)
+from trustrl.rlhf.steps import (
+    DIAG_COLUMNS,
+    LMAdapter,
+    UpdateDiagnostics,
+    micro_batches,
+    micro_weight,
+    minibatches,
+    sampling_stats,
+    score_answers,
+    trainable,
 )
 from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
 
@@ -59,7 +70,7 @@ PPO_COLUMNS = [
     "iteration", "global_step", "wall_time", "beta", "objective/kl", "objective/kl_exact",
     "objective/scores", "objective/rlhf_reward", "objective/entropy", "policy/approxkl_avg",
     "policy/clipfrac_avg", "val/clipfrac_avg", "val/explained_variance", "loss/policy_avg",
-    "loss/value_avg", "response_length", *GOLD_KEYS,
+    "loss/value_avg", "response_length", *GOLD_KEYS, *DIAG_COLUMNS,
 ]
 
 
@@ -77,6 +88,8 @@ class PPOConfig:
     """Prompts (one answer each) per iteration."""
     minibatch_size: int = 32
     """Answers per gradient step."""
+    grad_accum: int = 1
+    """Micro-batches per minibatch (gradient accumulation): same gradient, less memory."""
     epochs: int = 4
     """K: passes over each batch."""
     lr: float = 1e-4
@@ -115,7 +128,8 @@ class PPOConfig:
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise ConfigError(f"beta must be a finite number >= 0, got {self.beta}")
         check_kl_option("reward", self.kl_estimator)
-        for name in ("iterations", "batch_size", "minibatch_size", "epochs", "eval_prompts"):
+        for name in ("iterations", "batch_size", "minibatch_size", "epochs", "eval_prompts",
+                     "grad_accum"):
             check_positive(name, getattr(self, name))
         for name in ("lr", "temperature", "max_grad_norm", "horizon"):
             check_positive(name, getattr(self, name))
@@ -161,8 +175,8 @@ def token_gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float,
     entries after the last token are set to 0 and must stay masked in every loss."""
     b, t = rewards.shape
     values = values * mask
-    next_values = torch.cat([values[:, 1:], torch.zeros(b, 1, dtype=values.dtype)], dim=1)
-    terminated = torch.zeros(b, t, dtype=torch.bool)
+    next_values = torch.cat([values[:, 1:], values.new_zeros(b, 1)], dim=1)
+    terminated = torch.zeros(b, t, dtype=torch.bool, device=values.device)
     terminated.scatter_(1, last_index(mask)[:, None], True)
     adv, ret = gae((rewards * mask).T, values.T, next_values.T, terminated.T,
                    torch.zeros_like(terminated.T), gamma, lam)
@@ -178,26 +192,32 @@ class Batch:
     values_old: Tensor
     advantages: Tensor
     returns: Tensor
+    old_all: Tensor | None = None
+    """pi_old's log-probs over the vocabulary [B, T, V] (for the exact KL), or None."""
 
 
 class PPOTrainer:
-    """PPO with a KL-to-reference reward on any policy that maps tokens to [B, L, V] logits.
+    """PPO with a KL-to-reference reward on any policy the adapter `lm` runs.
 
-    `policy` is trained, `ref` frozen; `critic` maps tokens to [B, L, 1]. The sort task and
-    the bandit test both run through this same class.
+    `policy` is trained, `ref` frozen; `critic` gives a value per position ([B, L, 1]). The sort
+    task and the bandit test (the default adapter) and a Hugging Face causal LM
+    (`trustrl.rlhf.hf.HFIO`, with a value head on the policy or a separate value model) all run
+    through this same class. One Adam over the trainable parameters of both, each once.
     """
 
     def __init__(self, cfg: PPOConfig, policy: nn.Module, ref: nn.Module, critic: nn.Module,
                  score_fn: ScoreFn, prompt_fn: PromptFn, max_new: int,
-                 gold_fn: GoldFn | None = None, generator: torch.Generator | None = None):
+                 gold_fn: GoldFn | None = None, generator: torch.Generator | None = None,
+                 lm: LMAdapter = TINY_IO, score_chunk: int | None = None):
         cfg.validate()
         self.cfg, self.policy, self.ref, self.critic = cfg, policy, ref, critic
+        self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.score_fn, self.prompt_fn, self.gold_fn = score_fn, prompt_fn, gold_fn
-        self.max_new = max_new
+        self.max_new, self.lm = max_new, lm
         self.gen = generator or torch.Generator().manual_seed(cfg.seed + 1)
         for p in ref.parameters():
             p.requires_grad_(False)
-        self.params = [*policy.parameters(), *critic.parameters()]
+        self.params = trainable(policy, critic)
         self.opt = torch.optim.Adam(self.params, lr=cfg.lr)
         self.kl_ctl = (AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.horizon)
                        if cfg.target_kl is not None else None)
@@ -210,26 +230,28 @@ class PPOTrainer:
         cfg = self.cfg
         self.policy.eval()
         prompts = self.prompt_fn(cfg.batch_size, self.gen)
-        responses = sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
-        mask = response_mask(responses).float()
-        logits = answer_logits(self.policy, prompts, responses, cfg.temperature)
-        ref_logits = answer_logits(self.ref, prompts, responses, cfg.temperature)
-        logp, entropy = token_logprobs(logits, responses)
-        logp_ref, _ = token_logprobs(ref_logits, responses)
-        values = answer_values(self.critic, prompts, responses) * mask
-        scores = self.score_fn(prompts, responses).float()
+        responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
+        mask = self.lm.response_mask(responses).float()
+        scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
+                               cfg.temperature, self.score_chunk)
+        logp, entropy, logp_ref = scored.logp, scored.entropy, scored.logp_ref
+        values = self.lm.answer_values(self.critic, prompts, responses).float() * mask
+        scores = self.score_fn(prompts, responses).float().to(mask.device)
         kl = kl_to_ref(logp, logp_ref, cfg.kl_estimator) * mask
         rewards = token_rewards(scores, kl, mask, self.beta)
         adv, returns = token_gae(rewards, values, mask, cfg.gamma, cfg.lam)
         stats = {
             "objective/kl": float(kl.sum(1).mean()),
-            "objective/kl_exact": float((exact_kl(logits, ref_logits) * mask).sum(1).mean()),
+            "objective/kl_exact": float((scored.kl_exact * mask).sum(1).mean()),
             "objective/scores": float(scores.mean()),
             "objective/rlhf_reward": float(rewards.sum(1).mean()),
             "objective/entropy": float((entropy * mask).sum(1).mean()),
             "val/explained_variance": explained_variance(values[mask.bool()],
                                                          returns[mask.bool()]),
             "response_length": float(mask.sum(1).mean()),
+            **sampling_stats(scored.kl_exact, logp, logp_ref, mask,
+                             self.lm.is_eos(responses).any(1)),
+            **getattr(self.score_fn, "last_stats", {}),
         }
         if self.gold_fn is not None:
             stats.update({f"gold/{k}": float(v.float().mean())
@@ -237,53 +259,59 @@ class PPOTrainer:
         if cfg.whiten_advantages:
             adv = whiten(adv, mask)
         self.policy.train()
-        return Batch(prompts, responses, mask, logp, values, adv, returns), stats
+        return Batch(prompts, responses, mask, logp, values, adv, returns,
+                     scored.old_all), stats
 
     # --- step 4 ------------------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.cfg
-        n = batch.prompts.shape[0]
+        n = len(batch.prompts)
         eps_diag = cfg.clip_eps if cfg.clip_eps is not None else 0.2
         kls, clipfracs, vclipfracs, pls, vls = [], [], [], [], []
+        diag = UpdateDiagnostics()
         for _ in range(cfg.epochs):
-            perm = torch.randperm(n, generator=self.gen)
-            for i in range(0, n, cfg.minibatch_size):
-                idx = perm[i: i + cfg.minibatch_size]
-                m = batch.mask[idx].bool()
-                logits = answer_logits(self.policy, batch.prompts[idx], batch.responses[idx],
-                                       cfg.temperature)
-                logp, _ = token_logprobs(logits, batch.responses[idx])
-                log_ratio = (logp - batch.logp_old[idx])[m]
-                ratio = log_ratio.exp()
-                adv = batch.advantages[idx][m]
-                if cfg.clip_eps is None:
-                    pg_loss = -surrogate_objective(ratio, adv).mean()
-                else:
-                    pg_loss = -clipped_surrogate_objective(ratio, adv, cfg.clip_eps).mean()
-                v_new = answer_values(self.critic, batch.prompts[idx], batch.responses[idx])[m]
-                v_old, ret = batch.values_old[idx][m], batch.returns[idx][m]
-                v_loss = value_loss(v_new, ret, v_old, cfg.clip_value)
-                loss = pg_loss + cfg.vf_coef * v_loss
+            for idx in minibatches(n, cfg.minibatch_size, self.gen):
                 self.opt.zero_grad(set_to_none=True)
-                loss.backward()
+                for mb in micro_batches(idx, cfg.grad_accum):
+                    m = batch.mask[mb].bool()
+                    logits = self.lm.answer_logits(self.policy, batch.prompts[mb],
+                                                   batch.responses[mb], cfg.temperature)
+                    logp, _ = token_logprobs(logits, batch.responses[mb])
+                    log_ratio = (logp - batch.logp_old[mb])[m]
+                    ratio = log_ratio.exp()
+                    adv = batch.advantages[mb][m]
+                    if cfg.clip_eps is None:
+                        pg_loss = -surrogate_objective(ratio, adv).mean()
+                    else:
+                        pg_loss = -clipped_surrogate_objective(ratio, adv, cfg.clip_eps).mean()
+                    v_new = self.lm.answer_values(self.critic, batch.prompts[mb],
+                                                  batch.responses[mb]).float()[m]
+                    v_old, ret = batch.values_old[mb][m], batch.returns[mb][m]
+                    v_loss = value_loss(v_new, ret, v_old, cfg.clip_value)
+                    loss = pg_loss + cfg.vf_coef * v_loss
+                    w = micro_weight(batch.mask[mb], batch.mask[idx], "token")
+                    (loss if w == 1.0 else loss * w).backward()
+                    kls.append(approx_kl(log_ratio.detach(), "k3"))
+                    clipfracs.append(clip_fraction(ratio.detach(), eps_diag))
+                    diag.add(log_ratio, logits,
+                             None if batch.old_all is None else batch.old_all[mb],
+                             batch.mask[mb])
+                    if cfg.clip_value is not None:
+                        v_clip = v_old + torch.clamp(v_new.detach() - v_old, -cfg.clip_value,
+                                                     cfg.clip_value)
+                        vclipfracs.append(float(((v_clip - ret) ** 2
+                                                 > (v_new.detach() - ret) ** 2).float().mean()))
+                    pls.append(float(pg_loss.detach()))
+                    vls.append(float(v_loss.detach()))
                 nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.opt.step()
-                kls.append(approx_kl(log_ratio.detach(), "k3"))
-                clipfracs.append(clip_fraction(ratio.detach(), eps_diag))
-                if cfg.clip_value is not None:
-                    v_clip = v_old + torch.clamp(v_new.detach() - v_old, -cfg.clip_value,
-                                                 cfg.clip_value)
-                    vclipfracs.append(float(((v_clip - ret) ** 2 > (v_new.detach() - ret) ** 2)
-                                            .float().mean()))
-                pls.append(float(pg_loss.detach()))
-                vls.append(float(v_loss.detach()))
 
         def avg(x: list[float]) -> float:
             return sum(x) / len(x) if x else float("nan")
 
         return {"policy/approxkl_avg": avg(kls), "policy/clipfrac_avg": avg(clipfracs),
                 "val/clipfrac_avg": avg(vclipfracs), "loss/policy_avg": avg(pls),
-                "loss/value_avg": avg(vls)}
+                "loss/value_avg": avg(vls), **diag.result()}
 
     def step(self) -> dict[str, float]:
         """One PPO iteration; returns its metrics (beta is the one used for this batch)."""
@@ -345,32 +373,51 @@ def train_ppo(cfg: PPOConfig, echo: Callable[[str], None] = print,
     trainer = PPOTrainer(cfg, policy, ref, critic, scorer, task.sample_prompts, task.max_new,
                          gold_fn_for(task), gen)
     run = make_run(cfg.runs_dir, "ppo", cfg.seed, cfg, PPO_COLUMNS)
-    return run_rl_loop("ppo", trainer, run, cfg, policy, ref, task, echo, log_every,
+    return run_rl_loop("ppo", trainer, run, cfg.iterations, echo, log_every,
+                       lambda: finish_sort(run.path, cfg, policy, ref, task),
                        lambda r: f"score {r['objective/scores']:+.2f} "
                        f"kl {r['objective/kl']:.2f} beta {r['beta']:.3f} "
                        f"gold/exact {r['gold/exact']:.3f} gold/perm {r['gold/perm']:.3f}")
 
 
-def run_rl_loop(stage: str, trainer: Any, run: Any, cfg: Any, policy: TinyLM,
-                ref: TinyLM, task: SortTask, echo: Callable[[str], None], log_every: int,
-                line: Callable[[dict[str, Any]], str]) -> Path:
-    """The loop PPO and GRPO share: `cfg.iterations` trainer steps logged to the run folder
-    (a line echoed every `log_every`), then the held-out evaluation, the policy and status."""
-    from trustrl.rlhf.sft import EVAL_SEED
-
+def run_rl_loop(stage: str, trainer: Any, run: Any, iterations: int,
+                echo: Callable[[str], None], log_every: int, finish: Callable[[], None],
+                line: Callable[[dict[str, Any]], str], start: int = 0,
+                checkpoint: Callable[[int], None] | None = None) -> Path:
+    """The loop every RL run shares (PPO, GRPO and RLOO; the sort study and a Hugging Face
+    model): trainer steps start + 1 .. iterations logged to the run folder (a line echoed every
+    `log_every`), `checkpoint(it)` after each, then `finish()` (evaluation, saving) and the
+    status. A run that raises is marked failed (stopped on Ctrl-C) and keeps its files."""
     echo(f"{stage}: run folder {run.path}")
     t0 = time.perf_counter()
-    for it in range(1, cfg.iterations + 1):
-        row = trainer.step()
-        row["wall_time"] = time.perf_counter() - t0
-        run.log_metrics(row)
-        if it % log_every == 0 or it == cfg.iterations:
-            echo(f"{stage} {it}: {line(row)}")
-    final = evaluate_policy(policy, task, cfg.eval_prompts, cfg.seed + EVAL_SEED, ref=ref)
-    write_eval(run.path, final)
-    save_model(policy, str(run.path / "policy.pt"), {"task_n": task.n})
-    run.set_status("finished", cfg.iterations)
+    it = start
+    try:
+        for it in range(start + 1, iterations + 1):
+            row = trainer.step()
+            row["wall_time"] = time.perf_counter() - t0
+            run.log_metrics(row)
+            if it % log_every == 0 or it == iterations:
+                echo(f"{stage} {it}: {line(row)}")
+            if checkpoint is not None:
+                checkpoint(it)
+        finish()
+    except KeyboardInterrupt:
+        run.set_status("stopped", it - 1, "interrupted")
+        raise
+    except Exception as e:
+        run.set_status("failed", it - 1, (str(e).splitlines() or [type(e).__name__])[0][:300])
+        raise
+    run.set_status("finished", iterations)
     return run.path
+
+
+def finish_sort(path: Path, cfg: Any, policy: TinyLM, ref: TinyLM, task: SortTask) -> None:
+    """The sort study's end of a run: held-out gold evaluation and the policy file."""
+    from trustrl.rlhf.sft import EVAL_SEED
+
+    final = evaluate_policy(policy, task, cfg.eval_prompts, cfg.seed + EVAL_SEED, ref=ref)
+    write_eval(path, final)
+    save_model(policy, str(path / "policy.pt"), {"task_n": task.n})
 
 
 def write_eval(path: Path, final: dict[str, float]) -> None:

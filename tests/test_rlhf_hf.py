@@ -1,0 +1,447 @@
+"""GRPO, RLOO and PPO on a Hugging Face causal LM (`trustrl rlhf ... --model PATH`).
+
+The model is a GPT-2-architecture transformer built from a config in the test set-up and saved
+with save_pretrained (nothing from a hub): random for the mechanics, SFT'd on the sort task
+(tests/hf_sort.py) for the learning tests, so these run the code path of a real checkpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+import hf_sort  # noqa: E402
+
+from trustrl.errors import ConfigError, RunError  # noqa: E402
+from trustrl.rlhf.grpo import GRPOConfig, group_advantages  # noqa: E402
+from trustrl.rlhf.hf import (  # noqa: E402
+    HFIO,
+    HFConfig,
+    PromptSource,
+    TextReward,
+    disable_dropout,
+    load_rows,
+)
+from trustrl.rlhf.hf_run import algo_config, build, resolve_rewards, train_hf  # noqa: E402
+from trustrl.rlhf.kl import exact_kl  # noqa: E402
+from trustrl.rlhf.klcheck import _grad_of_option  # noqa: E402
+from trustrl.rlhf.model import token_logprobs  # noqa: E402
+
+D = torch.float64
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict[str, Path]:
+    """A random (not trained) GPT-2 sort model folder, prompts and held-out prompts."""
+    root = tmp_path_factory.mktemp("hf")
+    model = hf_sort.make_model(0, n_embd=32)
+    model.save_pretrained(root / "model")
+    hf_sort.make_tokenizer().save_pretrained(root / "model")
+    return {"model": root / "model", "data": hf_sort.write_prompts(root / "p.jsonl", 64, 1),
+            "eval": hf_sort.write_prompts(root / "e.jsonl", 32, 2), "root": root}
+
+
+def hf_cfg(tiny, **kw) -> HFConfig:
+    kw.setdefault("reward", ["hf_sort:small_digits_reward"])
+    return HFConfig(model=str(tiny["model"]), data=str(tiny["data"]), max_new_tokens=6, **kw)
+
+
+def small(algo: str, runs_dir: Path, **kw):
+    cfg = algo_config(algo)
+    cfg.iterations, cfg.runs_dir = 2, str(runs_dir)
+    if algo == "ppo":
+        cfg.batch_size, cfg.minibatch_size, cfg.epochs = 8, 4, 2
+    else:
+        cfg.prompts_per_iter, cfg.group_size, cfg.minibatch_size = 2, 4, 4
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+# --- running the model ---------------------------------------------------------------------------
+def _io_and_model(tiny):
+    from transformers import AutoModelForCausalLM
+
+    tok = hf_sort.make_tokenizer()
+    model = AutoModelForCausalLM.from_pretrained(tiny["model"]).eval()
+    io = HFIO([tok.eos_token_id], tok.pad_token_id, torch.device("cpu"))
+    return tok, model, io
+
+
+def test_left_padded_prompts_give_the_logits_of_the_unpadded_prompt(tiny):
+    tok, model, io = _io_and_model(tiny)
+    source = PromptSource([{"prompt": "3 1 >"}, {"prompt": "9 8 7 6 5 >"}], tok, "prompt", 64,
+                          tok.pad_token_id, torch.device("cpu"))
+    both = source.batch([0, 1])
+    assert both.ids[0, 0] == tok.pad_token_id  # left-padded
+    responses = torch.tensor([[1, 3, 11, 12], [5, 6, 7, 8]])
+    with torch.no_grad():
+        together = io.answer_logits(model, both, responses)
+        for i in range(2):
+            alone = io.answer_logits(model, source.batch([i]), responses[i:i + 1])
+            assert torch.allclose(together[i], alone[0], atol=1e-5)
+
+
+def test_generate_samples_the_distribution_the_loss_uses(tiny):
+    """Pure temperature sampling, whatever the model's own generation defaults (top_k 2 set on
+    purpose): first-token frequencies of 3000 draws match softmax(logits / T)."""
+    tok, model, io = _io_and_model(tiny)
+    model.generation_config.top_k = 2
+    source = PromptSource([{"prompt": "3 1 4 1 5 >"}], tok, "prompt", 64, tok.pad_token_id,
+                          torch.device("cpu"))
+    prompts = source.batch([0] * 3000)
+    gen = torch.Generator().manual_seed(0)
+    responses = io.sample(model, prompts, 1, 0.7, gen)
+    with torch.no_grad():
+        p = torch.softmax(io.answer_logits(model, source.batch([0]), responses[:1], 0.7)[0, 0],
+                          -1)
+    freq = torch.bincount(responses[:, 0], minlength=p.numel()).double() / 3000
+    se = (p.double() * (1 - p.double()) / 3000).sqrt()
+    assert ((freq - p).abs() <= 5 * se + 1e-3).all(), (freq, p)
+    assert (freq > 0).sum() > 2  # top_k 2 was not applied
+
+
+def test_response_mask_ends_at_the_first_eos_and_answers_are_padded(tiny):
+    _, model, io = _io_and_model(tiny)
+    r = torch.tensor([[1, 11, 12, 12], [2, 3, 4, 5], [11, 3, 11, 2]])
+    assert io.response_mask(r).tolist() == [[True, True, False, False], [True] * 4,
+                                            [True, False, False, False]]
+
+
+def test_prompts_from_jsonl_parquet_and_a_datasets_folder(tmp_path):
+    data = [{"prompt": "1 2 >", "answer": "1 2"}, {"prompt": "3 >", "answer": "3"}]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in data))
+    assert load_rows(str(tmp_path / "p.jsonl")) == data
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(data), tmp_path / "p.parquet")
+    assert load_rows(str(tmp_path / "p.parquet")) == data
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_list(data).save_to_disk(str(tmp_path / "ds"))
+    assert load_rows(str(tmp_path / "ds")) == data
+    with pytest.raises(ConfigError, match="no 'question' column"):
+        load_rows(str(tmp_path / "p.jsonl"), "question")
+
+
+def test_chat_prompts_go_through_the_chat_template_and_completions_are_messages(tiny):
+    tok = hf_sort.make_tokenizer()
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}>"
+    seen = {}
+
+    def reward(prompts, completions, completion_ids, **columns):
+        seen.update(prompts=prompts, completions=completions, columns=columns)
+        return [1.0] * len(completions)
+
+    rows_ = [{"prompt": [{"role": "user", "content": "3 1"}], "level": 7}]
+    source = PromptSource(rows_, tok, "prompt", 64, tok.pad_token_id, torch.device("cpu"))
+    assert source.texts == ["3 1 >"]
+    io = HFIO([tok.eos_token_id], tok.pad_token_id, torch.device("cpu"))
+    out = TextReward(tok, io, [("m:reward", reward)])(source.batch([0]),
+                                                      torch.tensor([[1, 3, 11, 12]]))
+    assert out.tolist() == [1.0]
+    assert seen["completions"] == [[{"role": "assistant", "content": "1 3"}]]
+    assert seen["prompts"] == [rows_[0]["prompt"]] and seen["columns"] == {"level": [7]}
+
+
+def test_reward_functions_are_weighted_and_summed_and_checked(tiny):
+    tok = hf_sort.make_tokenizer()
+    io = HFIO([tok.eos_token_id], tok.pad_token_id, torch.device("cpu"))
+    source = PromptSource([{"prompt": "3 1 4 1 5 >"}], tok, "prompt", 64, tok.pad_token_id,
+                          torch.device("cpu"))
+    funcs = resolve_rewards(["hf_sort:gold_reward", "hf_sort:length_reward"])
+    reward = TextReward(tok, io, funcs, weights=[2.0, 0.5])
+    r = reward(source.batch([0, 0]), torch.tensor([[1, 1, 3, 4, 5, 11], [1, 10, 10, 11, 12, 12]]))
+    assert r.tolist() == [2.0 * 1.0, 0.5 * -2.0]
+    assert reward.last_stats["rewards/gold_reward/mean"] == 0.5
+    bad = TextReward(tok, io, [("m:f", lambda **k: [1.0])])
+    with pytest.raises(RunError, match="returned 1 rewards for 2"):
+        bad(source.batch([0, 0]), torch.tensor([[1, 11], [1, 11]]))
+
+
+def test_a_sequence_classification_reward_model_scores_prompt_and_completion(tiny, tmp_path):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    torch.manual_seed(0)
+    rm = GPT2ForSequenceClassification(GPT2Config(vocab_size=13, n_positions=16, n_embd=16,
+                                                  n_layer=1, n_head=2, num_labels=1,
+                                                  pad_token_id=12)).eval()
+    rm.save_pretrained(tmp_path / "rm")
+    hf_sort.make_tokenizer().save_pretrained(tmp_path / "rm")
+    tok = hf_sort.make_tokenizer()
+    io = HFIO([tok.eos_token_id], tok.pad_token_id, torch.device("cpu"))
+    source = PromptSource([{"prompt": "3 1 > "}, {"prompt": "2 > "}], tok, "prompt", 64,
+                          tok.pad_token_id, torch.device("cpu"))
+    reward = TextReward(tok, io, [], reward_model=str(tmp_path / "rm"))
+    r = reward(source.batch([0, 1]), torch.tensor([[1, 3, 11], [2, 11, 12]]))
+    with torch.no_grad():
+        direct = [float(rm(input_ids=torch.tensor([ids])).logits[0, 0])
+                  for ids in ([3, 1, 10, 1, 3], [2, 10, 2])]
+    assert r.tolist() == pytest.approx(direct, abs=1e-5)
+
+
+# --- the KL options through the Hugging Face path ------------------------------------------------
+def test_each_offered_kl_option_has_the_gradient_of_its_kl_through_a_gpt2(tmp_path):
+    """Exact expectation over every 2-token answer (vocabulary 3) of the gradient each offered
+    option's loss produces on a GPT-2 (float64), run by HFIO: k1 in the reward = the full
+    gradient of the sequence KL(pi || pi_ref); k2 in the loss = the per-token (partial) gradient
+    of KL(pi || pi_ref); k3 in the loss = that of KL(pi_ref || pi). The refused ones refuse."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=3, n_positions=8, n_embd=8, n_layer=1, n_head=2,
+                        pad_token_id=2, eos_token_id=2, initializer_range=0.5)
+    policy, ref = GPT2LMHeadModel(config).double(), GPT2LMHeadModel(config).double()
+    disable_dropout(policy)
+    disable_dropout(ref)
+    io = HFIO([99], 2, torch.device("cpu"))  # no EOS in this vocabulary: answers are 2 tokens
+    from trustrl.rlhf.hf import PromptBatch
+
+    seqs = torch.tensor(list(itertools.product(range(3), repeat=2)))
+    n = len(seqs)
+    prompts = PromptBatch(torch.zeros(n, 1, dtype=torch.long), torch.ones(n, 1,
+                                                                          dtype=torch.long),
+                          [{}] * n, [""] * n)
+    theta = policy.transformer.wte.weight
+    logits = io.answer_logits(policy, prompts, seqs)
+    with torch.no_grad():
+        ref_logits = io.answer_logits(ref, prompts, seqs)
+    lp, _ = token_logprobs(logits, seqs)
+    lr, _ = token_logprobs(ref_logits, seqs)
+    w = lp.sum(1).exp().detach()
+    full = torch.autograd.grad((lp.sum(1).exp() * (lp - lr).sum(1)).sum(), theta,
+                               retain_graph=True)[0]
+    fwd = torch.autograd.grad((w[:, None] * exact_kl(logits, ref_logits)).sum(), theta,
+                              retain_graph=True)[0]
+    rev = torch.autograd.grad((w[:, None] * exact_kl(ref_logits, logits)).sum(), theta,
+                              retain_graph=True)[0]
+    targets = {("reward", "k1"): full, ("loss", "k2"): fwd, ("loss", "k3"): rev}
+    for (placement, est), target in targets.items():
+        GRPOConfig(beta=0.1, kl_placement=placement, kl_estimator=est).validate()
+        e = sum(w[i] * _grad_of_option(placement, est, lp[i:i + 1], lr[i:i + 1], theta)
+                for i in range(n))
+        assert float((e - target).norm() / target.norm()) < 1e-8, (placement, est)
+        others = [t for k, t in targets.items() if k != (placement, est)]
+        assert all(float((e - t).norm() / t.norm()) > 0.05 for t in others)
+    for placement, est in (("loss", "k1"), ("reward", "k2"), ("reward", "k3")):
+        with pytest.raises(ConfigError):
+            GRPOConfig(beta=0.1, kl_placement=placement, kl_estimator=est).validate()
+
+
+# --- the trainers on a Hugging Face model --------------------------------------------------------
+def test_rloo_advantage_is_the_leave_one_out_baseline():
+    r = torch.tensor([[1.0, 0.0, 0.5, 2.0]])
+    loo = torch.stack([r[0, i] - torch.cat([r[0, :i], r[0, i + 1:]]).mean() for i in range(4)])
+    assert torch.allclose(group_advantages(r, scale=False, leave_one_out=True)[0], loo)
+
+
+@pytest.mark.parametrize("algo,loss_type", [("grpo", "token-mean"), ("grpo", "seq-mean"),
+                                            ("grpo", "dr-grpo"), ("ppo", None)])
+def test_gradient_accumulation_gives_the_minibatch_step(tiny, tmp_path, algo, loss_type):
+    """One iteration with 3 micro-batches per minibatch moves the weights as 1 does (answers
+    of several lengths: a random model; so the per-token weights matter)."""
+    finals = []
+    for accum in (1, 3):
+        kw = {"grad_accum": accum, "epochs": 1, "iterations": 1}
+        if algo == "ppo":
+            kw.update(batch_size=12, minibatch_size=12)
+        else:
+            kw.update(loss_type=loss_type, prompts_per_iter=3, minibatch_size=12)
+        cfg = small(algo, tmp_path, **kw)
+        parts = build(algo, cfg, hf_cfg(tiny),
+                      resolve_rewards(["hf_sort:small_digits_reward"]))
+        batch, _ = parts.trainer.collect()
+        assert len(set(batch.mask.sum(1).tolist())) > 1
+        parts.trainer.update(batch)
+        finals.append(torch.cat([p.detach().flatten() for p in parts.trainer.params]))
+    assert torch.allclose(finals[0], finals[1], atol=1e-6, rtol=1e-4)
+    init = build(algo, small(algo, tmp_path), hf_cfg(tiny), [])
+    before = torch.cat([p.detach().flatten() for p in init.trainer.params])
+    assert not torch.allclose(before, finals[0][: before.numel()])
+
+
+def test_lora_reference_is_the_base_model_with_adapters_off(tiny, tmp_path):
+    cfg = small("grpo", tmp_path, lr=3e-2)
+    parts = build("grpo", cfg, hf_cfg(tiny, lora_r=4, lora_target="c_attn"),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    base = {n: p.detach().clone() for n, p in parts.policy.named_parameters()
+            if not p.requires_grad}
+    lora = {n: p.detach().clone() for n, p in parts.policy.named_parameters() if p.requires_grad}
+    assert lora and all("lora" in n for n in lora)
+    assert list(parts.ref.parameters()) == []  # no second copy
+    batch, _ = parts.trainer.collect()
+    for _ in range(3):
+        parts.trainer.update(batch)
+    now = dict(parts.policy.named_parameters())
+    assert all(torch.equal(now[n], v) for n, v in base.items())
+    assert any(not torch.equal(now[n], v) for n, v in lora.items())
+    from transformers import AutoModelForCausalLM
+
+    original = AutoModelForCausalLM.from_pretrained(tiny["model"]).eval()
+    with torch.no_grad():
+        ref = parts.io.answer_logits(parts.ref, batch.prompts, batch.responses)
+        pol = parts.io.answer_logits(parts.policy, batch.prompts, batch.responses)
+        orig = parts.io.answer_logits(original, batch.prompts, batch.responses)
+    assert torch.allclose(ref, orig, atol=1e-5)
+    assert not torch.allclose(pol, orig, atol=1e-3)
+
+
+def test_scoring_in_chunks_equals_scoring_the_whole_batch(tiny, tmp_path):
+    """score_chunk bounds the logits held at once; every quantity is that of one pass."""
+    from trustrl.rlhf.steps import score_answers
+
+    parts = build("grpo", small("grpo", tmp_path, prompts_per_iter=3),
+                  hf_cfg(tiny, score_chunk=5), resolve_rewards(["hf_sort:small_digits_reward"]))
+    batch, _ = parts.trainer.collect()
+    args = (parts.io, parts.policy, parts.ref, batch.prompts, batch.responses, 1.0)
+    whole, chunked = score_answers(*args, None), score_answers(*args, 5)
+    for name in ("logp", "entropy", "logp_ref", "kl_exact", "old_all"):
+        assert torch.allclose(getattr(whole, name), getattr(chunked, name), atol=1e-5), name
+    assert torch.allclose(batch.logp_old, whole.logp, atol=1e-5)
+
+
+def test_bf16_autocast_trains_with_float32_logprobs(tiny, tmp_path):
+    parts = build("grpo", small("grpo", tmp_path), hf_cfg(tiny, bf16=True),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    batch, _ = parts.trainer.collect()
+    with torch.no_grad():
+        logits = parts.io.answer_logits(parts.policy, batch.prompts, batch.responses)
+        with parts.io.autocast():
+            raw = parts.policy(input_ids=batch.prompts.ids).logits
+    assert raw.dtype == torch.bfloat16 and logits.dtype == torch.float32
+    assert batch.logp_old.dtype == torch.float32
+    row = parts.trainer.update(batch)
+    assert math.isfinite(row["loss"]) and math.isfinite(row["kl_old/k3"])
+
+
+@pytest.mark.parametrize("algo,extra", [
+    ("grpo", {}), ("rloo", {"lora_r": 4}), ("ppo", {}), ("ppo", {"value_model": "SELF"})])
+def test_each_algorithm_logs_the_trust_region_every_step(tiny, tmp_path, algo, extra):
+    if extra.get("value_model") == "SELF":
+        extra = {"value_model": str(tiny["model"])}
+    run = train_hf(algo, small(algo, tmp_path), hf_cfg(tiny, eval_prompts=8,
+                                                       eval_data=str(tiny["eval"]), **extra),
+                   echo=lambda s: None)
+    got = rows(run)
+    assert [r["iteration"] for r in got] == ["1", "2"]
+    for key in ("kl_ref/k1", "kl_ref/k3", "kl_ref/exact", "kl_old/k1", "kl_old/k3",
+                "kl_old/exact", "ratio_q05", "ratio_q95", "completions/mean_length",
+                "rewards/small_digits_reward/mean",
+                "entropy" if algo != "ppo" else "objective/entropy",
+                "clip_ratio/region_mean" if algo != "ppo" else "policy/clipfrac_avg"):
+        assert all(math.isfinite(float(r[key])) for r in got), key
+    assert float(got[0]["kl_ref/exact"]) == pytest.approx(0.0, abs=1e-6)  # pi = pi_ref at first
+    ev = json.loads((run / "eval.json").read_text())
+    assert set(ev) == {"start", "final"} and ev["start"]["kl_ref_seq_exact"] < 1e-6
+    assert (run / "model" / "config.json").is_file() or (run / "model" /
+                                                          "adapter_config.json").is_file()
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_resume_equals_never_stopped(tiny, tmp_path, algo, capsys):
+    from trustrl.cli import main
+
+    def cli(*extra):
+        base = ["rlhf", algo, "--quiet", "--runs-dir", str(tmp_path / "runs")]
+        return main(base + list(extra))
+
+    common = ["--model", str(tiny["model"]), "--data", str(tiny["data"]), "--reward",
+              "hf_sort:gold_reward", "--max-new-tokens", "6", "--set", "save_every=2"]
+    sizes = (["--set", "batch_size=8", "--set", "minibatch_size=4"] if algo == "ppo" else
+             ["--set", "prompts_per_iter=2", "--set", "group_size=4", "--set",
+              "minibatch_size=4"])
+    assert cli(*common, *sizes, "--iterations", "4", "--seed", "3") == 0
+    whole = capsys.readouterr().out.split("run: ")[-1].strip()
+    assert cli(*common, *sizes, "--iterations", "2", "--seed", "3") == 0
+    half = capsys.readouterr().out.split("run: ")[-1].strip()
+    assert cli("--resume", half, "--iterations", "4") == 2  # without its reward: refused
+    assert "--reward hf_sort:gold_reward" in capsys.readouterr().err
+    assert cli("--resume", half, "--iterations", "4", "--reward", "hf_sort:gold_reward") == 0
+    a, b = rows(Path(whole)), rows(Path(half))
+    assert len(a) == len(b) == 4
+    for ra, rb in zip(a, b, strict=True):
+        assert {k: v for k, v in ra.items() if k != "wall_time"} == \
+            {k: v for k, v in rb.items() if k != "wall_time"}
+
+
+def test_bad_input_is_one_line_and_makes_no_run_folder(tiny, tmp_path, capsys):
+    from trustrl.cli import main
+
+    runs = tmp_path / "runs"
+    base = ["rlhf", "grpo", "--runs-dir", str(runs), "--data", str(tiny["data"])]
+    cases = [
+        (["--model", str(tmp_path / "nope"), "--reward", "hf_sort:gold_reward"],
+         "cannot load"),
+        (["--model", str(tiny["model"])], "give a reward"),
+        (["--model", str(tiny["model"]), "--reward", "hf_sort:nothing"], "no attribute"),
+        (["--model", str(tiny["model"]), "--reward", "os:system"], "standard library"),
+        (["--model", str(tiny["model"]), "--reward", "hf_sort:gold_reward", "--set",
+          "bogus=1"], "unknown key"),
+        (["--model", str(tiny["model"]), "--reward", "hf_sort:gold_reward", "--beta", "0.1",
+          "--kl-placement", "reward", "--kl-estimator", "k3"], "optimises no KL"),
+        (["--model", str(tiny["model"]), "--reward", "hf_sort:gold_reward", "--sft", "x"],
+         "not both"),
+    ]
+    for extra, msg in cases:
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and msg in err, (extra, err)
+    assert not runs.exists() or not any(runs.iterdir())
+    assert main(["rlhf", "grpo", "--data", "x.jsonl", "--reward", "gold"]) == 2
+    assert "--sft" in capsys.readouterr().err
+
+
+# --- learning, on the SFT'd sort model (slow) ----------------------------------------------------
+@pytest.fixture(scope="module")
+def sorter(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("sorter")
+    torch.set_num_threads(1)
+    hf_sort.sft_sort_model(root / "model", seed=0, steps=300, batch=64)
+    return {"model": root / "model", "data": hf_sort.write_prompts(root / "p.jsonl", 512, 1),
+            "eval": hf_sort.write_prompts(root / "e.jsonl", 256, 2), "root": root}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo,extra,min_gain", [
+    ("grpo", {}, 0.1), ("grpo", {"lora_r": 8}, 0.1), ("ppo", {}, 0.1)])
+def test_rl_lifts_the_gold_score_of_the_sft_model(sorter, tmp_path, algo, extra, min_gain):
+    gains = []
+    for seed in (1, 2, 3):
+        cfg = algo_config(algo)
+        cfg.seed, cfg.runs_dir, cfg.iterations = seed, str(tmp_path), 15
+        if algo == "ppo":
+            cfg.batch_size, cfg.minibatch_size, cfg.lr, cfg.beta = 64, 16, 1e-3, 0.05
+        else:
+            cfg.prompts_per_iter, cfg.minibatch_size, cfg.lr = 8, 32, 1e-3
+        if extra.get("lora_r"):
+            cfg.lr = 3e-3
+        h = HFConfig(model=str(sorter["model"]), data=str(sorter["data"]),
+                     reward=["hf_sort:gold_reward"], max_new_tokens=6, eval_prompts=256,
+                     eval_data=str(sorter["eval"]), **extra)
+        run = train_hf(algo, cfg, h, echo=lambda s: None)
+        ev = json.loads((run / "eval.json").read_text())
+        gains.append(ev["final"]["reward"] - ev["start"]["reward"])
+    assert min(gains) >= min_gain, gains

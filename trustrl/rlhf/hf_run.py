@@ -1,0 +1,297 @@
+"""A GRPO / RLOO / PPO run on a Hugging Face causal LM: build, train, checkpoint, resume.
+
+    runs/<model>__<algo>__<seed>__<time>/
+        config.json        {"algo", "config" (the algorithm's), "hf" (model, data, rewards...)}
+        metrics.csv        one row per iteration (TRL's names where TRL has one)
+        checkpoints/latest.pt   trainable weights, Adam, the generator: resume = never stopped
+        model/             the trained policy (save_pretrained; LoRA: the adapter) + tokenizer
+        eval.json          reward and KL to pi_ref on held-out prompts, before and after
+        status.json
+
+A run folder is data: resuming reads its config and weights, never code. A run that used reward
+functions is resumed only with the same `--reward module:function` given again on the command
+line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from trustrl.errors import ConfigError, RunError
+from trustrl.rlhf.common import seed_everything
+from trustrl.rlhf.grpo import GRPO_COLUMNS, GRPOConfig, GRPOTrainer
+from trustrl.rlhf.hf import (
+    EVAL_SEED,
+    HFIO,
+    HFConfig,
+    PromptSource,
+    ReferenceView,
+    TextReward,
+    ValueHead,
+    add_lora,
+    hidden_size,
+    load_causal_lm,
+    load_rows,
+    load_tokenizer,
+    pick_device,
+    resolve_rewards,
+)
+from trustrl.rlhf.kl import exact_kl
+from trustrl.rlhf.ppo import PPO_COLUMNS, PPOConfig, PPOTrainer, run_rl_loop, write_eval
+from trustrl.runs import RunDir
+
+GOLD_FREE = ("gold/",)
+
+
+def algo_config(algo: str) -> GRPOConfig | PPOConfig:
+    """The algorithm's config with the defaults of a language-model run: RLOO is GRPO's trainer
+    with the leave-one-out baseline, no std scaling and k1 in the reward (TRL's RLOO)."""
+    if algo == "ppo":
+        return PPOConfig(iterations=100, batch_size=64, minibatch_size=16, eval_prompts=1)
+    cfg = GRPOConfig(iterations=100, prompts_per_iter=8, minibatch_size=16, eval_prompts=1)
+    if algo == "rloo":
+        cfg.advantage, cfg.scale_rewards = "rloo", False
+        cfg.beta, cfg.kl_placement, cfg.kl_estimator = 0.05, "reward", "k1"
+    return cfg
+
+
+@dataclass
+class Parts:
+    trainer: GRPOTrainer | PPOTrainer
+    policy: nn.Module
+    ref: nn.Module
+    critic: nn.Module | None
+    tokenizer: Any
+    io: HFIO
+    reward: TextReward
+
+
+def build(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
+          funcs: list[tuple[str, Callable]]) -> Parts:
+    """Load the model (and LoRA, the reference, the value head), the prompts and the reward;
+    the trainer of `algo` over them."""
+    device = pick_device(hcfg.device, hcfg.bf16)
+    torch.manual_seed(cfg.seed)
+    tokenizer = load_tokenizer(hcfg.model)
+    policy = load_causal_lm(hcfg.model, device)
+    if hcfg.lora_r > 0:
+        policy = add_lora(policy, hcfg)
+        ref: nn.Module = ReferenceView(policy)
+    else:
+        ref = load_causal_lm(hcfg.model, device)
+    ref.eval()
+    eos = tokenizer.eos_token_id
+    gen_eos = getattr(getattr(policy, "generation_config", None), "eos_token_id", None)
+    eos_ids = [e for e in ([eos] + (gen_eos if isinstance(gen_eos, list) else [gen_eos]))
+               if isinstance(e, int)]
+    if not eos_ids:
+        raise ConfigError(f"the tokenizer of {hcfg.model} has no EOS token")
+    io = HFIO(eos_ids, tokenizer.pad_token_id, device, hcfg.bf16)
+    rows = load_rows(hcfg.data, hcfg.prompt_column)
+    source = PromptSource(rows, tokenizer, hcfg.prompt_column, hcfg.max_prompt_length,
+                          tokenizer.pad_token_id, device)
+    reward = TextReward(tokenizer, io, funcs, hcfg.reward_model, hcfg.reward_weights,
+                        hcfg.prompt_column)
+    gen = seed_everything(cfg.seed)
+    critic = None
+    if algo == "ppo":
+        assert isinstance(cfg, PPOConfig)
+        trunk = policy
+        if hcfg.value_model:
+            trunk = load_causal_lm(hcfg.value_model, device)
+            if hcfg.lora_r > 0:
+                trunk = add_lora(trunk, hcfg)
+        critic = ValueHead(trunk, hidden_size(trunk)).to(device)
+        trainer: GRPOTrainer | PPOTrainer = PPOTrainer(
+            cfg, policy, ref, critic, reward, source, hcfg.max_new_tokens, None, gen, lm=io,
+            score_chunk=hcfg.score_chunk)
+    else:
+        assert isinstance(cfg, GRPOConfig)
+        trainer = GRPOTrainer(cfg, policy, ref, reward, source, hcfg.max_new_tokens, None, gen,
+                              lm=io, score_chunk=hcfg.score_chunk)
+    return Parts(trainer, policy, ref, critic, tokenizer, io, reward)
+
+
+# --- checkpoints -------------------------------------------------------------------------------
+def _trainable_state(module: nn.Module, skip: set[int]) -> dict[str, Tensor]:
+    return {n: p.detach().cpu().clone() for n, p in module.named_parameters()
+            if p.requires_grad and id(p) not in skip}
+
+
+def checkpoint_state(parts: Parts, iteration: int) -> dict[str, Any]:
+    t = parts.trainer
+    policy_ids = {id(p) for p in parts.policy.parameters()}
+    state: dict[str, Any] = {
+        "iteration": iteration, "policy": _trainable_state(parts.policy, set()),
+        "optimizer": t.opt.state_dict(), "generator": t.gen.get_state()}
+    if parts.critic is not None:
+        state["critic"] = _trainable_state(parts.critic, policy_ids)
+    if isinstance(t, PPOTrainer):
+        state["beta"] = t.beta
+        state["kl_ctl_beta"] = t.kl_ctl.beta if t.kl_ctl is not None else None
+    return state
+
+
+def _load_trainable(module: nn.Module, saved: dict[str, Tensor], what: str) -> None:
+    params = dict(module.named_parameters())
+    missing = [n for n in saved if n not in params]
+    if missing:
+        raise RunError(f"the checkpoint's {what} has weights this model lacks ({missing[0]})")
+    with torch.no_grad():
+        for n, v in saved.items():
+            if params[n].shape != v.shape:
+                raise RunError(f"the checkpoint's {what} weight {n} has shape "
+                               f"{tuple(v.shape)}, the model {tuple(params[n].shape)}")
+            params[n].copy_(v)
+
+
+def restore(parts: Parts, state: dict[str, Any]) -> int:
+    t = parts.trainer
+    try:
+        _load_trainable(parts.policy, state["policy"], "policy")
+        if parts.critic is not None:
+            _load_trainable(parts.critic, state["critic"], "value model")
+        t.opt.load_state_dict(state["optimizer"])
+        t.gen.set_state(state["generator"])
+        if isinstance(t, PPOTrainer):
+            t.beta = float(state["beta"])
+            if t.kl_ctl is not None:
+                t.kl_ctl.beta = float(state["kl_ctl_beta"])
+        t.iteration = int(state["iteration"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunError(f"the checkpoint does not fit this run: {type(e).__name__}: {e}"
+                       ) from None
+    return t.iteration
+
+
+# --- evaluation ------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(parts: Parts, source: PromptSource, n: int, seed: int, temperature: float,
+             max_new: int, chunk: int = 64) -> dict[str, float]:
+    """Mean reward (and each source's) and exact sequence KL to pi_ref of one answer per
+    prompt for the first n prompts of `source`, sampled at the training temperature."""
+    gen = torch.Generator().manual_seed(seed)
+    picks = list(range(min(n, len(source.rows))))
+    rewards, kls, stats = [], [], []
+    for i in range(0, len(picks), chunk):
+        prompts = source.batch(picks[i: i + chunk])
+        responses = parts.io.sample(parts.policy, prompts, max_new, temperature, gen)
+        mask = parts.io.response_mask(responses).float()
+        rewards.append(parts.reward(prompts, responses))
+        stats.append((len(responses), dict(parts.reward.last_stats)))
+        kl = exact_kl(parts.io.answer_logits(parts.policy, prompts, responses, temperature),
+                      parts.io.answer_logits(parts.ref, prompts, responses, temperature))
+        kls.append((kl * mask).sum(1).cpu())
+    out = {"prompts": float(len(picks)), "reward": float(torch.cat(rewards).mean()),
+           "kl_ref_seq_exact": float(torch.cat(kls).mean())}
+    for key in stats[0][1]:
+        if key.endswith("/mean"):
+            out[key] = sum(b * s[key] for b, s in stats) / len(picks)
+    return out
+
+
+# --- the run -----------------------------------------------------------------------------------
+def columns(algo: str, funcs: list[tuple[str, Callable]], reward_model: str) -> list[str]:
+    base = PPO_COLUMNS if algo == "ppo" else GRPO_COLUMNS
+    names = [p.rsplit(":", 1)[-1] for p, _ in funcs] + (["reward_model"] if reward_model else [])
+    extra = [f"rewards/{n}/{s}" for n in names for s in ("mean", "std")]
+    return [c for c in base if not c.startswith(GOLD_FREE)] + extra
+
+
+def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
+             echo: Callable[[str], None] = print, log_every: int = 10,
+             resume: str | None = None) -> Path:
+    """Train (or resume) a run; returns its folder."""
+    if algo not in ("grpo", "rloo", "ppo"):
+        raise ConfigError(f"unknown algorithm {algo!r}")
+    cfg.validate()
+    hcfg.validate(algo)
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise ConfigError("--model needs transformers: pip install 'trustrl[hf]'") from None
+    funcs = resolve_rewards(hcfg.reward)
+    parts = build(algo, cfg, hcfg, funcs)
+    eval_source = None
+    if hcfg.eval_prompts > 0:
+        rows = load_rows(hcfg.eval_data or hcfg.data, hcfg.prompt_column)
+        eval_source = PromptSource(rows, parts.tokenizer, hcfg.prompt_column,
+                                   hcfg.max_prompt_length, parts.tokenizer.pad_token_id,
+                                   parts.io.device)
+    start = 0
+    if resume:
+        run = RunDir.open(resume)
+        run.metric_columns = columns(algo, funcs, hcfg.reward_model)
+        start = restore(parts, run.load_checkpoint())
+        run.truncate_logs(start)
+        run.set_status("running", start)
+    else:
+        config = {"algo": algo, "config": asdict(cfg), "hf": asdict(hcfg)}
+        run = RunDir.create(cfg.runs_dir, Path(hcfg.model).name or "model", algo, cfg.seed,
+                            config)
+        run.metric_columns = columns(algo, funcs, hcfg.reward_model)
+    run_eval: dict[str, Any] = {}
+    if eval_source is not None and start == 0:
+        run_eval["start"] = evaluate(parts, eval_source, hcfg.eval_prompts,
+                                     cfg.seed + EVAL_SEED, cfg.temperature,
+                                     hcfg.max_new_tokens, hcfg.score_chunk)
+        write_eval(run.path, run_eval)
+
+    def checkpoint(it: int) -> None:
+        if it % hcfg.save_every == 0 or it == cfg.iterations:
+            run.flush_logs()
+            run.save_checkpoint(checkpoint_state(parts, it))
+
+    def finish() -> None:
+        folder = run.path / "model"
+        parts.policy.save_pretrained(folder)
+        parts.tokenizer.save_pretrained(folder)
+        if eval_source is not None:
+            if (run.path / "eval.json").is_file():
+                run_eval.update(json.loads((run.path / "eval.json").read_text()))
+            run_eval["final"] = evaluate(parts, eval_source, hcfg.eval_prompts,
+                                         cfg.seed + EVAL_SEED, cfg.temperature,
+                                         hcfg.max_new_tokens, hcfg.score_chunk)
+            write_eval(run.path, run_eval)
+
+    key = "objective/scores" if algo == "ppo" else "reward"
+    kl = "objective/kl" if algo == "ppo" else "kl"
+    return run_rl_loop(algo, parts.trainer, run, cfg.iterations, echo, log_every, finish,
+                       lambda r: f"reward {r[key]:+.3f} {kl} {r[kl]:.3f} "
+                       f"kl_ref/exact {r['kl_ref/exact']:.4f} kl_old/k3 {r['kl_old/k3']:.4f} "
+                       f"length {r['completions/mean_length']:.1f}",
+                       start=start, checkpoint=checkpoint)
+
+
+def read_run(path: str) -> tuple[str, GRPOConfig | PPOConfig, HFConfig]:
+    """(algo, config, hf config) of a run folder, as data (nothing is imported)."""
+    p = Path(path)
+    try:
+        blob = json.loads((p / "config.json").read_text())
+        algo = blob["algo"]
+        cfg = algo_config(algo)
+        _fill(cfg, blob["config"])
+        hcfg = HFConfig()
+        _fill(hcfg, blob["hf"])
+    except FileNotFoundError:
+        raise RunError(f"{path} is not a run folder (no config.json)") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RunError(f"{path} is not a Hugging Face RLHF run ({type(e).__name__}: {e})"
+                       ) from None
+    return algo, cfg, hcfg
+
+
+def _fill(obj: Any, values: dict[str, Any]) -> None:
+    names = {f.name for f in fields(obj)}
+    for k, v in values.items():
+        if k in names:
+            setattr(obj, k, v)
+
+

@@ -1,0 +1,193 @@
+"""What PPO's and GRPO's updates share, for the tiny sort model and a Hugging Face model alike.
+
+- `LMAdapter`: how a trainer runs a policy on prompts and answers (sample, logits of the answer
+  tokens, critic values, the answer mask). The tiny model's is `trustrl.rlhf.model.TINY_IO`,
+  a Hugging Face causal LM's is `trustrl.rlhf.hf.HFIO`; the trainers hold no other model code.
+- minibatches, micro-batches (gradient accumulation) and their loss weights, so that K
+  micro-batches give the gradient of one minibatch exactly, whatever the loss aggregation;
+- the trust-region diagnostics both trainers log every step: the KL to pi_ref (k1, k3 and the
+  exact per-token KL over the vocabulary, at sampling time), the KL to pi_old during the update
+  (k1, k3 and exact), the ratio's quantiles and the completions' lengths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from trustrl.diagnostics import approx_kl, ratio_stats
+from trustrl.rlhf.kl import exact_kl, kl_to_ref
+
+EXACT_KL_OLD_MAX = 2**25
+"""The exact KL to pi_old needs pi_old's whole distribution at every answer token of the batch
+(B x T x V floats); it is kept (and the metric logged) only up to this many elements."""
+
+DIAG_COLUMNS = [
+    "kl_ref/k1", "kl_ref/k3", "kl_ref/exact", "kl_old/k1", "kl_old/k3", "kl_old/exact",
+    "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
+    "completions/mean_length", "completions/min_length", "completions/max_length",
+    "completions/clipped_ratio",
+]
+
+
+class LMAdapter(Protocol):
+    """How the trainers run a language model. Prompts are any batch indexable by a long
+    tensor with len(); responses are [B, T] token ids (T = max_new), padded after the end."""
+
+    def sample(self, policy: nn.Module, prompts: Any, max_new: int, temperature: float,
+               generator: torch.Generator) -> Tensor: ...
+
+    def answer_logits(self, model: nn.Module, prompts: Any, responses: Tensor,
+                      temperature: float = 1.0) -> Tensor: ...
+
+    def answer_values(self, critic: nn.Module, prompts: Any, responses: Tensor) -> Tensor: ...
+
+    def response_mask(self, responses: Tensor) -> Tensor: ...
+
+    def is_eos(self, responses: Tensor) -> Tensor: ...
+
+
+def trainable(*modules: nn.Module) -> list[nn.Parameter]:
+    """The parameters with requires_grad of the modules, each once (a value head on the policy
+    shares the policy's trunk; LoRA leaves the base weights frozen)."""
+    seen: set[int] = set()
+    out = []
+    for m in modules:
+        for p in m.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+    return out
+
+
+def minibatches(n: int, size: int, generator: torch.Generator) -> Iterator[Tensor]:
+    """One epoch: a random permutation of range(n) cut into index blocks of `size`."""
+    perm = torch.randperm(n, generator=generator)
+    for i in range(0, n, size):
+        yield perm[i: i + size]
+
+
+def micro_batches(idx: Tensor, accum: int) -> list[Tensor]:
+    """A minibatch's indices in `accum` near-equal parts (gradient accumulation)."""
+    return list(idx.tensor_split(min(accum, len(idx)))) if accum > 1 else [idx]
+
+
+def micro_weight(mask_micro: Tensor, mask_mini: Tensor, per: str) -> float:
+    """The factor that makes a micro-batch's loss, aggregated over the micro-batch, a term of
+    the minibatch's loss: answers(micro) / answers(mini) for a per-answer mean (seq-mean,
+    dr-grpo), tokens(micro) / tokens(mini) for a per-token mean (token-mean, PPO's losses).
+    The easy mistake: averaging micro-batch losses with equal weights, which over-weights the
+    tokens of a micro-batch of short answers under a per-token mean."""
+    if mask_micro.shape[0] == mask_mini.shape[0]:
+        return 1.0
+    if per == "token":
+        return float(mask_micro.sum() / mask_mini.sum().clamp(min=1))
+    return mask_micro.shape[0] / mask_mini.shape[0]
+
+
+@dataclass
+class Scored:
+    """What collection keeps of the policy's and the reference's logits on the sampled answers
+    (each [B, T]; old_all [B, T, V] or None, see EXACT_KL_OLD_MAX)."""
+
+    logp: Tensor
+    entropy: Tensor
+    logp_ref: Tensor
+    kl_exact: Tensor
+    """Exact KL(pi || pi_ref) over the vocabulary at each answer token."""
+    old_all: Tensor | None
+
+
+@torch.no_grad()
+def score_answers(lm: LMAdapter, policy: nn.Module, ref: nn.Module, prompts: Any,
+                  responses: Tensor, temperature: float, chunk: int | None = None) -> Scored:
+    """Log-probs, entropy and exact KL to pi_ref of the sampled answers, `chunk` answers per
+    forward pass (None: the whole batch at once), so that no more than a chunk's logits
+    (answers x tokens x vocabulary) are held at a time."""
+    from trustrl.rlhf.model import token_logprobs
+
+    n = len(prompts)
+    size = n if chunk is None or chunk >= n else chunk
+    parts: list[tuple[Tensor, ...]] = []
+    olds: list[Tensor] | None = []
+    for i in range(0, n, size):
+        if size == n:
+            p, r = prompts, responses
+        else:
+            idx = torch.arange(i, min(i + size, n))
+            p, r = prompts[idx], responses[idx]
+        logits = lm.answer_logits(policy, p, r, temperature)
+        ref_logits = lm.answer_logits(ref, p, r, temperature)
+        logp, entropy = token_logprobs(logits, r)
+        logp_ref, _ = token_logprobs(ref_logits, r)
+        parts.append((logp, entropy, logp_ref, exact_kl(logits, ref_logits)))
+        if olds is not None and n * logits.shape[1] * logits.shape[2] <= EXACT_KL_OLD_MAX:
+            olds.append(torch.log_softmax(logits.detach().float(), dim=-1))
+        else:
+            olds = None
+    logp, entropy, logp_ref, kl = (torch.cat(x) if len(parts) > 1 else x[0]
+                                   for x in zip(*parts, strict=True))
+    old_all = None if olds is None else (torch.cat(olds) if len(olds) > 1 else olds[0])
+    return Scored(logp, entropy, logp_ref, kl, old_all)
+
+
+def sampling_stats(kl_exact: Tensor, logp: Tensor, logp_ref: Tensor,
+                   mask: Tensor, ended: Tensor) -> dict[str, float]:
+    """KL to pi_ref per answer token (k1, k3, exact over the vocabulary; token-weighted over the
+    batch) and the completions' lengths, at sampling time. ended [B]: the answer has its EOS."""
+    tokens = mask.sum().clamp(min=1)
+    lengths = mask.sum(1)
+
+    def per_token(x: Tensor) -> float:
+        return float((x * mask).sum() / tokens)
+
+    return {
+        "kl_ref/k1": per_token(kl_to_ref(logp, logp_ref, "k1")),
+        "kl_ref/k3": per_token(kl_to_ref(logp, logp_ref, "k3")),
+        "kl_ref/exact": per_token(kl_exact),
+        "completions/mean_length": float(lengths.mean()),
+        "completions/min_length": float(lengths.min()),
+        "completions/max_length": float(lengths.max()),
+        "completions/clipped_ratio": float((~ended).float().mean()),
+    }
+
+
+class UpdateDiagnostics:
+    """The trust region during an update: per micro-batch step, before it, the KL to pi_old
+    (k1 and k3 from the sampled tokens' log-ratios, exact from pi_old's stored distribution)
+    and every valid token's ratio, for the quantiles."""
+
+    def __init__(self) -> None:
+        self.k1: list[float] = []
+        self.k3: list[float] = []
+        self.exact: list[float] = []
+        self.ratios: list[Tensor] = []
+
+    @torch.no_grad()
+    def add(self, log_ratio: Tensor, logits: Tensor | None = None,
+            old_all: Tensor | None = None, mask: Tensor | None = None) -> None:
+        """log_ratio: log pi - log pi_old at the valid tokens (flat). logits [b, T, V] and
+        old_all [b, T, V] with mask [b, T] for the exact KL(pi_old || pi) per token."""
+        log_ratio = log_ratio.detach().float()
+        self.k1.append(approx_kl(log_ratio, "k1"))
+        self.k3.append(approx_kl(log_ratio, "k3"))
+        self.ratios.append(log_ratio.exp().cpu())
+        if old_all is not None and logits is not None and mask is not None:
+            new_all = torch.log_softmax(logits.detach().float(), dim=-1)
+            kl = (old_all.exp() * (old_all - new_all)).sum(-1)
+            self.exact.append(float((kl * mask).sum() / mask.sum().clamp(min=1)))
+
+    def result(self) -> dict[str, float]:
+        out = {"kl_old/k1": _avg(self.k1), "kl_old/k3": _avg(self.k3),
+               "kl_old/exact": _avg(self.exact)}
+        ratios = torch.cat(self.ratios) if self.ratios else torch.empty(0)
+        out.update(ratio_stats(ratios) if ratios.numel() else {})
+        return out
+
+
+def _avg(x: list[float]) -> float:
+    return sum(x) / len(x) if x else float("nan")
