@@ -13,9 +13,10 @@
         tb/                  TensorBoard events, when tensorboard is installed
         wandb/               W&B's files of the run (track = 'wandb')
         trackers.json        the tracker's run id, so that a resumed run logs to the same run
-        env.sig              where config.json names code (an env class or function, wrappers):
-                             its HMAC under the user's key, so that eval and resume build the
-                             env only from a config.json the user wrote
+        env.sig              where config.json names code (an env class or function, a
+                             'module:' env id, wrappers, a policy module): the HMAC of those
+                             keys under the user's key, so that eval and resume import code
+                             only from a config.json the user wrote
         .trustrl.lock        the writer's lock (trustrl.locks): one writer process at a time
 
 Files are written with mode 0666 & ~umask; .pt files hold tensors and plain values only
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from trustrl.errors import ConfigError, RunError
+from trustrl.importing import named_code
 from trustrl.locks import FolderLock
 from trustrl.safeio import (
     UntrustedFileError,
@@ -404,56 +406,79 @@ def _tb_name(key: str) -> str:
 # ----- config.json naming code: built only from the user's own runs --------------------------
 ENV_SIGNATURE = "env.sig"
 _ENV_DOMAIN = b"trustrl env recipe v1\0"
-_CODE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_CODE_DOMAIN = b"trustrl code recipe v2\0"
+_RECIPE_KEYS = ("env_id", "env_kwargs", "wrappers", "policy")
 
 
 def env_code(config: dict[str, Any]) -> list[str]:
-    """The import paths of code a config's env is built with: an env class or function
-    ('module:Name'; a registered id 'module:Env-v0' is data) and every wrapper."""
-    env_id, wrappers = config.get("env_id"), config.get("wrappers") or []
-    names = [env_id] if isinstance(env_id, str) and _CODE_PATH.match(env_id) else []
-    for w in wrappers if isinstance(wrappers, list) else [wrappers]:
-        names.append(str(w.get("wrapper") if isinstance(w, dict) else w))
-    return names
+    """The names of code a config holds: every import path or 'module:' env id
+    (trustrl.importing.named_code), wherever the config holds it."""
+    return named_code(config)
+
+
+def _recipe(config: dict[str, Any]) -> dict[str, Any]:
+    """The keys that decide which code runs and with what: env_id, env_kwargs, wrappers,
+    policy, and any other key whose value names code."""
+    return {k: v for k, v in config.items() if k in _RECIPE_KEYS or named_code({k: v})}
+
+
+def code_mac(key: bytes, data: Any) -> str:
+    """HMAC of plain data (canonical JSON) under the user's key."""
+    text = json.dumps(data, sort_keys=True, default=str).encode()
+    return hmac.new(key, _CODE_DOMAIN + text, hashlib.sha256).hexdigest()
 
 
 def _env_mac(key: bytes, config: dict[str, Any]) -> str:
+    """The first signature (env.sig's "hmac"): env_id, env_kwargs and wrappers only."""
     recipe = {k: config.get(k) for k in ("env_id", "env_kwargs", "wrappers")}
     data = json.dumps(recipe, sort_keys=True).encode()
     return hmac.new(key, _ENV_DOMAIN + data, hashlib.sha256).hexdigest()
 
 
 def sign_env(folder: Path, config: dict[str, Any]) -> None:
-    """env.sig beside a config.json that names code (nothing otherwise)."""
+    """env.sig beside a config.json that names code (nothing otherwise): the HMAC of its
+    recipe (`_recipe`) under the user's key."""
     key = signing_key(create=True) if env_code(config) else None
     if key is not None:
         atomic_write_text(Path(folder) / ENV_SIGNATURE,
-                          json.dumps({"hmac": _env_mac(key, config)}) + "\n")
+                          json.dumps({"code": code_mac(key, _recipe(config))}) + "\n")
+
+
+def signed_by_user(sig: Any, key: bytes | None, config: dict[str, Any]) -> bool:
+    """Whether env.sig's contents sign this config's recipe under `key` (an env.sig of the
+    first kind, env_id/env_kwargs/wrappers only, counts where nothing else names code)."""
+    if key is None or not isinstance(sig, dict):
+        return False
+    mac, old = sig.get("code"), sig.get("hmac")
+    if isinstance(mac, str):
+        return hmac.compare_digest(mac, code_mac(key, _recipe(config)))
+    rest = {k: v for k, v in config.items() if k not in ("env_id", "env_kwargs", "wrappers")}
+    return isinstance(old, str) and not named_code(rest) and hmac.compare_digest(
+        old, _env_mac(key, config))
 
 
 def check_env_code(folder: Path | None, config: dict[str, Any], opt_in: str) -> None:
-    """A config.json read from disk builds its env by importing and calling the code it names
-    only when its env.sig is this user's (or the user opted in: TRUSTRL_TRUST_FILES=1): a run
-    folder from someone else is data. UntrustedFileError in one line otherwise."""
+    """A config.json read from disk is used (its env built, its network made) only when it
+    names no code, or its env.sig is this user's, or the user opted in
+    (TRUSTRL_TRUST_FILES=1): a run folder from someone else is data, and nothing it names is
+    imported. UntrustedFileError in one line otherwise, before any import."""
     names = env_code(config)
     if not names or trusted():
         return
-    key = signing_key(create=False)
-    mac = None
+    sig = None
     if folder is not None:
         try:
-            mac = json.loads((Path(folder) / ENV_SIGNATURE).read_text()).get("hmac")
-        except (OSError, ValueError, AttributeError):
-            mac = None
-    if key is not None and isinstance(mac, str) and hmac.compare_digest(mac,
-                                                                         _env_mac(key, config)):
+            sig = json.loads((Path(folder) / ENV_SIGNATURE).read_text())
+        except (OSError, ValueError, RecursionError):
+            sig = None
+    if signed_by_user(sig, signing_key(create=False), config):
         return
     where = f"{folder}/config.json" if folder is not None else "the agent file"
     listed = ", ".join(names)
     raise UntrustedFileError(
-        f"{where} names code to build its env ({listed[:120]}) and is not signed with your key "
-        f"({key_path()}): a run from another user or machine, or edited; importing and calling "
-        f"that code can run anything; if you trust it, {opt_in}")
+        f"{where} names code ({listed[:120]}) and is not signed with your key "
+        f"({key_path()}): a run from another user or machine, or edited; importing that code "
+        f"can run anything; if you trust it, {opt_in}")
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:

@@ -45,6 +45,7 @@ from trustrl.envs.make import check_env
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
 from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_env_code, check_tracker
+from trustrl.safeio import non_finite
 from trustrl.seeding import seed_everything
 
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
@@ -186,8 +187,17 @@ class Trainer:
         if isinstance(saved, dict):  # total_steps may differ: the run was extended
             saved = {**saved, "total_steps": self.cfg.total_steps}
         check_checkpoint_config(saved, self.cfg, str(self.root.path))
-        self.learner.load_state_dict(ck)
-        self.elapsed = float(ck["elapsed"])
+        bad = non_finite({"net": ck.get("net"), "agent": (ck.get("agent") or {}).get("policy")})
+        if bad:
+            raise RunError(f"{self.root.checkpoint_path} holds non-finite weights ({bad[:80]} "
+                           "has NaN or inf): the run diverged before it, or the file is damaged")
+        try:
+            self.learner.load_state_dict(ck)
+            self.elapsed = float(ck["elapsed"])
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as e:
+            msg = (str(e).splitlines() or [""])[0][:120]
+            raise RunError(f"{self.root.checkpoint_path} does not fit this run's networks and "
+                           f"envs ({type(e).__name__}: {msg})") from None
 
     # --- evaluation ---------------------------------------------------------------------------
     def _eval_record(self, r: np.ndarray, **extra: Any) -> str:

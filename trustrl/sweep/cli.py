@@ -41,6 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
                    "rerun (from their checkpoint when they have one)")
     s.add_argument("--retry-failed", action="store_true",
                    help="with --resume: also rerun trials recorded as failed")
+    s.add_argument("--trust-files", action="store_true",
+                   help="with --resume: run a sweep folder not signed with your key (from "
+                   "someone else) although its trials name code to import; only for folders "
+                   "you trust")
     s.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or Ray")
     s.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a new "
@@ -79,6 +83,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise TrustrlError("give a SPEC file, or --resume DIR to continue a sweep")
     if args.retry_failed and not args.resume:
         raise TrustrlError("--retry-failed goes with --resume DIR")
+    if args.trust_files:
+        if not args.resume:
+            raise TrustrlError("--trust-files goes with --resume DIR")
+        from trustrl.safeio import trust_files
+
+        trust_files()
     if args.address and args.backend != "ray":
         raise TrustrlError("--address is for --backend ray")
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
