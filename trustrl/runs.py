@@ -98,6 +98,7 @@ class RunDir:
         self.note: str | None = None  # kept in every status.json written from then on
         self._buffer_secs: float | None = None
         self._pending: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
+        self.rows_logged = 0  # metrics.csv's rows (a checkpoint records it: check_logs)
         self._last_flush = 0.0
 
     def _take_lock(self) -> None:
@@ -228,6 +229,7 @@ class RunDir:
             if self._buffer_secs is None:
                 self._tb.flush()
         self._append("metrics.csv", self.metric_columns, [row])
+        self.rows_logged += 1
         if self._tracker is not None:
             self._tracker.log(scalars(row), int(row["global_step"]))
 
@@ -236,6 +238,29 @@ class RunDir:
 
     def read_metrics(self) -> list[dict[str, str]]:
         return read_csv(self.path / "metrics.csv")
+
+    def check_logs(self, iteration: int, rows: int | None = None) -> bool:
+        """Before a resume from the checkpoint of `iteration`: metrics.csv holds a row for
+        every iteration of its log up to it (rows after it are dropped by truncate_logs): the
+        `rows` the checkpoint counted (`rows_logged`), or, for a checkpoint without the
+        count, every iteration from the file's first row on. A file cut, emptied or garbled
+        is a one-line RunError, never a log silently shortened; a file the user removed is
+        allowed (returns False: the log restarts after the checkpoint)."""
+        path = self.path / "metrics.csv"
+        if not path.exists():
+            return False
+        done = {_iteration(r) for r in _read_rows(path)}
+        done.discard(-1)
+        start = iteration - rows + 1 if rows is not None else min(done, default=1)
+        missing = [i for i in range(max(1, start), iteration + 1) if i not in done]
+        self.rows_logged = iteration - max(1, start) + 1
+        if missing:
+            raise RunError(
+                f"{path} lacks {len(missing)} of the {iteration} rows before the checkpoint "
+                f"(first missing: iteration {missing[0]}): the file was cut or edited; "
+                f"restore it, or move it away to resume with a log that starts at iteration "
+                f"{iteration + 1}")
+        return True
 
     def truncate_logs(self, iteration: int) -> None:
         """Drop rows after `iteration` (written after the checkpoint we resume from), and any
@@ -246,8 +271,8 @@ class RunDir:
             path = self.path / name
             if not path.exists():
                 continue
-            keep = [r for r in read_csv(path)
-                    if _complete(r, columns) and int(float(r["iteration"])) <= iteration]
+            keep = [r for r in _read_rows(path)
+                    if _complete(r, columns) and _iteration(r) <= iteration]
             buf = io.StringIO()
             w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\r\n")
             w.writeheader()
@@ -327,7 +352,27 @@ def _fmt(v: Any) -> str:
 
 
 def _complete(row: dict[str, Any], columns: list[str]) -> bool:
-    return all(k in row and row[k] is not None for k in columns) and row.get("iteration", "") != ""
+    """A row with every column, and an iteration number (a half-written last line has not)."""
+    return all(k in row and row[k] is not None for k in columns) and _iteration(row) >= 0
+
+
+def _iteration(row: dict[str, Any]) -> int:
+    """A row's iteration number, or -1 where it has none (a half-written or garbled line)."""
+    try:
+        it = float(row.get("iteration") or "nan")
+    except (TypeError, ValueError):
+        return -1
+    return int(it) if it == it and abs(it) < 2**53 and it == int(it) else -1
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    """read_csv of a run's own log, with a file that is not one (binary, not UTF-8, a NUL) as
+    a one-line RunError."""
+    try:
+        return read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        msg = (str(e).splitlines() or [""])[0][:100]
+        raise RunError(f"cannot read {path}: {type(e).__name__}: {msg}") from None
 
 
 class EventWriter:

@@ -173,7 +173,8 @@ class Trainer:
         self.root.save_checkpoint({
             **lr.state_dict(), "format": CHECKPOINT_FORMAT, "learner": lr.kind,
             "iteration": lr.iteration, "global_step": lr.global_step, "elapsed": self.elapsed,
-            "config": config_to_dict(self.cfg)})
+            "config": config_to_dict(self.cfg),
+            "log_rows": [m.rows_logged for m in self.members]})
 
     def restore(self, ck: dict[str, Any]) -> None:
         if ck.get("format") != CHECKPOINT_FORMAT:
@@ -537,7 +538,19 @@ def resume(
             saved = r.read_config()
             saved["total_steps"] = cfg.total_steps
             atomic_write_text(r.path / "config.json", json.dumps(saved, indent=2) + "\n")
-    for m in members:
+    try:
+        counts = ck.get("log_rows") if ck is not None else None
+        counts = counts if isinstance(counts, list) and len(counts) == len(members) and all(
+            isinstance(c, int) and 0 <= c <= learner.iteration for c in counts) else None
+        kept = [m.check_logs(learner.iteration, None if counts is None else counts[i])
+                for i, m in enumerate(members)]
+    except BaseException:
+        learner.close()
+        raise
+    for m, present in zip(members, kept, strict=True):
+        if not present and learner.iteration:
+            print(f"trustrl: {m.path}/metrics.csv is absent: its log restarts at iteration "
+                  f"{learner.iteration + 1}", file=sys.stderr)
         m.truncate_logs(learner.iteration)
     if learner.restart_note and learner.iteration < cfg.num_iterations:
         # sync sub-envs that could not be pickled: said once here, kept in status.json
