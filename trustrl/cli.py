@@ -395,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     _import_from_cwd()
     commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
                 "reproduce": cmd_reproduce}
+    from trustrl.children import terminate_like_ctrl_c
+
+    terminate_like_ctrl_c()  # `kill PID`: every command stops as on Ctrl-C, says what it left
     try:
         _refuse_empty_strings(args)
         func = getattr(args, "func", None) or commands[args.command]

@@ -13,22 +13,6 @@ MAX_BOOT = 1_000_000
 """--boot: bootstrap resamples of `trustrl report` (held in memory per statistic)."""
 
 
-def _terminate_like_ctrl_c() -> object:
-    """SIGTERM to the sweep's driver (`kill PID`, a job scheduler's stop) takes Ctrl-C's way
-    out: the running trials are asked to stop with their checkpoints, no worker is left behind.
-    Returns the previous handler (None where it cannot be set: another thread or platform)."""
-    import threading
-
-    from trustrl.train import Terminated
-
-    def handler(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, handler)
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s = subparsers.add_parser(
         "sweep", help="run algorithms x envs x seeds x settings from a SPEC file",
@@ -113,7 +97,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         require_ray()  # before a folder is created
     folder = SweepFolder.open(args.resume) if args.resume else runner.start(args.spec, args.out)
-    previous = _terminate_like_ctrl_c()
+    from trustrl.children import terminate_like_ctrl_c
+
+    previous = terminate_like_ctrl_c()  # the running trials stop with their checkpoints
     try:
         out = runner.run(folder, args.backend, args.workers, args.address, args.retry_failed,
                          echo=lambda s: print(s, flush=True))
