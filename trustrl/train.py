@@ -41,7 +41,7 @@ from trustrl.config import (
     config_to_dict,
 )
 from trustrl.envs.factory import env_factory
-from trustrl.envs.make import check_env
+from trustrl.envs.make import check_env, check_memory
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
 from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_env_code, check_tracker
@@ -435,7 +435,8 @@ def train(
     config.validate()
     seeds = list(seeds) if seeds else [config.seed]
     config.seed = seeds[0]
-    check_env(env_factory(config))  # bad env id, kwargs, wrappers: before a run folder exists
+    # bad env id, kwargs, wrappers, return values, sizes: before a run folder exists
+    check_memory(check_env(env_factory(config)), config.batch_size * len(seeds))
     check_tracker(config.track, len(seeds))
     source = _load_source(config)
     learner = make_learner(config, seeds)  # envs and networks built before any folder
