@@ -430,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as e:
         run = getattr(e, "run_dir", None)
+        if run is None and isinstance(e, OSError):  # a full or read-only disk, say
+            where = f" ({e.filename})" if e.filename else ""
+            print(f"trustrl: error: {e.strerror or e}{where}", file=sys.stderr)
+            return 2
         if run is None:
             raise
         # an error during a run (an env that raises, say): the folder keeps its rows and

@@ -135,9 +135,19 @@ class RunDir:
                 path = base.with_name(f"{base.name}-{k}")
         run = cls(path)
         run._take_lock()
-        atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
-        sign_env(path, config)
-        run.set_status("running", 0)
+        try:
+            atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
+            sign_env(path, config)
+            run.set_status("running", 0)
+        except OSError as e:  # a full or read-only disk: one line, and no half-made run
+            run.release()
+            try:
+                run.set_status("failed", 0, e.strerror or str(e))
+            except OSError:
+                import shutil
+
+                shutil.rmtree(path, ignore_errors=True)  # made by this call, holds nothing
+            raise RunError(f"cannot write the run folder {path}: {e.strerror or e}") from None
         return run
 
     @classmethod

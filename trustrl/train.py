@@ -302,7 +302,10 @@ class Trainer:
                 except AttributeError:
                     pass
             for r in self._status_dirs:
-                r.set_status(status, lr.iteration, msg)
+                try:
+                    r.set_status(status, lr.iteration, msg)
+                except OSError:  # a full disk: the run's own error is the one to report
+                    r.release()
             raise
         finally:
             _restore_signals(previous)
@@ -321,6 +324,23 @@ class Trainer:
         return self.finish()
 
     def finish(self) -> TrainResult:
+        """_finish, with an error there (a full disk) marking the run failed, as in run()."""
+        try:
+            return self._finish()
+        except Exception as e:
+            msg = (str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__
+            for r in self._status_dirs:
+                try:
+                    r.set_status("failed", self.learner.iteration, msg)
+                except OSError:
+                    r.release()
+            try:
+                e.run_dir = self.root.path  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+            raise
+
+    def _finish(self) -> TrainResult:
         """Save each member's agent, evaluate it (eval.json), plot, mark finished."""
         from trustrl.plotting import plot_runs
 
