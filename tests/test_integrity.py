@@ -183,3 +183,17 @@ def test_a_metrics_log_moved_away_resumes_and_says_so(run, tmp_path, capsys):
     # an intact log resumes as before
     trustrl.resume(run, total_steps=128)
     assert rows(run) == [3, 4]
+
+
+def test_a_run_that_cannot_be_signed_says_so_at_its_start(tmp_path, monkeypatch, capsys):
+    """No key can be made (a read-only HOME, say): one warning line at the start naming the
+    key and the way to sign (TRUSTRL_KEY_FILE), and the run still trains."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("TRUSTRL_KEY_FILE", str(tmp_path / "file" / "checkpoint.key"))
+    cfg = make_config("ppo", "CartPole-v1", flags=dict(
+        total_steps=64, num_envs=1, num_steps=64, minibatch_size=32, update_epochs=1,
+        eval_every=0, eval_episodes=1, tensorboard=False, vector="sync",
+        runs_dir=str(tmp_path / "runs")))
+    trustrl.train(cfg)
+    warned = [line for line in capsys.readouterr().err.splitlines() if "signing key" in line]
+    assert len(warned) == 1 and "TRUSTRL_KEY_FILE" in warned[0] and "--trust-files" in warned[0]

@@ -330,6 +330,20 @@ def signing_key(create: bool) -> bytes | None:
         return None
 
 
+def warn_if_unsigned(what: str = "this run") -> bool:
+    """One line on stderr when no key can be made or read: `what` will not be signed, so its
+    resume or eval (of pickled envs, of code it names) needs --trust-files. Returns whether
+    it warned."""
+    if signing_key(create=True) is not None:
+        return False
+    import sys
+
+    print(f"trustrl: warning: no signing key at {key_path()} (it cannot be created or read): "
+          f"{what} is not signed, so resuming it or loading code it names will need "
+          f"--trust-files; set {KEY_ENV} to a file you can write to sign it", file=sys.stderr)
+    return True
+
+
 def _mac(key: bytes, data: bytes) -> str:
     return hmac.new(key, _SIGN_DOMAIN + data, hashlib.sha256).hexdigest()
 

@@ -45,7 +45,7 @@ from trustrl.envs.make import check_env, check_memory
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
 from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_env_code, check_tracker
-from trustrl.safeio import non_finite
+from trustrl.safeio import non_finite, warn_if_unsigned
 from trustrl.seeding import seed_everything
 
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
@@ -458,6 +458,7 @@ def train(
     # bad env id, kwargs, wrappers, return values, sizes: before a run folder exists
     check_memory(check_env(env_factory(config)), config.batch_size * len(seeds))
     check_tracker(config.track, len(seeds))
+    warn_if_unsigned()
     source = _load_source(config)
     learner = make_learner(config, seeds)  # envs and networks built before any folder
     try:
