@@ -6,6 +6,7 @@ and temp files of killed writers are removed."""
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import random
@@ -103,7 +104,7 @@ def test_rng_states_and_numpy_values_round_trip_bit_for_bit(tmp_path):
              "sd": torch.nn.LayerNorm(2).state_dict(), "t": (1, 2.5, None, "x", b"\x00\xff")}
     save_safe(state, tmp_path / "s.pt")
     raw = torch.load(tmp_path / "s.pt", weights_only=True)  # plain torch can read it safely
-    assert raw["trustrl_safe"] == 1
+    assert raw["trustrl_safe"] == 2 and raw["payload"].dtype == torch.uint8
     back = load_safe(tmp_path / "s.pt")
     want = (random.random(), np.random.random(5).tolist(), torch.rand(3).tolist())
     random.setstate(back["python"])
@@ -123,13 +124,14 @@ def test_rng_states_and_numpy_values_round_trip_bit_for_bit(tmp_path):
 @pytest.mark.parametrize("vector", ["sync", "torch"])
 def test_agent_and_checkpoint_files_load_with_weights_only(tmp_path, vector):
     run = stopped_run(tmp_path / "runs", vector=vector)
-    ck = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
-    assert ck["trustrl_safe"] == 1
+    outer = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)
+    assert outer["trustrl_safe"] == 2 and len(outer["sha256"]) == len(outer["hmac"]) == 64
+    ck = torch.load(io.BytesIO(outer["payload"].numpy().tobytes()), weights_only=True)
     if vector == "sync":
-        envs = ck["data"]["envs"]  # the one pickle: bytes with its HMAC, not unpickled here
+        envs = ck["envs"]  # the one pickle: bytes with its HMAC, not unpickled here
         assert isinstance(envs["data"], bytes) and len(envs["hmac"]) == 64
     else:
-        assert ck["data"].get("envs") is None  # batched envs: tensors, no pickle at all
+        assert ck.get("envs") is None  # batched envs: tensors, no pickle at all
     res = trustrl.resume(run)
     torch.load(res.run_dir / "agent.pt", weights_only=True)
     agent = Agent.load(res.run_dir)

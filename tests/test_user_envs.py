@@ -399,7 +399,7 @@ def test_code_named_by_a_config_json_from_someone_else_is_not_run(tmp_path, envm
                  ["eval", str(run / "agent.pt"), "--episodes", "1"],
                  ["train", "--resume", str(run), "--total-steps", "512"]):
         rc, _, err = run_cli(args, tmp_path)
-        assert_one_line_error(rc, err, "names code to build its env", "not signed with your key")
+        assert_one_line_error(rc, err, "names code", "not signed with your key")
     monkeypatch.setenv("TRUSTRL_TRUST_FILES", "1")  # the user's opt-in
     rc, _, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
     assert rc == 0, err

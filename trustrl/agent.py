@@ -153,9 +153,10 @@ class Agent:
             p = found
         if not p.is_file():
             raise RunError(f"no such agent file or run folder: {p}")
-        from trustrl.safeio import load_safe
+        from trustrl.safeio import load_safe, non_finite
 
-        state = load_safe(p, "agent file")  # weights_only: nothing in the file can run
+        # weights_only: nothing in the file can run; the code it names only if it is signed
+        state = load_safe(p, "agent file")
         if isinstance(state, dict) and state.get("learner") == "batched":
             raise RunError(f"{p} is a checkpoint of the batched collector (--vector torch): its "
                            "agent.pt "
@@ -165,4 +166,14 @@ class Agent:
             state = state["agent"]
         if not isinstance(state, dict) or state.get("format") != AGENT_FORMAT:
             raise RunError(f"{p} is not a trustrl agent file")
-        return cls.from_state(state, device)
+        bad = non_finite({"policy": state.get("policy"),
+                          "obs_normalizer": state.get("obs_normalizer")})
+        if bad:
+            raise RunError(f"{p} holds non-finite weights ({bad[:80]} has NaN or inf): an "
+                           "agent trained into a divergence, or a damaged file")
+        try:
+            return cls.from_state(state, device)
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+            msg = (str(e).splitlines() or [""])[0][:120]
+            raise RunError(f"{p} is not a trustrl agent file this version reads "
+                           f"({type(e).__name__}: {msg})") from None

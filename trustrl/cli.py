@@ -94,9 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "key init_from)")
     t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its checkpoint; "
                    "with --total-steps N, train a stopped or finished run on to N steps")
-    t.add_argument("--trust-checkpoint", action="store_true",
-                   help="with --resume: unpickle a checkpoint not signed with your key (a run "
-                   "from someone else); only for files you trust: a pickle can run code")
+    t.add_argument("--trust-checkpoint", "--trust-files", dest="trust_files",
+                   action="store_true",
+                   help="with --resume or --init-from: read a run or agent file not signed "
+                   "with your key (from someone else) although it names code to import or "
+                   "holds pickled envs; only for files you trust: that code can do anything")
     t.add_argument("--quiet", action="store_true", help="no progress output")
 
     e = sub.add_parser("eval", help="evaluate a trained agent (as its run evaluated: greedy "
@@ -109,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--greedy", action="store_true", help="act at the policy's mode")
     e.add_argument("--seed", type=int, default=None, help="seed of the first episode")
     e.add_argument("--env", dest="env_id", help="env id (default: the run's)")
+    e.add_argument("--trust-files", action="store_true",
+                   help="import the code a run or agent file not signed with your key names "
+                   "(its env, wrappers, network); only for files you trust")
 
     pl = sub.add_parser("plot", help="plot learning curves of one or more runs")
     pl.add_argument("runs", nargs="+", help="run folders")
@@ -156,14 +161,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                 raise TrustrlError(f"--total-steps must be {RANGES['total_steps'].text()}, "
                                    f"got {total}")
         _check_resume_folder(Path(args.resume))
-        if args.trust_checkpoint:
-            from trustrl.safeio import trust_files
-
-            trust_files()
+        _trust_if(args.trust_files)
         result = resume(args.resume, progress=not args.quiet, total_steps=total)
-    elif args.trust_checkpoint:
-        raise TrustrlError("--trust-checkpoint goes with --resume RUN")
+    elif args.trust_files and args.init_from is None:
+        raise TrustrlError("--trust-files goes with --resume RUN or --init-from RUN")
     else:
+        _trust_if(args.trust_files)
         seeds = None
         if args.seeds:
             from trustrl.train import parse_seeds
@@ -189,6 +192,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             check_population(cfg, len(seeds))
         result = train(cfg, progress=not args.quiet, seeds=seeds)
     return _report(result)
+
+
+def _trust_if(asked: bool) -> None:
+    """--trust-files: this process and its workers read files not signed with the user's key
+    (trustrl.safeio.trust_files)."""
+    if asked:
+        from trustrl.safeio import trust_files
+
+        trust_files()
 
 
 def _check_resume_folder(path: Path) -> None:
@@ -255,19 +267,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         cfg_path = Path(args.run).parent / "config.json"  # agent.pt in its run folder
         saved = _read_json(cfg_path)
         saved = saved if isinstance(saved, dict) else {}
-    agent = Agent.load(args.run)
+    _trust_if(args.trust_files)
+    if saved:  # before anything is imported: code named by a run of someone else's is data
+        from trustrl.runs import check_env_code
+        from trustrl.safeio import OPT_IN
+
+        check_env_code(cfg_path.parent, saved, OPT_IN)
+    agent = Agent.load(args.run)  # its own signature covers the code it names
     env_id: Any = args.env_id or agent.spec.env_id
     bare = saved.get("atari_wrappers") is False  # an Atari id trained without preprocessing
     if env_id != agent.spec.env_id:  # the agent's network fits the env's spaces
         check_compatible(agent.spec, EnvFactory(env_id) if bare else evaluation_env(env_id))
     elif saved.get("env_kwargs") or saved.get("wrappers") or ":" in env_id:
-        # the run's env: its class or function, kwargs and wrappers (from the user's own runs)
-        from trustrl.runs import check_env_code
-
-        recipe = {"env_id": env_id, **saved}
-        check_env_code(cfg_path.parent if saved else None, recipe,
-                       "rerun with TRUSTRL_TRUST_FILES=1")
-        env_id = _run_env(recipe, cfg_path)
+        # the run's env: its class or function, kwargs and wrappers (checked above)
+        env_id = _run_env({"env_id": env_id, **saved}, cfg_path)
     if bare and isinstance(env_id, str):
         env_id = EnvFactory(env_id)  # evaluate() then leaves it bare
     seed = args.seed
@@ -382,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     _import_from_cwd()
     commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
                 "reproduce": cmd_reproduce}
+    from trustrl.children import terminate_like_ctrl_c
+
+    terminate_like_ctrl_c()  # `kill PID`: every command stops as on Ctrl-C, says what it left
     try:
         _refuse_empty_strings(args)
         func = getattr(args, "func", None) or commands[args.command]
@@ -414,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as e:
         run = getattr(e, "run_dir", None)
+        if run is None and isinstance(e, OSError):  # a full or read-only disk, say
+            where = f" ({e.filename})" if e.filename else ""
+            print(f"trustrl: error: {e.strerror or e}{where}", file=sys.stderr)
+            return 2
         if run is None:
             raise
         # an error during a run (an env that raises, say): the folder keeps its rows and

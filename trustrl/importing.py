@@ -18,6 +18,29 @@ from typing import Any
 from trustrl.errors import TrustrlError
 
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+CODE_NAME = re.compile(r"^\s*[A-Za-z_][\w.]*\s*:")
+"""A string that names a module before a colon: an import path 'module:Name', and an env id
+'module:Env-v0' too (Gymnasium imports the module to find the id)."""
+NOT_CODE_KEYS = frozenset({"device", "preset"})
+"""Keys whose values have a colon but never name a module ('cuda:0', 'chapter:CartPole-v1')."""
+
+
+def named_code(data: Any, limit: int = 100) -> list[str]:
+    """Every string in nested data (dicts, lists, tuples) that names a module ('module:...'):
+    what a file from elsewhere would make trustrl or Gymnasium import. Dict keys listed in
+    NOT_CODE_KEYS are skipped; tensors, arrays and bytes are data. At most `limit` names."""
+    found: list[str] = []
+    stack: list[Any] = [data]
+    while stack and len(found) < limit:
+        x = stack.pop()
+        if isinstance(x, str):
+            if CODE_NAME.match(x) and x not in found:
+                found.append(x)
+        elif isinstance(x, dict):
+            stack.extend(v for k, v in x.items() if k not in NOT_CODE_KEYS)
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return found
 
 
 def import_path(obj: Any) -> str | None:

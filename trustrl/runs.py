@@ -13,9 +13,10 @@
         tb/                  TensorBoard events, when tensorboard is installed
         wandb/               W&B's files of the run (track = 'wandb')
         trackers.json        the tracker's run id, so that a resumed run logs to the same run
-        env.sig              where config.json names code (an env class or function, wrappers):
-                             its HMAC under the user's key, so that eval and resume build the
-                             env only from a config.json the user wrote
+        env.sig              where config.json names code (an env class or function, a
+                             'module:' env id, wrappers, a policy module): the HMAC of those
+                             keys under the user's key, so that eval and resume import code
+                             only from a config.json the user wrote
         .trustrl.lock        the writer's lock (trustrl.locks): one writer process at a time
 
 Files are written with mode 0666 & ~umask; .pt files hold tensors and plain values only
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from trustrl.errors import ConfigError, RunError
+from trustrl.importing import named_code
 from trustrl.locks import FolderLock
 from trustrl.safeio import (
     UntrustedFileError,
@@ -94,6 +96,7 @@ class RunDir:
         self.note: str | None = None  # kept in every status.json written from then on
         self._buffer_secs: float | None = None
         self._pending: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
+        self.rows_logged = 0  # metrics.csv's rows (a checkpoint records it: check_logs)
         self._last_flush = 0.0
 
     def _take_lock(self) -> None:
@@ -130,9 +133,19 @@ class RunDir:
                 path = base.with_name(f"{base.name}-{k}")
         run = cls(path)
         run._take_lock()
-        atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
-        sign_env(path, config)
-        run.set_status("running", 0)
+        try:
+            atomic_write_text(path / "config.json", json.dumps(config, indent=2) + "\n")
+            sign_env(path, config)
+            run.set_status("running", 0)
+        except OSError as e:  # a full or read-only disk: one line, and no half-made run
+            run.release()
+            try:
+                run.set_status("failed", 0, e.strerror or str(e))
+            except OSError:
+                import shutil
+
+                shutil.rmtree(path, ignore_errors=True)  # made by this call, holds nothing
+            raise RunError(f"cannot write the run folder {path}: {e.strerror or e}") from None
         return run
 
     @classmethod
@@ -224,6 +237,7 @@ class RunDir:
             if self._buffer_secs is None:
                 self._tb.flush()
         self._append("metrics.csv", self.metric_columns, [row])
+        self.rows_logged += 1
         if self._tracker is not None:
             self._tracker.log(scalars(row), int(row["global_step"]))
 
@@ -232,6 +246,29 @@ class RunDir:
 
     def read_metrics(self) -> list[dict[str, str]]:
         return read_csv(self.path / "metrics.csv")
+
+    def check_logs(self, iteration: int, rows: int | None = None) -> bool:
+        """Before a resume from the checkpoint of `iteration`: metrics.csv holds a row for
+        every iteration of its log up to it (rows after it are dropped by truncate_logs): the
+        `rows` the checkpoint counted (`rows_logged`), or, for a checkpoint without the
+        count, every iteration from the file's first row on. A file cut, emptied or garbled
+        is a one-line RunError, never a log silently shortened; a file the user removed is
+        allowed (returns False: the log restarts after the checkpoint)."""
+        path = self.path / "metrics.csv"
+        if not path.exists():
+            return False
+        done = {_iteration(r) for r in _read_rows(path)}
+        done.discard(-1)
+        start = iteration - rows + 1 if rows is not None else min(done, default=1)
+        missing = [i for i in range(max(1, start), iteration + 1) if i not in done]
+        self.rows_logged = iteration - max(1, start) + 1
+        if missing:
+            raise RunError(
+                f"{path} lacks {len(missing)} of the {iteration} rows before the checkpoint "
+                f"(first missing: iteration {missing[0]}): the file was cut or edited; "
+                f"restore it, or move it away to resume with a log that starts at iteration "
+                f"{iteration + 1}")
+        return True
 
     def truncate_logs(self, iteration: int) -> None:
         """Drop rows after `iteration` (written after the checkpoint we resume from), and any
@@ -242,8 +279,8 @@ class RunDir:
             path = self.path / name
             if not path.exists():
                 continue
-            keep = [r for r in read_csv(path)
-                    if _complete(r, columns) and int(float(r["iteration"])) <= iteration]
+            keep = [r for r in _read_rows(path)
+                    if _complete(r, columns) and _iteration(r) <= iteration]
             buf = io.StringIO()
             w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\r\n")
             w.writeheader()
@@ -323,7 +360,27 @@ def _fmt(v: Any) -> str:
 
 
 def _complete(row: dict[str, Any], columns: list[str]) -> bool:
-    return all(k in row and row[k] is not None for k in columns) and row.get("iteration", "") != ""
+    """A row with every column, and an iteration number (a half-written last line has not)."""
+    return all(k in row and row[k] is not None for k in columns) and _iteration(row) >= 0
+
+
+def _iteration(row: dict[str, Any]) -> int:
+    """A row's iteration number, or -1 where it has none (a half-written or garbled line)."""
+    try:
+        it = float(row.get("iteration") or "nan")
+    except (TypeError, ValueError):
+        return -1
+    return int(it) if it == it and abs(it) < 2**53 and it == int(it) else -1
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    """read_csv of a run's own log, with a file that is not one (binary, not UTF-8, a NUL) as
+    a one-line RunError."""
+    try:
+        return read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        msg = (str(e).splitlines() or [""])[0][:100]
+        raise RunError(f"cannot read {path}: {type(e).__name__}: {msg}") from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -339,56 +396,79 @@ def _tb_name(key: str) -> str:
 # ----- config.json naming code: built only from the user's own runs --------------------------
 ENV_SIGNATURE = "env.sig"
 _ENV_DOMAIN = b"trustrl env recipe v1\0"
-_CODE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_CODE_DOMAIN = b"trustrl code recipe v2\0"
+_RECIPE_KEYS = ("env_id", "env_kwargs", "wrappers", "policy")
 
 
 def env_code(config: dict[str, Any]) -> list[str]:
-    """The import paths of code a config's env is built with: an env class or function
-    ('module:Name'; a registered id 'module:Env-v0' is data) and every wrapper."""
-    env_id, wrappers = config.get("env_id"), config.get("wrappers") or []
-    names = [env_id] if isinstance(env_id, str) and _CODE_PATH.match(env_id) else []
-    for w in wrappers if isinstance(wrappers, list) else [wrappers]:
-        names.append(str(w.get("wrapper") if isinstance(w, dict) else w))
-    return names
+    """The names of code a config holds: every import path or 'module:' env id
+    (trustrl.importing.named_code), wherever the config holds it."""
+    return named_code(config)
+
+
+def _recipe(config: dict[str, Any]) -> dict[str, Any]:
+    """The keys that decide which code runs and with what: env_id, env_kwargs, wrappers,
+    policy, and any other key whose value names code."""
+    return {k: v for k, v in config.items() if k in _RECIPE_KEYS or named_code({k: v})}
+
+
+def code_mac(key: bytes, data: Any) -> str:
+    """HMAC of plain data (canonical JSON) under the user's key."""
+    text = json.dumps(data, sort_keys=True, default=str).encode()
+    return hmac.new(key, _CODE_DOMAIN + text, hashlib.sha256).hexdigest()
 
 
 def _env_mac(key: bytes, config: dict[str, Any]) -> str:
+    """The first signature (env.sig's "hmac"): env_id, env_kwargs and wrappers only."""
     recipe = {k: config.get(k) for k in ("env_id", "env_kwargs", "wrappers")}
     data = json.dumps(recipe, sort_keys=True).encode()
     return hmac.new(key, _ENV_DOMAIN + data, hashlib.sha256).hexdigest()
 
 
 def sign_env(folder: Path, config: dict[str, Any]) -> None:
-    """env.sig beside a config.json that names code (nothing otherwise)."""
+    """env.sig beside a config.json that names code (nothing otherwise): the HMAC of its
+    recipe (`_recipe`) under the user's key."""
     key = signing_key(create=True) if env_code(config) else None
     if key is not None:
         atomic_write_text(Path(folder) / ENV_SIGNATURE,
-                          json.dumps({"hmac": _env_mac(key, config)}) + "\n")
+                          json.dumps({"code": code_mac(key, _recipe(config))}) + "\n")
+
+
+def signed_by_user(sig: Any, key: bytes | None, config: dict[str, Any]) -> bool:
+    """Whether env.sig's contents sign this config's recipe under `key` (an env.sig of the
+    first kind, env_id/env_kwargs/wrappers only, counts where nothing else names code)."""
+    if key is None or not isinstance(sig, dict):
+        return False
+    mac, old = sig.get("code"), sig.get("hmac")
+    if isinstance(mac, str):
+        return hmac.compare_digest(mac, code_mac(key, _recipe(config)))
+    rest = {k: v for k, v in config.items() if k not in ("env_id", "env_kwargs", "wrappers")}
+    return isinstance(old, str) and not named_code(rest) and hmac.compare_digest(
+        old, _env_mac(key, config))
 
 
 def check_env_code(folder: Path | None, config: dict[str, Any], opt_in: str) -> None:
-    """A config.json read from disk builds its env by importing and calling the code it names
-    only when its env.sig is this user's (or the user opted in: TRUSTRL_TRUST_FILES=1): a run
-    folder from someone else is data. UntrustedFileError in one line otherwise."""
+    """A config.json read from disk is used (its env built, its network made) only when it
+    names no code, or its env.sig is this user's, or the user opted in
+    (TRUSTRL_TRUST_FILES=1): a run folder from someone else is data, and nothing it names is
+    imported. UntrustedFileError in one line otherwise, before any import."""
     names = env_code(config)
     if not names or trusted():
         return
-    key = signing_key(create=False)
-    mac = None
+    sig = None
     if folder is not None:
         try:
-            mac = json.loads((Path(folder) / ENV_SIGNATURE).read_text()).get("hmac")
-        except (OSError, ValueError, AttributeError):
-            mac = None
-    if key is not None and isinstance(mac, str) and hmac.compare_digest(mac,
-                                                                         _env_mac(key, config)):
+            sig = json.loads((Path(folder) / ENV_SIGNATURE).read_text())
+        except (OSError, ValueError, RecursionError):
+            sig = None
+    if signed_by_user(sig, signing_key(create=False), config):
         return
     where = f"{folder}/config.json" if folder is not None else "the agent file"
     listed = ", ".join(names)
     raise UntrustedFileError(
-        f"{where} names code to build its env ({listed[:120]}) and is not signed with your key "
-        f"({key_path()}): a run from another user or machine, or edited; importing and calling "
-        f"that code can run anything; if you trust it, {opt_in}")
+        f"{where} names code ({listed[:120]}) and is not signed with your key "
+        f"({key_path()}): a run from another user or machine, or edited; importing that code "
+        f"can run anything; if you trust it, {opt_in}")
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:

@@ -7,6 +7,12 @@ other object: a `__reduce__` payload planted in such a file is an error, never a
 NumPy arrays and scalars are stored as {dtype, shape, raw bytes} and come back bit for bit
 (the NumPy RNG state of a checkpoint among them).
 
+Each such file carries the SHA-256 digest of its contents, checked on every load (a flipped
+or cut byte is a one-line DamagedFileError naming the file), and an HMAC of that digest under
+the user's key (below). A file that names code (an import path 'module:Name', an env id
+'module:Env-v0': trustrl.importing.named_code) is read only when that HMAC is the user's own,
+or the user opted in: a file from elsewhere is data, and nothing it names is imported.
+
 The one thing that must stay a pickle is the sync vector env of a checkpoint (Gymnasium envs
 mid-episode). It is signed with HMAC-SHA256 under a per-user key kept outside every run folder:
 $TRUSTRL_KEY_FILE, else $XDG_CONFIG_HOME/trustrl/checkpoint.key (~/.config/... by default),
@@ -37,15 +43,21 @@ import torch
 
 from trustrl.errors import RunError
 
-SAFE_FORMAT = 1
+SAFE_FORMAT = 2  # 2: the contents as bytes with their digest and HMAC; 1 (read): no digest
 TRUST_ENV = "TRUSTRL_TRUST_FILES"
 KEY_ENV = "TRUSTRL_KEY_FILE"
 _TAG = "__trustrl__"
 _SIGN_DOMAIN = b"trustrl signed pickle v1\0"
+_FILE_DOMAIN = b"trustrl signed file v2\0"
 
 
 class UntrustedFileError(RunError):
-    """A file that could only be read by unpickling it, which the user did not allow."""
+    """A file that could only be read by unpickling it, or that names code to import, which
+    the user did not allow."""
+
+
+class DamagedFileError(RunError):
+    """A file whose contents do not match the digest written with them."""
 
 
 # ----- permissions and atomic writes ----------------------------------------------------------
@@ -125,7 +137,10 @@ def decode(obj: Any) -> Any:
     if isinstance(obj, dict):
         kind = obj.get(_TAG)
         if kind in ("ndarray", "npscalar"):
-            a = np.frombuffer(obj["data"], dtype=np.dtype(obj["dtype"])).reshape(obj["shape"])
+            dtype = np.dtype(obj["dtype"])
+            if dtype.hasobject:  # frombuffer would read pointers
+                raise ValueError(f"an array of dtype {dtype} is not data")
+            a = np.frombuffer(obj["data"], dtype=dtype).reshape(obj["shape"])
             return a.copy() if kind == "ndarray" else a[()]
         out: dict[Any, Any] = OrderedDict() if isinstance(obj, OrderedDict) else {}
         for k, v in obj.items():
@@ -151,20 +166,29 @@ def trust_files() -> None:
 
 
 def save_safe(obj: Any, path: str | Path) -> None:
-    """Atomically torch.save obj in the safe format (readable with weights_only=True)."""
-    buf = io.BytesIO()
-    torch.save({"trustrl_safe": SAFE_FORMAT, "data": encode(obj)}, buf)
+    """Atomically torch.save obj in the safe format (readable with weights_only=True): the
+    encoded contents as bytes, their SHA-256 digest, and the digest's HMAC under the user's
+    key (None when no key can be made)."""
+    inner = io.BytesIO()
+    torch.save(encode(obj), inner)
+    payload = inner.getvalue()
+    digest = hashlib.sha256(payload).hexdigest()
+    key = signing_key(create=True)
+    buf = io.BytesIO()  # the contents as a uint8 tensor: stored as they are, not re-encoded
+    torch.save({"trustrl_safe": SAFE_FORMAT, "sha256": digest,
+                "hmac": None if key is None else _file_mac(key, digest),
+                "payload": torch.frombuffer(bytearray(payload), dtype=torch.uint8)}, buf)
     atomic_write_bytes(Path(path), buf.getvalue())
 
 
-def load_safe(path: str | Path, what: str = "file", opt_in: str = f"rerun with {TRUST_ENV}=1"
-              ) -> Any:
-    """torch.load(weights_only=True) and decode. A file that needs unpickling (written by an
-    older trustrl, or not by trustrl) is refused with a one-line UntrustedFileError, unless
-    TRUSTRL_TRUST_FILES=1. Other read errors are RunError, one line."""
-    p = Path(path)
+def _file_mac(key: bytes, digest: str) -> str:
+    return hmac.new(key, _FILE_DOMAIN + digest.encode(), hashlib.sha256).hexdigest()
+
+
+def _torch_load(p: Path, source: Any, what: str, opt_in: str) -> Any:
+    """torch.load(weights_only=True); an old pickle only with the opt-in; RunError otherwise."""
     try:
-        blob = torch.load(p, map_location="cpu", weights_only=True)
+        return torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         if not trusted():
             raise UntrustedFileError(
@@ -172,17 +196,89 @@ def load_safe(path: str | Path, what: str = "file", opt_in: str = f"rerun with {
                 f"from trustrl): reading it means unpickling, which can run code; if you trust "
                 f"it, {opt_in}") from None
         try:
-            blob = torch.load(p, map_location="cpu", weights_only=False)
+            return torch.load(source, map_location="cpu", weights_only=False)
         except Exception as e:  # noqa: BLE001
             raise RunError(_one_line(f"cannot read {p}: {type(e).__name__}: {e}")) from None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a cut or garbled zip, an odd shape or dtype
         raise RunError(_one_line(f"cannot read {p}: {type(e).__name__}: {e}")) from None
-    if isinstance(blob, dict) and blob.get("trustrl_safe") == SAFE_FORMAT:
-        return decode(blob["data"])
-    if isinstance(blob, dict) and "trustrl_safe" in blob:
-        raise RunError(f"{p}: safe-format version {blob['trustrl_safe']!r} not understood by "
-                       "this trustrl")
-    return blob  # read without unpickling: an older file of plain values
+
+
+def _unwrap(blob: Any, p: Path, what: str, opt_in: str) -> tuple[Any, bool]:
+    """(contents, signed by this user) of a loaded file; DamagedFileError on a digest
+    mismatch."""
+    if not isinstance(blob, dict) or "trustrl_safe" not in blob:
+        return blob, False  # read without unpickling: an older file of plain values
+    version = blob["trustrl_safe"]
+    if version == 1:
+        return _decode(blob.get("data"), p), False
+    if version != SAFE_FORMAT:
+        raise RunError(f"{p}: safe-format version {version!r} not understood by this trustrl")
+    payload, digest, mac = blob.get("payload"), blob.get("sha256"), blob.get("hmac")
+    if isinstance(payload, torch.Tensor) and payload.dtype == torch.uint8 and payload.dim() == 1:
+        payload = payload.numpy().tobytes()
+    if not isinstance(payload, bytes) or not isinstance(digest, str):
+        raise DamagedFileError(f"{p} is damaged: its contents or their digest are missing")
+    if not hmac.compare_digest(hashlib.sha256(payload).hexdigest(), digest):
+        raise DamagedFileError(f"{p} is damaged: its contents do not match the digest written "
+                               "with them (changed or cut after it was saved)")
+    key = signing_key(create=False)
+    signed = key is not None and isinstance(mac, str) and hmac.compare_digest(
+        _file_mac(key, digest), mac)
+    try:  # written by save_safe: nothing in it needs unpickling
+        contents = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - objects, odd opcodes, shapes: an edited file
+        raise RunError(_one_line(f"cannot read {p}: its contents are not tensors and plain "
+                                 f"values ({type(e).__name__}: {e})")) from None
+    return _decode(contents, p), signed
+
+
+def _decode(data: Any, p: Path) -> Any:
+    try:
+        return decode(data)
+    except Exception as e:  # noqa: BLE001 - a dtype or shape that is not one (edited file)
+        raise RunError(_one_line(f"cannot read {p}: {type(e).__name__}: {e}")) from None
+
+
+OPT_IN = f"rerun with --trust-files (in Python: {TRUST_ENV}=1)"
+"""How the user opts in, as refusals say it."""
+
+
+def load_safe(path: str | Path, what: str = "file", opt_in: str = OPT_IN) -> Any:
+    """torch.load(weights_only=True), digest checked, decoded. Refused with one line
+    (UntrustedFileError) unless TRUSTRL_TRUST_FILES=1: a file that needs unpickling (written
+    by an older trustrl, or not by trustrl), and a file that names code (named_code) not
+    signed with the user's key. DamagedFileError when the digest does not match; other read
+    errors are RunError, one line."""
+    from trustrl.importing import named_code
+
+    p = Path(path)
+    blob, signed = _unwrap(_torch_load(p, p, what, opt_in), p, what, opt_in)
+    code = [] if signed or trusted() else named_code(blob)
+    if code:
+        listed = ", ".join(code)
+        raise UntrustedFileError(
+            f"{p} names code ({listed[:100]}) and is not signed with your key ({key_path()}): "
+            f"a {what} from another user or machine, or edited; importing that code can run "
+            f"anything; if you trust it, {opt_in}")
+    return blob
+
+
+def non_finite(values: Any, name: str = "") -> str | None:
+    """The name of the first float tensor or array in nested data (dicts, lists) holding NaN
+    or inf, or None: weights that would act as garbage, never to be loaded."""
+    if isinstance(values, torch.Tensor):
+        bad = values.is_floating_point() and not bool(torch.isfinite(values).all())
+        return (name or "tensor") if bad else None
+    if isinstance(values, np.ndarray):
+        bad = values.dtype.kind in "fc" and not bool(np.isfinite(values).all())
+        return (name or "array") if bad else None
+    items = values.items() if isinstance(values, dict) else enumerate(values) \
+        if isinstance(values, (list, tuple)) else ()
+    for k, v in items:
+        found = non_finite(v, f"{name}.{k}" if name else str(k))
+        if found:
+            return found
+    return None
 
 
 def _one_line(s: str) -> str:
@@ -232,6 +328,20 @@ def signing_key(create: bool) -> bytes | None:
         return _read_key(p)
     except (OSError, ValueError):
         return None
+
+
+def warn_if_unsigned(what: str = "this run") -> bool:
+    """One line on stderr when no key can be made or read: `what` will not be signed, so its
+    resume or eval (of pickled envs, of code it names) needs --trust-files. Returns whether
+    it warned."""
+    if signing_key(create=True) is not None:
+        return False
+    import sys
+
+    print(f"trustrl: warning: no signing key at {key_path()} (it cannot be created or read): "
+          f"{what} is not signed, so resuming it or loading code it names will need "
+          f"--trust-files; set {KEY_ENV} to a file you can write to sign it", file=sys.stderr)
+    return True
 
 
 def _mac(key: bytes, data: bytes) -> str:

@@ -41,10 +41,11 @@ from trustrl.config import (
     config_to_dict,
 )
 from trustrl.envs.factory import env_factory
-from trustrl.envs.make import check_env
+from trustrl.envs.make import check_env, check_memory
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
 from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_env_code, check_tracker
+from trustrl.safeio import non_finite, warn_if_unsigned
 from trustrl.seeding import seed_everything
 
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
@@ -172,7 +173,8 @@ class Trainer:
         self.root.save_checkpoint({
             **lr.state_dict(), "format": CHECKPOINT_FORMAT, "learner": lr.kind,
             "iteration": lr.iteration, "global_step": lr.global_step, "elapsed": self.elapsed,
-            "config": config_to_dict(self.cfg)})
+            "config": config_to_dict(self.cfg),
+            "log_rows": [m.rows_logged for m in self.members]})
 
     def restore(self, ck: dict[str, Any]) -> None:
         if ck.get("format") != CHECKPOINT_FORMAT:
@@ -186,8 +188,17 @@ class Trainer:
         if isinstance(saved, dict):  # total_steps may differ: the run was extended
             saved = {**saved, "total_steps": self.cfg.total_steps}
         check_checkpoint_config(saved, self.cfg, str(self.root.path))
-        self.learner.load_state_dict(ck)
-        self.elapsed = float(ck["elapsed"])
+        bad = non_finite({"net": ck.get("net"), "agent": (ck.get("agent") or {}).get("policy")})
+        if bad:
+            raise RunError(f"{self.root.checkpoint_path} holds non-finite weights ({bad[:80]} "
+                           "has NaN or inf): the run diverged before it, or the file is damaged")
+        try:
+            self.learner.load_state_dict(ck)
+            self.elapsed = float(ck["elapsed"])
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as e:
+            msg = (str(e).splitlines() or [""])[0][:120]
+            raise RunError(f"{self.root.checkpoint_path} does not fit this run's networks and "
+                           f"envs ({type(e).__name__}: {msg})") from None
 
     # --- evaluation ---------------------------------------------------------------------------
     def _eval_record(self, r: np.ndarray, **extra: Any) -> str:
@@ -291,7 +302,10 @@ class Trainer:
                 except AttributeError:
                     pass
             for r in self._status_dirs:
-                r.set_status(status, lr.iteration, msg)
+                try:
+                    r.set_status(status, lr.iteration, msg)
+                except OSError:  # a full disk: the run's own error is the one to report
+                    r.release()
             raise
         finally:
             _restore_signals(previous)
@@ -310,6 +324,23 @@ class Trainer:
         return self.finish()
 
     def finish(self) -> TrainResult:
+        """_finish, with an error there (a full disk) marking the run failed, as in run()."""
+        try:
+            return self._finish()
+        except Exception as e:
+            msg = (str(e).splitlines() or [type(e).__name__])[0] or type(e).__name__
+            for r in self._status_dirs:
+                try:
+                    r.set_status("failed", self.learner.iteration, msg)
+                except OSError:
+                    r.release()
+            try:
+                e.run_dir = self.root.path  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+            raise
+
+    def _finish(self) -> TrainResult:
         """Save each member's agent, evaluate it (eval.json), plot, mark finished."""
         from trustrl.plotting import plot_runs
 
@@ -424,8 +455,10 @@ def train(
     config.validate()
     seeds = list(seeds) if seeds else [config.seed]
     config.seed = seeds[0]
-    check_env(env_factory(config))  # bad env id, kwargs, wrappers: before a run folder exists
+    # bad env id, kwargs, wrappers, return values, sizes: before a run folder exists
+    check_memory(check_env(env_factory(config)), config.batch_size * len(seeds))
     check_tracker(config.track, len(seeds))
+    warn_if_unsigned()
     source = _load_source(config)
     learner = make_learner(config, seeds)  # envs and networks built before any folder
     try:
@@ -527,7 +560,19 @@ def resume(
             saved = r.read_config()
             saved["total_steps"] = cfg.total_steps
             atomic_write_text(r.path / "config.json", json.dumps(saved, indent=2) + "\n")
-    for m in members:
+    try:
+        counts = ck.get("log_rows") if ck is not None else None
+        counts = counts if isinstance(counts, list) and len(counts) == len(members) and all(
+            isinstance(c, int) and 0 <= c <= learner.iteration for c in counts) else None
+        kept = [m.check_logs(learner.iteration, None if counts is None else counts[i])
+                for i, m in enumerate(members)]
+    except BaseException:
+        learner.close()
+        raise
+    for m, present in zip(members, kept, strict=True):
+        if not present and learner.iteration:
+            print(f"trustrl: {m.path}/metrics.csv is absent: its log restarts at iteration "
+                  f"{learner.iteration + 1}", file=sys.stderr)
         m.truncate_logs(learner.iteration)
     if learner.restart_note and learner.iteration < cfg.num_iterations:
         # sync sub-envs that could not be pickled: said once here, kept in status.json

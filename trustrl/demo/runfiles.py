@@ -90,12 +90,21 @@ def read_inside(root: Path, path: Path) -> bytes:
     except (OSError, ValueError):
         raise NotFound("no such file") from None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or not _own_file(st):
             raise NotFound("no such file")
         try:
             return f.read()
         except OSError:
             raise NotFound("no such file") from None
+
+
+def _own_file(st: os.stat_result) -> bool:
+    """A file with one name (a hard link may bring a file from outside root in) that belongs
+    to the user running the server (POSIX; always True elsewhere)."""
+    if not hasattr(os, "geteuid"):
+        return True
+    return st.st_nlink == 1 and st.st_uid == os.geteuid()
 
 
 def _present(path: Path) -> bool:
@@ -138,7 +147,7 @@ def read_json(root: Path, path: Path) -> Any:
     data = read_inside(root, path)
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deeply
         return None
 
 
@@ -178,14 +187,16 @@ def run_summary(root: Path, parts: list[str], path: Path) -> dict[str, Any]:
     """One row of the run list (a file that links out of root counts as missing here; the
     run's own endpoints answer 404 for it)."""
     config = _json_or_none(root, path / "config.json")
-    config = config if isinstance(config, dict) else {}
+    unreadable = not isinstance(config, dict)
+    config = {} if unreadable else config
     status = _json_or_none(root, path / "status.json")
     status = status if isinstance(status, dict) else {}
     stamped = [regular_file(root, path / name) for name in ("metrics.csv", "status.json")]
     return {
         "name": "/".join(parts),
         "env_id": config.get("env_id"), "algo": config.get("algo"), "seed": config.get("seed"),
-        "status": status.get("status", "unknown"), "iteration": status.get("iteration"),
+        "status": "unreadable" if unreadable else status.get("status", "unknown"),
+        "iteration": status.get("iteration"),
         "iterations": planned_iterations(config),
         "mtime": max((_mtime(p) for p in stamped if p is not None), default=None),
     }
@@ -200,8 +211,16 @@ def _mtime(path: Path) -> float:
 
 def list_runs(root: Path) -> list[dict[str, Any]]:
     """Every run folder under root (depth 1 or 2), newest activity first."""
-    runs = [run_summary(root, parts, path) for parts, path in _candidates(root)]
-    return sorted(runs, key=lambda r: (-(r["mtime"] or 0.0), r["name"]))
+    runs = []
+    for parts, path in _candidates(root):
+        try:
+            runs.append(run_summary(root, parts, path))
+        except Exception:  # noqa: BLE001 - one malformed run: listed as unreadable, alone
+            runs.append({"name": "/".join(parts), "env_id": None, "algo": None, "seed": None,
+                         "status": "unreadable", "iteration": None, "iterations": None,
+                         "mtime": None})
+    return sorted(runs, key=lambda r: (-(r["mtime"] if isinstance(r["mtime"], (int, float))
+                                         else 0.0), r["name"]))
 
 
 def _cell(s: str) -> float | str | None:

@@ -177,7 +177,7 @@ class EnvFactory:
     def plain_id(self) -> str | None:
         """The Gymnasium id when this is a bare id (no kwargs, no wrappers), else None."""
         if isinstance(self.env, str) and not self.kwargs and not self.wrappers \
-                and not self.atari:
+                and not self.atari and self._callable() is None:  # not 'module:Class'
             return self.env
         return None
 

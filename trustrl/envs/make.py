@@ -179,15 +179,119 @@ def env_label(env: str | EnvFactory) -> str:
     return env.label if isinstance(env, EnvFactory) else env
 
 
-def check_env(env_id: str | EnvFactory) -> EnvSpec:
-    """Make one env and return its EnvSpec, or raise EnvError naming what is unsupported."""
+def check_env(env_id: str | EnvFactory, first_step: bool = True) -> EnvSpec:
+    """Make one env and return its EnvSpec, or raise EnvError naming what is unsupported;
+    with `first_step`, its reset and one step are made and what they return is checked
+    (`check_first_step`)."""
     env = _make_one(env_id)
     env_id = env_label(env_id)  # an EnvFactory's id or import path
     try:
         obs_space, act_space = env.observation_space, env.action_space
+        spec = spaces_spec(env_id, obs_space, act_space)
+        if spec.obs_dim == 0:
+            raise EnvError(f"env {env_id!r} has an observation space with no elements "
+                           f"({_short(obs_space)})")
+        if first_step:
+            check_first_step(env, env_id)
     finally:
-        env.close()
-    return spaces_spec(env_id, obs_space, act_space)
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - an env that fails to close: its error is not ours
+            pass
+    return spec
+
+
+def _short(x: Any, limit: int = 60) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _one_line(e: BaseException) -> str:
+    msg = (str(e).splitlines() or [""])[0].strip()
+    return f"{type(e).__name__}: {msg[:160]}" if msg else type(e).__name__
+
+
+def _check_obs(obs: Any, space: gym.Space, env_id: str, where: str) -> None:
+    """A Box observation: numbers, as many as the space has, finite."""
+    if not isinstance(space, gym.spaces.Box):
+        return
+    try:
+        a = np.asarray(obs)
+    except Exception:  # noqa: BLE001 - ragged lists and the like
+        a = np.asarray(None)
+    if a.dtype.kind not in "biuf":
+        raise EnvError(f"env {env_id!r}: {where} returned an observation of "
+                       f"{type(obs).__name__} {_short(obs, 40)}, not numbers of shape "
+                       f"{space.shape}")
+    if a.size != int(np.prod(space.shape)):
+        raise EnvError(f"env {env_id!r}: {where} returned an observation of shape {a.shape}; "
+                       f"its observation space has shape {space.shape}")
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise EnvError(f"env {env_id!r}: {where} returned a non-finite observation (NaN or "
+                       "inf)")
+
+
+def check_first_step(env: gym.Env, env_id: str) -> None:
+    """The first reset and step of an env return what Gymnasium 1.x promises: reset
+    (observation, info dict); step (observation, reward, terminated, truncated, info) with a
+    finite number as reward and booleans; Box observations of the space's size, finite.
+    EnvError in one line naming the env otherwise. A step that raises is left to the run (an
+    env may refuse a random action)."""
+    try:
+        out = env.reset(seed=0)
+    except Exception as e:  # noqa: BLE001 - the user's env
+        raise EnvError(f"env {env_id!r}: reset raised {_one_line(e)}") from None
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+        raise EnvError(f"env {env_id!r}: reset returned {_short(out, 40)}; Gymnasium envs "
+                       "return (observation, info), info a dict")
+    _check_obs(out[0], env.observation_space, env_id, "reset")
+    try:
+        step = env.step(env.action_space.sample())
+    except Exception:  # noqa: BLE001
+        return
+    if not (isinstance(step, tuple) and len(step) == 5):
+        raise EnvError(f"env {env_id!r}: step returned {_short(step, 40)}; Gymnasium envs "
+                       "return (observation, reward, terminated, truncated, info)")
+    obs, reward, terminated, truncated, info = step
+    r = np.asarray(reward) if isinstance(reward, (int, float, np.number, np.ndarray)) \
+        and not isinstance(reward, bool) else np.asarray(None)
+    if r.dtype.kind not in "iuf" or r.size != 1:
+        raise EnvError(f"env {env_id!r}: step returned the reward {_short(reward, 40)} "
+                       f"({type(reward).__name__}), not a number")
+    if not np.isfinite(r).all():
+        raise EnvError(f"env {env_id!r}: step returned a non-finite reward ({reward})")
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise EnvError(f"env {env_id!r}: step returned {name} {_short(flag, 40)} "
+                           f"({type(flag).__name__}), not a bool")
+    if not isinstance(info, dict):
+        raise EnvError(f"env {env_id!r}: step returned info {_short(info, 40)}, not a dict")
+    _check_obs(obs, env.observation_space, env_id, "step")
+
+
+def check_memory(spec: EnvSpec, batch: int, copies: int = 4) -> None:
+    """EnvError in one line when a batch of `batch` observations (float32, `copies` arrays of
+    it: the rollout's, the normalised one, the minibatch's, the network's activations) would
+    not fit in the memory available now (Linux: MemAvailable; not checked elsewhere)."""
+    need = spec.obs_dim * 4 * batch * copies
+    free = available_memory()
+    if free is not None and need > free:
+        raise EnvError(f"env {spec.env_id!r}: observations of {spec.obs_dim:,} numbers need "
+                       f"about {need / 2**30:.1f} GiB for a batch of {batch:,} "
+                       f"(num_envs x num_steps); {free / 2**30:.1f} GiB of memory is "
+                       "available: lower num_steps or num_envs")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _actions_text(a: ActionSpec) -> str:

@@ -12,12 +12,11 @@ path (vector "sync"): the lab's figures are those of `trustrl train` on Gymnasiu
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
 
+from trustrl.children import child_pool
 from trustrl.experiments.registry import Context, Result, claim
 from trustrl.plotting import moving_average
 
@@ -70,7 +69,7 @@ def _pool_map(fn: Any, jobs: list[dict[str, Any]], cost: Any = None) -> list[Any
     two processes finish together. Results come back in the order of jobs."""
     order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i])) if cost else \
         list(range(len(jobs)))
-    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
+    with child_pool(2) as pool:  # workers die with this process
         done = list(pool.map(fn, [jobs[i] for i in order]))
     out: list[Any] = [None] * len(jobs)
     for i, res in zip(order, done, strict=True):

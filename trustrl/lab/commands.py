@@ -220,8 +220,11 @@ def run_tests(directory: str | Path, tasks: Iterable[int] | None = None,
         env.pop("PYTEST_ADDOPTS", None)  # the lab's own settings only
         t0 = time.perf_counter()
         try:
+            from trustrl.children import die_with_parent
+
             proc = subprocess.run(cmd, cwd=lab_dir, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
+                                  timeout=timeout,  # the tests die with trustrl (kill -9 too)
+                                  preexec_fn=die_with_parent if os.name == "posix" else None)
         except subprocess.TimeoutExpired:
             raise LabError(f"the tests did not finish within {timeout:.0f} s (an endless loop "
                            "in ppo.py?)") from None

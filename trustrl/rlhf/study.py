@@ -13,12 +13,11 @@ import json
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from trustrl.children import child_pool
 from trustrl.errors import ConfigError
 
 # name -> (algorithm, options): the study's comparison, in report order
@@ -134,7 +133,7 @@ def run_study(cfg: StudyConfig, echo: Callable[[str], None] = print) -> Path:
              if cfg.variants else [*PPO_VARIANTS, *GRPO_VARIANTS])
     index: dict[str, Any] = {"seeds": {}, "config": cfg.__dict__}
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")) as pool:
+    with child_pool(cfg.workers) as pool:  # workers die with this process
         sfts = {s: pool.submit(job_sft, s, cfg.sft_steps, runs_dir) for s in cfg.seeds}
         sft_paths = {s: f.result() for s, f in sfts.items()}
         echo(f"study: SFT done for seeds {cfg.seeds} ({time.perf_counter() - t0:.0f} s)")

@@ -17,26 +17,12 @@ MAX_BOOT = 1_000_000
 """--boot: bootstrap resamples of `trustrl report` (held in memory per statistic)."""
 
 
-def _terminate_like_ctrl_c() -> object:
-    """SIGTERM to the sweep's driver (`kill PID`, a job scheduler's stop) takes Ctrl-C's way
-    out: the running trials are asked to stop with their checkpoints, no worker is left behind.
-    Returns the previous handler (None where it cannot be set: another thread or platform)."""
-    import threading
-
-    from trustrl.train import Terminated
-
-    def handler(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, handler)
-
-
 def _until_interrupted(run: Callable[[], T], kept: str) -> T | int:
     """run(), where Ctrl-C and SIGTERM end in one line (`kept`: what is kept and how to go on)
     and the exit status 130 or 143 instead of the result."""
-    previous = _terminate_like_ctrl_c()
+    from trustrl.children import terminate_like_ctrl_c
+
+    previous = terminate_like_ctrl_c()  # the running trials stop with their checkpoints
     try:
         return run()
     except KeyboardInterrupt as e:
@@ -73,6 +59,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     s.add_argument("--retry-failed", action="store_true",
                    help="with --resume: also rerun trials recorded as failed")
     _backend_options(s)
+    s.add_argument("--trust-files", action="store_true",
+                   help="with --resume: run a sweep folder not signed with your key (from "
+                   "someone else) although its trials name code to import; only for folders "
+                   "you trust")
     s.add_argument("--out", help="sweep folder (default sweeps/<spec name>)")
     s.add_argument("--dry-run", action="store_true",
                    help="check the SPEC and list its trials; run nothing")
@@ -142,6 +132,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_options(args, "sweep")
     if args.retry_failed and not args.resume:
         raise TrustrlError("--retry-failed goes with --resume DIR")
+    if args.trust_files:
+        if not args.resume:
+            raise TrustrlError("--trust-files goes with --resume DIR")
+        from trustrl.safeio import trust_files
+
+        trust_files()
     if args.resume is not None:
         check_sweep_file(Path(args.resume))  # sweep.json in shape before the folder is used
     if args.dry_run:

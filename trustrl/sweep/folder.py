@@ -5,6 +5,9 @@
         sweep.json             name, resources, thresholds and every trial with its resolved
                                config: `--resume` reads this, never the SPEC again, so a resumed
                                sweep runs exactly the trials it started with
+        sweep.sig              where the trials name code (an env class, a 'module:' env id,
+                               wrappers, a policy module): the HMAC of the trials under the
+                               user's key; `--resume` of a folder from elsewhere imports none
         trials/<id>/           one trial: the runs_dir of its train() call
             <env>__<algo>__<seed>__<time>/   the run folder (metrics.csv, eval.json, ...)
             attempts.jsonl     one line per start of the trial (pid, host, fresh or resumed)
@@ -26,6 +29,44 @@ from trustrl.safeio import remove_stale_tmp
 from trustrl.sweep.spec import Spec, SpecError, Trial
 
 SWEEP_FORMAT = 1
+SIGNATURE = "sweep.sig"
+
+
+def _sign_trials(path: Path, trials: list[Any]) -> None:
+    """sweep.sig: the trials' HMAC under the user's key, where they name code."""
+    from trustrl.importing import named_code
+    from trustrl.runs import code_mac
+    from trustrl.safeio import signing_key
+
+    key = signing_key(create=True) if named_code(trials) else None
+    if key is not None:
+        atomic_write_text(path / SIGNATURE, json.dumps({"code": code_mac(key, trials)}) + "\n")
+
+
+def _check_trials(path: Path, trials: list[Any]) -> None:
+    """Trials that name code run only from a sweep.json signed with the user's key (or with
+    the opt-in TRUSTRL_TRUST_FILES=1): UntrustedFileError in one line before any import."""
+    import hmac
+
+    from trustrl.importing import named_code
+    from trustrl.runs import code_mac
+    from trustrl.safeio import UntrustedFileError, key_path, signing_key, trusted
+
+    names = named_code(trials)
+    if not names or trusted():
+        return
+    key = signing_key(create=False)
+    try:
+        mac = json.loads((path / SIGNATURE).read_text()).get("code")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        mac = None
+    if key is not None and isinstance(mac, str) and hmac.compare_digest(
+            mac, code_mac(key, trials)):
+        return
+    raise UntrustedFileError(
+        f"{path / 'sweep.json'} names code ({', '.join(names)[:120]}) and is not signed with "
+        f"your key ({key_path()}): a sweep from another user or machine, or edited; importing "
+        f"that code can run anything; if you trust it, rerun with --trust-files")
 
 
 def new_folder(path: Path, command: str) -> FolderLock:
@@ -87,6 +128,7 @@ class SweepFolder:
                 "trials": [t.as_dict() for t in spec.trials]}
         atomic_write_text(p / "spec.yaml", spec_text)
         atomic_write_text(p / "sweep.json", json.dumps(meta, indent=1) + "\n")
+        _sign_trials(p, meta["trials"])
         folder = cls(p, meta)
         folder._lock = lock
         return folder
@@ -99,6 +141,7 @@ class SweepFolder:
         meta = check_sweep_file(p)  # sweep.json there and of the right shape, else SpecError
         if meta.get("format") != SWEEP_FORMAT:
             raise SpecError(f"{p / 'sweep.json'}: format not understood by this trustrl")
+        _check_trials(p, meta["trials"])
         return cls(p, meta)
 
     def add_trials(self, trials: list[Trial]) -> None:
@@ -107,6 +150,7 @@ class SweepFolder:
         self.meta["trials"] = [*self.meta["trials"], *(t.as_dict() for t in trials)]
         self.trials.extend(trials)
         atomic_write_text(self.path / "sweep.json", json.dumps(self.meta, indent=1) + "\n")
+        _sign_trials(self.path, self.meta["trials"])  # sweep.sig covers the new trials too
 
     # --- trials ------------------------------------------------------------------------------
     def trial_dir(self, trial: Trial) -> Path:

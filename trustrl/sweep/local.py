@@ -6,7 +6,8 @@ inherited from the driver, and the same code path runs on Linux, macOS and Windo
 A worker that dies (SIGKILL, out of memory) breaks the whole pool: every trial in flight is
 then lost mid-way. The pool is rebuilt and those trials continue from their checkpoints; a
 trial whose attempts end that way `max_attempts` times is recorded as failed. Trials that had
-not started yet are resubmitted without counting an attempt.
+not started yet are resubmitted without counting an attempt. The workers die with the driver,
+even on kill -9 (trustrl.children).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from trustrl.children import pool_initializer
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import Trial
 from trustrl.sweep.trial import CallbackFactory, run_in_worker, worker_init
@@ -69,8 +71,9 @@ def run_local(folder: SweepFolder, trials: list[Trial], workers: int, on_result:
         before = {t.id: folder.attempts(t) for t in queue}
         lost: list[Trial] = []
         n = max(1, min(workers, len(queue)))
-        ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=worker_init,
-                                 initargs=(worker_cores(n),))
+        init, initargs = pool_initializer(worker_init, worker_cores(n))  # die with us
+        ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init,
+                                 initargs=initargs)
         try:
             futures: dict[Future[dict[str, Any]], Trial] = {}
             for t in queue:

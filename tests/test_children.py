@@ -1,0 +1,168 @@
+"""Children die with their parent (issue 52, point 3): pool workers of a sweep and of
+trustrl.children.child_pool (reproduce, the RLHF study), and multiprocessing's resource
+tracker, are gone soon after their parent is killed with kill -9, and the parent's stdout
+reaches its end (a pipe to `tee` does not hang); SIGTERM stops a command like Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="parent-death signals are Linux's")
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below pid (by the parent pids of /proc)."""
+    parents: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(d.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {c for c, p in parents.items() if p in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(cond, timeout: float, step: float = 0.25) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def cleanup(pids) -> None:
+    for p in pids:  # only processes this test started
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+POOL_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from trustrl.children import child_pool, terminate_like_ctrl_c
+
+
+def task(i):
+    Path(f"started{i}").write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+if __name__ == "__main__":
+    terminate_like_ctrl_c()
+    with child_pool(2) as pool:
+        futures = [pool.submit(task, i) for i in range(2)]
+        while not all(Path(f"started{i}").is_file() for i in range(2)):
+            time.sleep(0.05)  # both workers inside their task
+        print(" ".join(str(p) for p in pool._processes), flush=True)
+        try:
+            for f in futures:
+                f.result()
+        except KeyboardInterrupt:
+            print("stopped", flush=True)
+            raise
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_pool_workers_and_the_resource_tracker_die_with_their_parent(how, tmp_path):
+    (tmp_path / "pool_script.py").write_text(POOL_SCRIPT)
+    proc = subprocess.Popen([sys.executable, "pool_script.py"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    kids: set[int] = set()
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        assert len(workers) == 2, proc.stderr.read()
+        kids = descendants(proc.pid)
+        assert set(workers) <= kids
+        os.kill(proc.pid, getattr(signal, how))
+        out, _ = proc.communicate(timeout=60)  # stdout ends: no worker holds it open
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+        if how == "SIGTERM":
+            assert "stopped" in out and proc.returncode != 0
+    finally:
+        cleanup(kids | {proc.pid})
+
+
+SPEC = """
+name: long
+seeds: [0, 1]
+total_steps: 2000000
+algos:
+  ppo: {vector: sync, num_envs: 1, num_steps: 64, eval_every: 0, tensorboard: false}
+envs: [CartPole-v1]
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_driver_killed_with_sigkill_leaves_no_worker(tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    proc = subprocess.Popen([sys.executable, "-m", "trustrl", "sweep", "spec.yaml", "--out",
+                             "sw", "--workers", "2"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    kids: set[int] = set()
+    try:
+        trials = tmp_path / "sw" / "trials"
+        started = wait_for(lambda: trials.is_dir() and len(
+            list(trials.glob("*/*/checkpoints/latest.pt"))) == 2, 240, 0.5)
+        assert started, proc.stdout.read() if proc.poll() is not None else "not started"
+        kids = descendants(proc.pid)
+        assert len(kids) >= 3  # two workers and the resource tracker
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert wait_for(lambda: not any(alive(p) for p in kids), 60), \
+            [p for p in kids if alive(p)]
+        # each run keeps its checkpoint, from which `sweep --resume` continues it
+        assert len(list(trials.glob("*/*/checkpoints/latest.pt"))) == 2
+    finally:
+        cleanup(kids | {proc.pid})
+
+
+@pytest.mark.parametrize("command", [["demo", "--port", "0"],
+                                     ["reproduce", "--only", "nonexistent-claim-id", "--list"]])
+def test_sigterm_stops_a_command_like_ctrl_c(command, tmp_path):
+    """Every command takes SIGTERM as Ctrl-C (trustrl.cli.main): its own stop message or
+    `trustrl: terminated`, never a silent death by the signal (exit status -15)."""
+    if command[0] == "reproduce":  # a command that is busy when the signal comes
+        script = ("import os, signal, sys, time\n"
+                  "from trustrl import cli\n"
+                  "cli.cmd_reproduce = lambda args: (os.kill(os.getpid(), signal.SIGTERM),"
+                  " time.sleep(60))\n"
+                  f"sys.exit(cli.main({command!r}))\n")
+        proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 143 and proc.stderr.strip() == "trustrl: terminated", proc
+        return
+    proc = subprocess.Popen([sys.executable, "-m", "trustrl", *command], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving on" in proc.stdout.readline()
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, (out, err)
+    finally:
+        cleanup({proc.pid})
