@@ -158,6 +158,14 @@ def _short(v: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def field_default(f: dataclasses.Field) -> Any:
+    """A dataclass field's default value (its default_factory called)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    factory: Any = f.default_factory
+    return factory()
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -395,9 +403,7 @@ class RunConfig:
             given = self.__dict__["_given"]
             for f in fields(self):
                 if f.name not in given and f.name != "preset":
-                    default = (f.default if f.default is not dataclasses.MISSING
-                               else f.default_factory())  # type: ignore[misc]
-                    object.__setattr__(self, f.name, default)
+                    object.__setattr__(self, f.name, field_default(f))
             self._apply_preset()
 
     # ----- derived values (not settable) -----------------------------------------------------
@@ -819,14 +825,11 @@ def describe(cls: type, skip: type | None = None) -> str:
     type, default, doc."""
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
-    def default_of(f: dataclasses.Field) -> Any:
-        return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-
     # skip's fields are listed with skip, unless cls changes the default (PPO's num_steps)
-    skipped = {f.name: default_of(f) for f in fields(skip)} if skip is not None else {}
+    skipped = {f.name: field_default(f) for f in fields(skip)} if skip is not None else {}
     lines = []
     for f in fields(cls):
-        default = default_of(f)
+        default = field_default(f)
         if f.name in skipped and skipped[f.name] == default:
             continue
         tname = _type_name(hints[f.name])

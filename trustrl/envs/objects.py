@@ -135,9 +135,9 @@ def take_env_object(cfg: Any) -> None:
         return
     made = describe(cfg.env_id)
     given = cfg.__dict__.get("_given", set())
-    defaults = {f.name: (f.default if f.default is not dataclasses.MISSING
-                         else f.default_factory())  # type: ignore[misc]
-                for f in dataclasses.fields(cfg)}
+    from trustrl.config import field_default
+
+    defaults = {f.name: field_default(f) for f in dataclasses.fields(cfg)}
     for k, v in made.items():
         mine = cfg.__dict__.get(k)
         if k != "env_id" and k in given and mine != v and mine != defaults[k]:

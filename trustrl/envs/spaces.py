@@ -103,7 +103,7 @@ def _leaf(obs: Any, path: Sequence[Any]) -> Any:
     return obs
 
 
-def _shape_text(shape: Sequence[int]) -> str:
+def _shape_text(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
