@@ -1,6 +1,13 @@
 """trustrl: trust-region reinforcement learning (PPO, TRPO, natural policy gradient)."""
 
 from trustrl.agent import Agent
+from trustrl.callbacks import (
+    Callback,
+    CheckpointCallback,
+    EvalCallback,
+    StopOnNoImprovement,
+    StopOnReward,
+)
 from trustrl.config import (
     NPGConfig,
     PGConfig,
@@ -12,8 +19,10 @@ from trustrl.config import (
     TRPOConfig,
     make_config,
 )
-from trustrl.errors import ConfigError, EnvError, RunError, TrustrlError
+from trustrl.envs.factory import EnvFactory
+from trustrl.errors import ConfigError, EnvError, ObservationError, RunError, TrustrlError
 from trustrl.evaluate import evaluate
+from trustrl.model import NPG, PG, PPO, TRPO, Model, PPODualClip, PPONoClip, PPOPenalty
 from trustrl.train import TrainResult, resume, train
 
 __version__ = "0.1.0"
@@ -21,5 +30,8 @@ __all__ = [
     "train", "resume", "TrainResult", "Agent", "evaluate", "make_config",
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PPODualClipConfig", "PPOPenaltyConfig",
     "PGConfig", "TRPOConfig", "NPGConfig",
-    "TrustrlError", "ConfigError", "EnvError", "RunError",
+    "TrustrlError", "ConfigError", "EnvError", "RunError", "EnvFactory",
+    "Model", "PPO", "PPONoClip", "PPODualClip", "PPOPenalty", "PG", "TRPO", "NPG",
+    "Callback", "EvalCallback", "StopOnReward", "StopOnNoImprovement", "CheckpointCallback",
+    "ObservationError",
 ]

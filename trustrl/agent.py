@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from trustrl.envs.make import EnvSpec, obs_to_array
-from trustrl.envs.spaces import add_batch_dim, image_columns, is_single
+from trustrl.envs.spaces import RAW_KINDS, check_observation, raw_columns
 from trustrl.errors import RunError
 from trustrl.normalize import ObsNormalizer
 from trustrl.policies import ActionSpec, Policy, build_policy, policy_from_kwargs
@@ -43,8 +43,10 @@ class Agent:
         spec: EnvSpec,
         obs_normalizer: ObsNormalizer | None = None,
         device: str | torch.device = "cpu",
+        raw_parts: tuple[str, ...] = RAW_KINDS,
     ):
         self.policy, self.spec, self.obs_normalizer = policy, spec, obs_normalizer
+        self.raw_parts = tuple(raw_parts)  # the parts the normaliser leaves alone
         self.device = torch.device(device)
         a = spec.action
         if a.kind == "box":
@@ -52,7 +54,7 @@ class Agent:
             self._high = np.asarray(a.high, np.float32)
         self._shape = a.shape if a.kind in ("box", "multibinary") and len(a.shape) > 1 else None
         self._start = np.asarray(a.start, np.int64) if a.start else None
-        self._raw_cols = image_columns(spec.layout(), spec.obs_dim)  # never normalised
+        self._raw_cols = raw_columns(spec.layout(), spec.obs_dim, self.raw_parts)
 
     # --- observation and action plumbing -----------------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
@@ -63,7 +65,7 @@ class Agent:
         """Observations already as float arrays [N, obs_dim] -> normalised float32 tensor."""
         if self.obs_normalizer is not None:
             y = self.obs_normalizer(x)
-            if self._raw_cols is not None:  # images: scaled to [0, 1] only
+            if self._raw_cols is not None:  # images (scaled to [0, 1] only), one-hots, bits
                 y = np.where(self._raw_cols, x, y)
             x = y
         return torch.as_tensor(x, dtype=torch.float32, device=self.device)
@@ -87,20 +89,35 @@ class Agent:
     @torch.no_grad()
     def act(self, obs: Any, deterministic: bool = True) -> np.ndarray:
         """Action(s) for one observation or a batch [N, ...] of any observation space (a
-        Dict observation as a dict of arrays, a batch as a dict of batches). Greedy (mode) by
-        default."""
-        single = is_single(obs, self.spec.layout())
-        batch = add_batch_dim(obs) if single else obs
+        Dict observation as a dict of arrays, a batch as a dict of batches; lists and tuples
+        of numbers too). Greedy (mode) by default. An observation of another shape, or not of
+        numbers, is an ObservationError naming the shape expected."""
+        batch, single = check_observation(obs, self.spec.layout())
         d = self.policy.dist(self.obs_tensor(batch))
         a = self.env_action(d.mode() if deterministic else d.sample())
         return a[0] if single else a
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = False) -> tuple[np.ndarray, None]:
+        """Stable-Baselines3's predict: (action, None) for one observation, (actions, None)
+        for a batch; deterministic=False samples, as SB3's default (`act` is greedy by
+        default). The None is SB3's recurrent state: trustrl's networks have none."""
+        return self.act(observation, deterministic=deterministic), None
+
+    def evaluate(self, env: Any, episodes: int = 10, deterministic: bool = True,
+                 **kwargs: Any) -> np.ndarray:
+        """trustrl.evaluate(self, env, ...): the returns of `episodes` episodes on `env` (an
+        id, 'module:Name', an env class or function, a gymnasium.Env or vector env)."""
+        from trustrl.evaluate import evaluate
+
+        return evaluate(self, env, episodes, deterministic, **kwargs)
 
     def frozen(self) -> Agent:
         """A copy whose normaliser no longer updates (for evaluation)."""
         norm = copy.deepcopy(self.obs_normalizer)
         if norm is not None:
             norm.frozen = True
-        return Agent(self.policy, self.spec, norm, self.device)
+        return Agent(self.policy, self.spec, norm, self.device, self.raw_parts)
 
     # --- files -------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -111,6 +128,7 @@ class Agent:
             "obs_normalizer": None if self.obs_normalizer is None
             else self.obs_normalizer.state_dict(),
             "spec": {**self.spec.__dict__, "action": self.spec.action.__dict__},
+            "raw_parts": list(self.raw_parts),
         }
 
     def save(self, path: str | Path) -> None:
@@ -133,7 +151,9 @@ class Agent:
             norm = ObsNormalizer((spec.obs_dim,))
             norm.load_state_dict(state["obs_normalizer"])
             norm.frozen = True
-        return cls(policy, spec, norm, device)
+        # files from before raw_parts: the normaliser left the images alone only
+        raw = state.get("raw_parts", ["image"])
+        return cls(policy, spec, norm, device, tuple(str(k) for k in raw))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu") -> Agent:

@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--preset", help="auto (default: the chapter's preset for the algorithm "
-                   "and env, else rl-baselines3-zoo's, else none), chapter, zoo or none; "
+                   "and env, else rl-baselines3-zoo's, else CleanRL's, else none), chapter, "
+                   "zoo, cleanrl or none; "
                    "config.json records the one applied (`trustrl presets` lists them)")
     t.add_argument("--config", help="TOML, JSON or YAML file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -185,7 +186,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = make_config(
             args.algo, args.env_id,
             load_config_file(args.config) if args.config else None,
-            parse_sets(args.sets), flags,
+            parse_sets(args.sets), flags, cli=True,
         )
         check_writable_dir(cfg.runs_dir, "runs_dir")
         if seeds is not None:

@@ -104,7 +104,7 @@ RANGES: dict[str, Range] = {
     "stop_return": Range(-1e30, 1e30),
     "eval_every": Range(0, 10**9), "eval_episodes": Range(1, MAX_EVAL_EPISODES),
     "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": Range(1, 10**9),
-    "checkpoint_secs": Range(0, 1e9),
+    "checkpoint_secs": Range(0, 1e9), "checkpoint_keep": Range(0, 10**6),
     "torch_threads": Range(1, MAX_TORCH_THREADS),
     # SGD methods
     "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS),
@@ -156,6 +156,14 @@ def _short(v: Any, limit: int = 60) -> str:
     r.maxlist = r.maxtuple = r.maxdict = 6
     text = r.repr(v)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """A dataclass field's default value (its default_factory called)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    factory: Any = f.default_factory
+    return factory()
 
 
 def _is_int(v: Any) -> bool:
@@ -245,11 +253,17 @@ class RunConfig:
     where the
     closed form applies on a CPU and Numba is installed, else the closed form where it
     applies, else autograd)."""
-    preset: str | None = None
-    """The preset applied under the config file, --set and flags: `trustrl train --preset`
-    (or this key) takes 'auto' (the default: the chapter's preset for the algorithm and env
-    where there is one, else rl-baselines3-zoo's, else none), 'chapter', 'zoo' or 'none'; the
-    run's config.json records the one applied, e.g. 'zoo:LunarLander-v3', or null."""
+    preset: str | None = "auto"
+    """The preset applied under your values, the same on every entry point (`trustrl train`,
+    make_config, these classes, trustrl.PPO and the other models): 'auto' (the default: the
+    chapter's preset for the algorithm and env where there is one, else rl-baselines3-zoo's,
+    else CleanRL's, else none), 'chapter', 'zoo', 'cleanrl' or 'none' (also None). Asked of
+    a config class, the preset is applied when it is made, under the values given to it:
+    PPOConfig(env_id="CartPole-v1", lr=1e-3) is make_config("ppo", "CartPole-v1",
+    sets={"lr": 1e-3}); assigning env_id later applies that env's preset instead (the values
+    you gave or assigned stay). The field then holds the preset applied, as the run's
+    config.json records it: 'SOURCE:ENV' (e.g. 'zoo:LunarLander-v3') or None; such a record
+    given back to a class is taken as it is (nothing applied)."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -279,7 +293,9 @@ class RunConfig:
     default): the MLPs, behind a CNN for image observations."""
 
     normalize_obs: bool = False
-    """Running mean/std observation normalisation, saved with the agent, frozen at evaluation."""
+    """Running mean/std observation normalisation, saved with the agent, frozen at evaluation;
+    never applied to images (scaled to [0, 1]), one-hot (Discrete, MultiDiscrete) or
+    MultiBinary parts, whose values are on a fixed scale already."""
     normalize_reward: bool = False
     """Scale rewards by the running std of the discounted return (logged returns stay raw)."""
     obs_clip: float = 10.0
@@ -309,6 +325,13 @@ class RunConfig:
     checkpoint_secs: float = 10.0
     """With checkpoint_every None: the most seconds of training a crash can lose (a stop by
     Ctrl-C, SIGTERM or a callback writes its checkpoint first and loses nothing)."""
+    checkpoint_keep: int = 0
+    """Besides checkpoints/latest.pt, keep the last k checkpoints as
+    checkpoints/step_<global step>.pt (hard links where the file system has them); 0: the
+    latest only. Copy one over latest.pt to resume the run from it."""
+    save_best: bool = True
+    """Keep the agent of the best evaluation so far as best/agent.pt, its evaluation in
+    best/eval.json (every member's, in a population)."""
     runs_dir: str = "runs"
     """Folder that holds run folders <env>__<algo>__<seed>__<time>."""
     device: str = "cpu"
@@ -327,6 +350,61 @@ class RunConfig:
     """Also write TensorBoard events when the tensorboard package is installed."""
 
     algo = "base"
+
+    # ----- the preset, applied when a config is made (the `preset` field's doc) --------------
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """Notes which fields the caller gave (they stay over the preset); an unknown key is
+        a ConfigError with the close matches, as in a config file."""
+        _check_keys(cls, kwargs, f"{cls.__name__}(...)")
+        self = super().__new__(cls)
+        names = [f.name for f in fields(cls)]
+        object.__setattr__(self, "_given", set(names[:len(args)]) | set(kwargs))
+        return self
+
+    def __post_init__(self) -> None:
+        from trustrl.envs.objects import take_env_object
+
+        take_env_object(self)  # a gym.Env or vector env object: its id, or copies of it
+        request = self.preset
+        record = request is None or (isinstance(request, str) and ":" in request)
+        object.__setattr__(self, "_request", None if record else request)
+        self._apply_preset()
+        object.__setattr__(self, "_ready", True)
+
+    def _apply_preset(self) -> None:
+        """Under the fields the caller gave, the preset `_request` asks for (none for a
+        config made from a record: config.json, make_config)."""
+        request = self.__dict__.get("_request")
+        if request is None:
+            return
+        env = self.env_id
+        label, values = select_preset(self.algo, env, request) if isinstance(env, str) \
+            else select_preset(self.algo, "", "none")
+        given = self.__dict__["_given"]
+        for k, v in values.items():
+            if k not in given:
+                object.__setattr__(self, k, v)
+        object.__setattr__(self, "preset", label)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if not self.__dict__.get("_ready") or name.startswith("_"):
+            return  # the dataclass's __init__, or bookkeeping
+        self.__dict__["_given"].add(name)
+        if name == "preset" and value is not None and ":" not in str(value):
+            object.__setattr__(self, "_request", value)  # another preset asked for
+        elif name != "env_id":
+            return
+        from trustrl.envs.objects import take_env_object
+
+        take_env_object(self)
+        if self.__dict__.get("_request") is not None:
+            # another env or preset: its values instead of the old ones, under those given
+            given = self.__dict__["_given"]
+            for f in fields(self):
+                if f.name not in given and f.name != "preset":
+                    object.__setattr__(self, f.name, field_default(f))
+            self._apply_preset()
 
     # ----- derived values (not settable) -----------------------------------------------------
     @property
@@ -505,9 +583,9 @@ class PPOConfig(RunConfig):
     """Decay the learning rate linearly to 0 over training (PPO's default: constant, as SB3's;
     chosen by measurement, benchmarks/SUITE.md "Defaults without a preset")."""
     anneal_steps: int | None = None
-    """With anneal_lr or anneal_clip: the steps over which they fall to 0 (None: total_steps).
-    A run cut short of a preset's budget keeps the preset's schedules with anneal_steps = that
-    budget."""
+    """With anneal_lr or anneal_clip: the steps over which they fall to 0 (None: total_steps,
+    so a run cut short of a preset's budget anneals over its own steps). Set it to the
+    preset's budget to keep the schedules of that run, as it had them at this step."""
     adam_eps: float = 1e-5
     """Adam epsilon (1e-5 as in OpenAI's baselines; PyTorch's default is 1e-8)."""
     update_epochs: int = 10
@@ -538,7 +616,7 @@ class PPOConfig(RunConfig):
     default 512 (x 4 envs): longer rollouts learned more on 9 standard envs at 100k steps."""
     normalize_obs: bool = True
     """Running mean/std observation normalisation, saved with the agent, frozen at evaluation
-    (PPO's default: on; never applied to image columns)."""
+    (PPO's default: on; never applied to images, one-hot or MultiBinary parts)."""
     normalize_reward: bool = True
     """Scale rewards by the running std of the discounted return (logged returns stay raw;
     PPO's default: on)."""
@@ -586,8 +664,9 @@ class PGConfig(RunConfig):
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training."""
     anneal_steps: int | None = None
-    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps). A run
-    cut short of a preset's budget keeps the preset's schedule with anneal_steps = that budget."""
+    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps, so a run
+    cut short of a preset's budget anneals over its own steps). Set it to the preset's budget
+    to keep the schedule of that run, as it had it at this step."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
     vf_coef: float = 0.5
@@ -612,8 +691,9 @@ class PPOPenaltyConfig(RunConfig):
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training."""
     anneal_steps: int | None = None
-    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps). A run
-    cut short of a preset's budget keeps the preset's schedule with anneal_steps = that budget."""
+    """With anneal_lr: the steps over which the rate falls to 0 (None: total_steps, so a run
+    cut short of a preset's budget anneals over its own steps). Set it to the preset's budget
+    to keep the schedule of that run, as it had it at this step."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
     update_epochs: int = 10
@@ -745,14 +825,11 @@ def describe(cls: type, skip: type | None = None) -> str:
     type, default, doc."""
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
-    def default_of(f: dataclasses.Field) -> Any:
-        return f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-
     # skip's fields are listed with skip, unless cls changes the default (PPO's num_steps)
-    skipped = {f.name: default_of(f) for f in fields(skip)} if skip is not None else {}
+    skipped = {f.name: field_default(f) for f in fields(skip)} if skip is not None else {}
     lines = []
     for f in fields(cls):
-        default = default_of(f)
+        default = field_default(f)
         if f.name in skipped and skipped[f.name] == default:
             continue
         tname = _type_name(hints[f.name])
@@ -846,6 +923,18 @@ def _parse_value(name: str, tp: Any, raw: Any) -> Any:
     raise ConfigError(f"bad value for {name}: {_short(raw)} is not {_type_words(tp)}")
 
 
+SB3_NAMES: dict[str, str] = {
+    "learning_rate": "lr", "n_steps": "num_steps", "batch_size": "minibatch_size",
+    "n_epochs": "update_epochs", "clip_range": "clip_eps", "n_envs": "num_envs",
+    "normalize_advantage": "norm_adv", "total_timesteps": "total_steps",
+    "cg_max_steps": "cg_iters", "cg_damping": "damping", "n_critic_updates": "vf_epochs",
+    "line_search_shrinking_factor": "backtrack_ratio", "line_search_max_iter": "backtrack_iters",
+    "sub_sampling_factor": "fisher_subsample", "tensorboard_log": "runs_dir",
+}
+"""Stable-Baselines3's (and sb3-contrib's) names of settings trustrl has under another name:
+an unknown key that is one of them is answered with trustrl's."""
+
+
 def _check_keys(cls: type, keys: Any, where: str) -> None:
     import difflib
 
@@ -853,7 +942,13 @@ def _check_keys(cls: type, keys: Any, where: str) -> None:
     for key in keys:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=3)
+            ours = SB3_NAMES.get(key)
+            if ours in names:
+                close = [ours] + [c for c in close if c != ours]
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            if key == "batch_size" and ours in names:
+                hint = (" (did you mean minibatch_size? SB3's batch_size is the minibatch; "
+                        "trustrl's batch is num_envs * num_steps)")
             raise ConfigError(f"unknown config key {key!r} in {where}{hint}")
 
 
@@ -940,20 +1035,27 @@ def make_config(
     file_values: dict[str, Any] | None = None,
     sets: dict[str, Any] | None = None,
     flags: dict[str, Any] | None = None,
+    *,
+    cli: bool = False,
 ) -> Any:
-    """Resolve a config: defaults < preset < file < --set < flags. Validates it."""
+    """Resolve a config: defaults < preset < file < --set < flags. Validates it.
+
+    The same preset rule as the config classes (RunConfig.preset): the preset asked for by
+    the key `preset` of the flags, sets or file ('auto' where none does) under the values of
+    the layers. cli: errors name the command line's options (--set, config file) rather than
+    this function's arguments."""
     if algo not in CONFIGS:
         raise ConfigError(f"unknown algorithm {algo!r}; choose from {', '.join(CONFIGS)}")
     cls = CONFIGS[algo]
     file_values, sets, flags = file_values or {}, sets or {}, {
         k: v for k, v in (flags or {}).items() if v is not None
     }
-    _check_keys(cls, file_values, "config file")
-    _check_keys(cls, sets, "--set")
+    _check_keys(cls, file_values, "config file" if cli else "file_values")
+    _check_keys(cls, sets, "--set" if cli else "sets")
     hints = typing.get_type_hints(cls)
     # an empty --env "" is an error, not the default env: only a missing value falls through
     env = next((v for v in (env_id, flags.get("env_id"), sets.get("env_id"),
-                            file_values.get("env_id")) if v is not None), cls().env_id)
+                            file_values.get("env_id")) if v is not None), RunConfig.env_id)
     if not callable(env):
         env = _parse_value("env_id", str, env)
     request = next((layer["preset"] for layer in (flags, sets, file_values) if "preset" in layer),
@@ -1084,6 +1186,8 @@ def config_from_dict(d: Any) -> Any:
     cls = CONFIGS[algo]
     _check_keys(cls, d, "saved config")
     hints = typing.get_type_hints(cls)
+    d.setdefault("preset", None)  # a record (from before presets: none): nothing applied
+    check_label(d["preset"], "")  # a record, not a request
     cfg = cls(**{k: _parse_value(k, hints[k], v) for k, v in d.items()})
     cfg.check_fields()
     return cfg

@@ -19,6 +19,11 @@ class RunError(TrustrlError):
     """A run folder or checkpoint that cannot be read."""
 
 
+class ObservationError(TrustrlError, ValueError):
+    """An observation given to Agent.act or a model's predict that does not fit the agent's
+    observation space; names the shape (or keys, values) expected."""
+
+
 class NonFiniteError(TrustrlError):
     """The env returned NaN or inf; names the env index and the step."""
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import torch
 
 from trustrl.agent import Agent
 from trustrl.envs.atari import is_atari_id
-from trustrl.envs.factory import EnvFactory
+from trustrl.envs.factory import EnvFactory, as_factory
 from trustrl.envs.make import make_vec_env
 
 EVAL_SEED_OFFSET = 10_000
@@ -26,10 +27,12 @@ def own_time_limit(envs: object) -> int | None:
     return int(limit) if limit else None
 
 
-def evaluation_env(env_id: str | EnvFactory) -> str | EnvFactory:
+def evaluation_env(env_id: Any) -> str | EnvFactory:
     """The env evaluations play: an Atari id (or a run's Atari EnvFactory) behind the
     evaluation chain of trustrl.envs.atari (whole games, raw scores); others as they are. An
     EnvFactory without `atari` stays bare (a run with atari_wrappers false)."""
+    if not isinstance(env_id, (str, EnvFactory)):  # a class, a function, an env object
+        env_id = as_factory(env_id)
     if isinstance(env_id, EnvFactory):
         return dataclasses.replace(env_id, atari="eval") if env_id.atari else env_id
     return EnvFactory(env_id, atari="eval") if is_atari_id(env_id) else env_id
@@ -38,15 +41,18 @@ def evaluation_env(env_id: str | EnvFactory) -> str | EnvFactory:
 @torch.no_grad()
 def evaluate(
     agent: Agent,
-    env_id: str | EnvFactory,
+    env_id: Any,
     episodes: int = 10,
     deterministic: bool = True,
     seed: int = EVAL_SEED_OFFSET,
     max_parallel: int = 32,
     max_steps: int = DEFAULT_EVAL_MAX_STEPS,
 ) -> np.ndarray:
-    """Returns of `episodes` episodes, episode i started from reset(seed=seed + i); env_id
-    is an id or an EnvFactory (an env class or function, its kwargs and wrappers).
+    """Returns of `episodes` episodes, episode i started from reset(seed=seed + i).
+
+    env_id: the env as trustrl takes it everywhere: a Gymnasium id, 'module:Name', an env
+    class or function, a gymnasium.Env or vector env object (played on deep copies of it, or
+    remade from its spec: trustrl.envs.objects), or an EnvFactory (kwargs and wrappers).
 
     An env with no time limit of its own (no max_episode_steps in its spec) has its episodes
     cut after `max_steps` steps (the config key eval_max_steps), so that a policy that never
@@ -67,7 +73,7 @@ def evaluate(
         return _evaluate(agent, env_id, episodes, False, seed, max_parallel, max_steps)
 
 
-def _evaluate(agent: Agent, env_id: str | EnvFactory, episodes: int, deterministic: bool,
+def _evaluate(agent: Agent, env_id: Any, episodes: int, deterministic: bool,
               seed: int, max_parallel: int, max_steps: int) -> np.ndarray:
     agent = agent.frozen()
     env_id = evaluation_env(env_id)

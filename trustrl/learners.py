@@ -190,6 +190,8 @@ class GymLearner:
     kind = "gym"
     evaluator = None
     restart_note = None
+    after_collect: Any = None
+    """Set by the trainer: called with the rollout's finished episodes before the update."""
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
@@ -232,6 +234,8 @@ class GymLearner:
         it = self._iteration + 1
         # 1. rollout with pi_old; logp_old and V_old frozen inside
         rollout, episodes = self.collector.collect()
+        if self.after_collect is not None:  # the trainer's callbacks at rollout end
+            self.after_collect(episodes)
         # 2. advantages by GAE, targets R = A + V_old
         adv, ret = gae(rollout.rewards, rollout.values, rollout.next_values,
                        rollout.terminated, rollout.truncated, cfg.gamma, cfg.gae_lambda)

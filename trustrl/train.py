@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from trustrl.agent import Agent
+from trustrl.callbacks import Callback, Info, as_callbacks, wants_rollouts
 from trustrl.config import (
     RunConfig,
     check_checkpoint_config,
@@ -49,7 +50,7 @@ from trustrl.safeio import non_finite, warn_if_unsigned
 from trustrl.seeding import seed_everything
 
 __all__ = ["Terminated", "TrainResult", "Trainer", "parse_seeds", "resume", "seed_everything",
-           "solved", "train"]
+           "solved", "start", "train"]
 
 CHECKPOINT_FORMAT = 3  # 3: the one algorithm core (population networks, PopAdam)
 MAX_MEMBER_PLOTS = 8  # learning_curve.png per member folder up to this many seeds
@@ -140,6 +141,29 @@ class Trainer:
         self._last_checkpoint = time.monotonic()
         self._checkpointed = learner.iteration  # the iteration of the checkpoint on disk
         self._evaluated: tuple[int, np.ndarray] | None = None  # the last evaluation and when
+        self._best = {p: _saved_best(m.path) for p, m in enumerate(members)}
+        self._stop_asked = False  # by a callback at rollout end
+        self.keep_open = False
+        """Keep the learner (envs mid-episode, optimiser, normalisers) after `run` returns, so
+        that `extend` can continue the same run in this process (trustrl.model)."""
+        self.closed = False
+
+    def extend(self, total_steps: int) -> None:
+        """Continue a run that `run` finished or stopped with keep_open: the new total in
+        config.json, the folder locked and "running" again (then call run(initial_eval=False)).
+        The schedules follow the new total, as `resume(total_steps=...)` does."""
+        if self.closed:
+            raise RunError(f"{self.root.path}: this run's learner is closed (the run failed or "
+                           "ended); continue it with trustrl.resume")
+        dataclasses.replace(self.cfg, total_steps=total_steps).validate()  # before any change
+        self.cfg.total_steps = total_steps
+        for r in self._status_dirs:
+            if r is self.root:
+                r._take_lock()
+            saved = r.read_config()
+            saved["total_steps"] = total_steps
+            atomic_write_text(r.path / "config.json", json.dumps(saved, indent=2) + "\n")
+            r.set_status("running", self.learner.iteration)
 
     @property
     def population(self) -> bool:
@@ -175,6 +199,8 @@ class Trainer:
             "iteration": lr.iteration, "global_step": lr.global_step, "elapsed": self.elapsed,
             "config": config_to_dict(self.cfg),
             "log_rows": [m.rows_logged for m in self.members]})
+        if self.cfg.checkpoint_keep:
+            _keep_history(self.root.checkpoint_path, lr.global_step, self.cfg.checkpoint_keep)
 
     def restore(self, ck: dict[str, Any]) -> None:
         if ck.get("format") != CHECKPOINT_FORMAT:
@@ -199,6 +225,9 @@ class Trainer:
             msg = (str(e).splitlines() or [""])[0][:120]
             raise RunError(f"{self.root.checkpoint_path} does not fit this run's networks and "
                            f"envs ({type(e).__name__}: {msg})") from None
+        for p, m in enumerate(self.members):  # a best written after the checkpoint: dropped
+            if _saved_best(m.path, int(ck["global_step"])) == -np.inf:
+                self._best[p] = -np.inf
 
     # --- evaluation ---------------------------------------------------------------------------
     def _eval_record(self, r: np.ndarray, **extra: Any) -> str:
@@ -217,6 +246,20 @@ class Trainer:
         for m, r in zip(self.members, returns, strict=True):
             atomic_write_text(m.path / "eval_initial.json", self._eval_record(r, global_step=0))
 
+    def _keep_best(self, evals: np.ndarray) -> None:
+        """Each member's agent whose evaluation beats its best so far: best/agent.pt, the
+        evaluation in best/eval.json."""
+        lr = self.learner
+        for p, m in enumerate(self.members):
+            mean = float(evals[p].mean())
+            if not mean > self._best[p]:
+                continue
+            self._best[p] = mean
+            (m.path / "best").mkdir(exist_ok=True)
+            lr.agent(p).save(m.path / "best" / "agent.pt")
+            atomic_write_text(m.path / "best" / "eval.json", self._eval_record(
+                evals[p], global_step=lr.global_step, iteration=lr.iteration))
+
     # --- one iteration -----------------------------------------------------------------------
     def iterate(self) -> tuple[dict[str, Any], np.ndarray | None]:
         """One iteration of every member, logged; returns the progress row (the member's row
@@ -231,6 +274,8 @@ class Trainer:
         if (cfg.eval_every and it % cfg.eval_every == 0) or last:
             evals = lr.evaluate(cfg.eval_episodes)
             self._evaluated = (it, evals)
+            if cfg.save_best:
+                self._keep_best(evals)
         dt = time.perf_counter() - t0
         self.elapsed += dt
         sps = cfg.batch_size * len(self.members) / dt
@@ -257,12 +302,27 @@ class Trainer:
         }, evals
 
     # --- whole run ---------------------------------------------------------------------------
-    def run(self, callback: Callable[[dict[str, Any]], Any] | None = None,
-            initial_eval: bool = True) -> TrainResult:
-        """Iterate to the end. `callback(row)` after each iteration; returning False stops the
+    def _rollout_hook(self, callbacks: list[Callback], info: Info) -> Callable[[Any], None]:
+        def after_collect(episodes: Any) -> None:
+            info.episodes = [{"global_step": e.global_step, "env_index": e.env_index,
+                              "return": e.ret, "length": e.length} for e in episodes]
+            info.metrics, info.evaluation = {}, None
+            for cb in callbacks:
+                if cb.on_rollout_end(info) is False:
+                    self._stop_asked = True
+        return after_collect
+
+    def run(self, callback: Any = None, initial_eval: bool = True) -> TrainResult:
+        """Iterate to the end. callback: a trustrl.callbacks.Callback, a function of the
+        metrics row called after each iteration, or a list of them; returning False stops the
         run cleanly (checkpoint, status "stopped", resumable)."""
         cfg, lr = self.cfg, self.learner
         from trustrl.progress import TrainProgress
+
+        callbacks = as_callbacks(callback)
+        info = Info(self)
+        rollouts = wants_rollouts(callbacks)
+        self._stop_asked = False
 
         if cfg.tensorboard and not self.population:
             self.root.open_tensorboard(purge_step=lr.global_step or None)
@@ -275,11 +335,24 @@ class Trainer:
                 self.root.open_tracker(cfg.track, config_to_dict(cfg))
             if initial_eval:
                 self.evaluate_initial()
+            if rollouts and not hasattr(lr, "after_collect"):
+                raise ConfigError("a callback's on_rollout_end runs on the Gymnasium "
+                                  "collector: set vector 'sync' (the batched collector's "
+                                  "rollout and update are one step)")
+            if rollouts:
+                lr.after_collect = self._rollout_hook(callbacks, info)  # type: ignore[attr-defined]
+            for cb in callbacks:
+                cb.on_training_start(info)
             with TrainProgress(cfg, lr.global_step, self.show_progress) as bar:
                 while lr.iteration < cfg.num_iterations:
                     row, evals = self.iterate()
                     bar.update(row)
-                    stopped = callback is not None and callback(row) is False
+                    info.metrics, info.episodes = row, []
+                    info.evaluation = None if evals is None else (
+                        evals if self.population else evals[0])
+                    stopped = self._stop_asked
+                    for cb in callbacks:
+                        stopped = (cb.on_iteration_end(info) is False) or stopped
                     reached = (cfg.stop_return is not None and evals is not None
                                and float(evals.mean(1).min()) >= cfg.stop_return)
                     asked = stop.signal is not None
@@ -308,6 +381,8 @@ class Trainer:
                     r.release()
             raise
         finally:
+            if rollouts and hasattr(lr, "after_collect"):
+                lr.after_collect = None  # type: ignore[attr-defined]
             _restore_signals(previous)
             try:
                 self.flush_logs()
@@ -315,13 +390,19 @@ class Trainer:
                 if not failing:  # else the run's own error is the one to report
                     raise
             self.root.close()
-            lr.close()
+            if failing or not self.keep_open:
+                lr.close()
+                self.closed = True
         if stopped:
             for r in self._status_dirs:
                 r.set_status("stopped", lr.iteration, "stopped by the callback")
-            return TrainResult(self.root.path, lr.agent(0), {}, self.metrics,
-                               [m.path for m in self.members])
-        return self.finish()
+            result = TrainResult(self.root.path, lr.agent(0), {}, self.metrics,
+                                 [m.path for m in self.members])
+        else:
+            result = self.finish()
+        for cb in callbacks:
+            cb.on_training_end(info)
+        return result
 
     def finish(self) -> TrainResult:
         """_finish, with an error there (a full disk) marking the run failed, as in run()."""
@@ -379,6 +460,36 @@ class Trainer:
                            [m.path for m in self.members])
 
 
+def _saved_best(run: Path, before: int | None = None) -> float:
+    """The mean of best/eval.json in a run folder (-inf: none, or one written after global
+    step `before`)."""
+    try:
+        d = json.loads((run / "best" / "eval.json").read_text())
+        if before is not None and int(d["global_step"]) > before:
+            return -np.inf
+        return float(d["mean"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -np.inf
+
+
+def _keep_history(latest: Path, global_step: int, keep: int) -> None:
+    """latest.pt also as step_<global_step>.pt (a hard link, else a copy); the oldest beyond
+    `keep` removed."""
+    import os
+    import shutil
+
+    history = latest.with_name(f"step_{global_step}.pt")
+    history.unlink(missing_ok=True)
+    try:
+        os.link(latest, history)
+    except OSError:
+        shutil.copyfile(latest, history)
+    steps = sorted((int(p.stem[5:]), p) for p in latest.parent.glob("step_*.pt")
+                   if p.stem[5:].isdigit())
+    for _, p in steps[:-keep]:
+        p.unlink(missing_ok=True)
+
+
 def _on_signals(stop: _Stop) -> Any:
     """SIGTERM and Ctrl-C (SIGINT) ask `stop` to stop the run after the current iteration
     (a second one stops at once); returns the previous handlers (None where signals cannot be
@@ -402,11 +513,30 @@ def _restore_signals(previous: Any) -> None:
         signal.signal(sig, handler)
 
 
-def _create_folders(cfg: RunConfig, seeds: list[int]) -> tuple[RunDir, list[RunDir]]:
+def _env_name(recorded: str, learner: Any) -> str:
+    """The env's name in the run folder's name: the last part of its id or import path; for
+    an env that config.json cannot re-make (a lambda, an env object), the id of the env it
+    made (its spec), else the env's class name."""
+    from trustrl.envs.factory import NOT_IMPORTABLE
+    from trustrl.envs.objects import ENV_OBJECT
+
+    for prefix in (NOT_IMPORTABLE, ENV_OBJECT):
+        if recorded.startswith(prefix):
+            subs = getattr(getattr(learner, "envs", None), "envs", None)
+            if subs:
+                spec = getattr(subs[0], "spec", None)
+                return spec.id if spec is not None and spec.id else \
+                    type(subs[0].unwrapped).__name__
+            return recorded[len(prefix):].split(":")[-1].split(".")[-1].strip("<>")
+    return recorded.split(":")[-1]
+
+
+def _create_folders(cfg: RunConfig, seeds: list[int], learner: Any = None
+                    ) -> tuple[RunDir, list[RunDir]]:
     """One seed: one run folder. A population: a parent folder (config with "seeds",
     population.json, the one checkpoint, summary.json) holding one run folder per seed."""
     config = config_to_dict(cfg)  # an env class or function recorded by its import path
-    env_name = config["env_id"].split(":")[-1]
+    env_name = _env_name(config["env_id"], learner)
     if len(seeds) == 1:
         root = RunDir.create(cfg.runs_dir, env_name, cfg.algo, cfg.seed, config)
         return root, [root]
@@ -428,7 +558,7 @@ def _create_folders(cfg: RunConfig, seeds: list[int]) -> tuple[RunDir, list[RunD
 def train(
     config: RunConfig,
     progress: bool = False,
-    callback: Callable[[dict[str, Any]], Any] | None = None,
+    callback: Any = None,
     seeds: list[int] | None = None,
     init_from: str | Path | None = None,
 ) -> TrainResult:
@@ -439,9 +569,22 @@ def train(
     runs the config (classic control), else the Gymnasium sync vector env.
     init_from: a run folder or agent file to start from (its weights and observation
     statistics; config.init_from, recorded in config.json); the optimiser starts afresh.
-    callback(row) after each iteration: returning False stops the run cleanly (status
+    callback: a function of the metrics row called after each iteration, a
+    trustrl.callbacks.Callback (which sees the agent, the env and the metrics at rollout end
+    and iteration end), or a list of them; returning False stops the run cleanly (status
     "stopped", resumable).
     """
+    return start(config, progress, seeds, init_from).run(callback)
+
+
+def start(
+    config: RunConfig,
+    progress: bool = False,
+    seeds: list[int] | None = None,
+    init_from: str | Path | None = None,
+) -> Trainer:
+    """`train`'s first half: the config checked, the learner built, the run folder made; the
+    Trainer that `run` drives (trustrl.model keeps it between learn() calls)."""
     if init_from is not None:
         config.init_from = str(init_from)
     if config.init_from is not None:  # absolute: a resume from another folder finds it
@@ -464,12 +607,12 @@ def train(
     try:
         if source is not None:
             _init_from(learner, config, source)
-        root, members = _create_folders(config, seeds)
+        root, members = _create_folders(config, seeds, learner)
     except BaseException:
         learner.close()
         raise
     _note_unimportable(config, root)
-    return Trainer(config, learner, root, members, progress).run(callback)
+    return Trainer(config, learner, root, members, progress)
 
 
 def _note_unimportable(cfg: RunConfig, root: RunDir) -> None:
@@ -481,6 +624,16 @@ def _note_unimportable(cfg: RunConfig, root: RunDir) -> None:
     names = [str(x)[len(NOT_IMPORTABLE):] for x in [rec["env_id"], *(
         w["wrapper"] if isinstance(w, dict) else w for w in rec["wrappers"])]
         if str(x).startswith(NOT_IMPORTABLE)]
+    from trustrl.envs.objects import ENV_OBJECT
+
+    if str(rec["env_id"]).startswith(ENV_OBJECT):
+        root.note = (f"config.json cannot re-make the env: it was an env object "
+                     f"({rec['env_id'][len(ENV_OBJECT):]}); eval and resume of this folder "
+                     "need the env passed again (trustrl.evaluate(agent, env), "
+                     "trustrl.resume(run, env=env))")
+        print(f"trustrl: {root.path}: {root.note}", file=sys.stderr)
+        root.set_status("running", 0)
+        return
     if not names:
         return
     root.note = (f"config.json cannot re-make the env: {', '.join(names)} has no import path "
@@ -493,7 +646,7 @@ def _note_unimportable(cfg: RunConfig, root: RunDir) -> None:
 def resume(
     run_path: str | Path,
     progress: bool = False,
-    callback: Callable[[dict[str, Any]], Any] | None = None,
+    callback: Any = None,
     total_steps: int | None = None,
     env: Any = None,
 ) -> TrainResult:

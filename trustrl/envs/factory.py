@@ -47,6 +47,8 @@ def _one_line(e: BaseException) -> str:
 def _label(target: Any) -> str:
     if isinstance(target, str):
         return target
+    if isinstance(getattr(target, "env_label", None), str):  # an env object's copies
+        return target.env_label
     return import_path(target) or NOT_IMPORTABLE + str(
         getattr(target, "__qualname__", None) or type(target).__name__)
 
@@ -141,7 +143,8 @@ def check_env_target(env: Any) -> None:
         return
     if not isinstance(env, str):
         raise ConfigError(f"env_id must be an env id, 'module:Name' or (Python API) an env "
-                          f"class or function, got {_short(env)} ({type(env).__name__})")
+                          f"class or function, or a gymnasium.Env or vector env object, got "
+                          f"{_short(env)} ({type(env).__name__})")
 
 
 def record_env(env: Any, wrappers: list[Any]) -> tuple[str, list[Any]]:
@@ -193,6 +196,13 @@ class EnvFactory:
             raise EnvError(f"this run's env was given to trustrl.train as a callable with no "
                            f"import path ({env[len(NOT_IMPORTABLE):]}): config.json cannot "
                            "re-make it; define it at the top level of a module")
+        from trustrl.envs.objects import ENV_OBJECT
+
+        if env.startswith(ENV_OBJECT):
+            raise EnvError(f"this run's env was an env object ({env[len(ENV_OBJECT):]}): "
+                           "config.json cannot re-make it; pass the env again (trustrl."
+                           "evaluate(agent, env), trustrl.resume(run, env=env), "
+                           "trustrl.PPO.load(path, env=env))")
         module, sep, name = env.partition(":")
         if not sep or not _PATH.match(env):
             return None  # an id ('CartPole-v1', 'module:Env-v0'): gym.make
@@ -272,8 +282,22 @@ def env_factory(cfg: Any) -> EnvFactory:
 
 
 def as_factory(env: Any) -> EnvFactory:
-    """An EnvFactory as it is, or one for a bare Gymnasium id."""
-    return env if isinstance(env, EnvFactory) else EnvFactory(env)
+    """An EnvFactory as it is, or one for what users give as an env: a Gymnasium id,
+    'module:Name', an env class or function, a gymnasium.Env or vector env object
+    (trustrl.envs.objects)."""
+    if isinstance(env, EnvFactory):
+        return env
+    from trustrl.envs.objects import describe, is_env_object
+
+    if is_env_object(env):
+        from types import SimpleNamespace
+
+        made = describe(env)
+        return env_factory(SimpleNamespace(env_id=made["env_id"], atari_wrappers=True,
+                                           env_kwargs=made.get("env_kwargs"),
+                                           wrappers=made.get("wrappers")))
+    check_env_target(env)
+    return EnvFactory(env)
 
 
 __all__ = ["NOT_IMPORTABLE", "EnvFactory", "as_factory", "check_env_target", "env_factory",

@@ -104,20 +104,85 @@ def _leaf(obs: Any, path: Sequence[Any]) -> Any:
     return obs
 
 
-def is_single(obs: Any, layout: Sequence[dict[str, Any]]) -> bool:
-    """Whether `obs` is one observation (not a batch [N, ...]): its first part has the part's
-    own number of dimensions."""
-    p = layout[0]
-    return np.asarray(_leaf(obs, p["path"])).ndim == len(p["shape"])
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def add_batch_dim(obs: Any) -> Any:
-    """One observation -> a batch of one (dicts and tuples part by part)."""
-    if isinstance(obs, dict):
-        return {k: add_batch_dim(v) for k, v in obs.items()}
-    if isinstance(obs, tuple | list) and not isinstance(obs, np.ndarray):
-        return tuple(add_batch_dim(v) for v in obs)
-    return np.asarray(obs)[None]
+def _where(path: Sequence[Any]) -> str:
+    return "observation" + "".join(f"[{k!r}]" for k in path)
+
+
+def _leaf_array(obs: Any, p: dict[str, Any]) -> np.ndarray:
+    """One part of a user's observation as an array of numbers, or ObservationError."""
+    from trustrl.errors import ObservationError
+
+    x = obs
+    for k in p["path"]:
+        try:
+            x = x[k]
+        except (KeyError, IndexError, TypeError):
+            kind = "key" if isinstance(k, str) else "item"
+            raise ObservationError(f"{_where(p['path'])}: the observation has no {kind} {k!r} "
+                                   f"(got {type(x).__name__})") from None
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise ObservationError(f"{_where(p['path'])} cannot be read as an array of numbers "
+                               f"({str(e).splitlines()[0][:80]})") from None
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise ObservationError(f"{_where(p['path'])} must hold numbers, got dtype {a.dtype}")
+    return a
+
+
+def check_observation(obs: Any, layout: Sequence[dict[str, Any]]) -> tuple[Any, bool]:
+    """A user's observation (one, or a batch [N, ...]; arrays, lists or tuples; a Dict
+    observation as a dict, a Tuple one as a tuple) -> (the batch as arrays, whether it was
+    one observation). ObservationError in one line naming the shape expected (or the keys,
+    or the values a Discrete part takes) for anything else."""
+    from trustrl.errors import ObservationError
+
+    leaves, single, count = [], None, None
+    for p in layout:
+        a = _leaf_array(obs, p)
+        shape = tuple(p["shape"])
+        if a.shape == shape:
+            one = True
+        elif a.ndim == len(shape) + 1 and a.shape[1:] == shape:
+            one = False
+        else:
+            raise ObservationError(f"{_where(p['path'])} of shape {_shape_text(a.shape)}: "
+                                   f"expected {_shape_text(shape)} (one observation) or "
+                                   f"{_shape_text(('N', *shape))} (a batch)")
+        n = 1 if one else a.shape[0]
+        if single is not None and (one != single or n != count):
+            raise ObservationError(f"{_where(p['path'])} has {n} row(s) and the parts before "
+                                   f"it {count}: give every part one observation or the "
+                                   "same batch")
+        single, count = one, n
+        if p["kind"] in ("discrete", "multidiscrete"):
+            lo = np.asarray(p["start"])
+            hi = lo + np.asarray(p["n"] if p["kind"] == "discrete" else p["nvec"])
+            if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.floor(a))
+                           or np.any(a < lo) or np.any(a >= hi)):
+                raise ObservationError(f"{_where(p['path'])}: a {p['kind'].capitalize()} "
+                                       f"observation takes whole numbers in [{lo.min()}, "
+                                       f"{hi.max() - 1}], got {a.ravel()[:4].tolist()}")
+        elif a.dtype != bool and a.size and not np.all(np.isfinite(a)):
+            raise ObservationError(f"{_where(p['path'])} holds NaN or inf")
+        leaves.append((list(p["path"]), a[None] if one else a))
+    return _nest(leaves), bool(single)
+
+
+def _nest(items: list[tuple[list[Any], Any]]) -> Any:
+    """Leaves by path -> the structure they came from (dicts for keys, tuples for items)."""
+    if len(items) == 1 and not items[0][0]:
+        return items[0][1]
+    groups: dict[Any, list[tuple[list[Any], Any]]] = {}
+    for path, v in items:
+        groups.setdefault(path[0], []).append((path[1:], v))
+    if isinstance(next(iter(groups)), int):
+        return tuple(_nest(g) for g in groups.values())
+    return {k: _nest(g) for k, g in groups.items()}
 
 
 def stack_obs(items: Sequence[Any]) -> Any:
@@ -180,13 +245,20 @@ def _image_rows(x: np.ndarray, p: dict[str, Any]) -> np.ndarray:
     return x.reshape(n, -1)
 
 
-def image_columns(layout: Sequence[dict[str, Any]], obs_dim: int) -> np.ndarray | None:
-    """[obs_dim] bool: the columns of image parts (never normalised), or None: no image."""
-    img = [p for p in layout if p["kind"] == "image"]
-    if not img:
+RAW_KINDS = ("image", "discrete", "multidiscrete", "multibinary")
+"""Parts of an observation the observation normaliser leaves alone: images (scaled to [0, 1]
+only), one-hots and bits, whose values are on a fixed scale already (normalised, a rare
+category's one-hot becomes a large input)."""
+
+
+def raw_columns(layout: Sequence[dict[str, Any]], obs_dim: int,
+                kinds: Sequence[str] = RAW_KINDS) -> np.ndarray | None:
+    """[obs_dim] bool: the columns of the parts of `kinds` (never normalised), or None: none."""
+    parts = [p for p in layout if p["kind"] in kinds]
+    if not parts:
         return None
     m = np.zeros(obs_dim, bool)
-    for p in img:
+    for p in parts:
         m[p["offset"]:p["offset"] + p["size"]] = True
     return m
 

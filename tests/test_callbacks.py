@@ -1,0 +1,156 @@
+"""Checkpoints and callbacks (issue 53, point 3): a kept checkpoint history, the best agent
+by evaluation, callbacks that see the agent, the env and the metrics at rollout end and
+iteration end, and the shipped ones (evaluation with the best model, stop on reward, stop on
+no improvement, agent checkpoints)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import trustrl
+from trustrl.callbacks import (
+    Callback,
+    CheckpointCallback,
+    EvalCallback,
+    Info,
+    StopOnNoImprovement,
+    StopOnReward,
+)
+from trustrl.config import make_config
+from trustrl.safeio import load_safe
+
+
+def cfg(tmp_path, **sets):
+    base = dict(total_steps=6 * 64, num_envs=2, num_steps=32, minibatch_size=32,
+                update_epochs=1, eval_every=0, eval_episodes=2, tensorboard=False,
+                vector="sync", runs_dir=str(tmp_path / "runs"))
+    base.update(sets)
+    return make_config("ppo", "CartPole-v1", flags=base)
+
+
+def status(run) -> dict:
+    return json.loads((run / "status.json").read_text())
+
+
+class Recorder(Callback):
+    def __init__(self, stop_at_rollout: int | None = None):
+        self.events: list[tuple] = []
+        self.stop_at_rollout = stop_at_rollout
+
+    def on_training_start(self, info):
+        self.events.append(("start", info.global_step))
+
+    def on_rollout_end(self, info):
+        assert isinstance(info.env, gym.vector.VectorEnv)
+        assert all({"return", "length"} <= set(e) for e in info.episodes)
+        self.events.append(("rollout", info.iteration, info.global_step))
+        if self.stop_at_rollout == info.iteration + 1:
+            return False
+        return None
+
+    def on_iteration_end(self, info):
+        assert isinstance(info.agent, trustrl.Agent) and "approx_kl" in info.metrics
+        assert info.metrics["iteration"] == info.iteration
+        self.events.append(("iteration", info.iteration, info.evaluation is not None))
+
+    def on_training_end(self, info):
+        self.events.append(("end", info.global_step))
+
+
+def test_a_callback_sees_rollouts_and_iterations_and_a_row_function_still_works(tmp_path):
+    rec, rows = Recorder(), []
+    res = trustrl.train(cfg(tmp_path, eval_every=3), callback=[rec, rows.append])
+    assert rec.events[0] == ("start", 0) and rec.events[-1] == ("end", 6 * 64)
+    rollouts = [e for e in rec.events if e[0] == "rollout"]
+    iterations = [e for e in rec.events if e[0] == "iteration"]
+    # the rollout of iteration i comes before its update: iteration i - 1 is the last done
+    assert rollouts == [("rollout", i, (i + 1) * 64) for i in range(6)]
+    assert iterations == [("iteration", i, i % 3 == 0) for i in range(1, 7)]
+    assert len(rows) == 6 and status(res.run_dir)["status"] == "finished"
+
+
+def test_a_rollout_callback_can_stop_the_run_and_needs_the_gymnasium_collector(tmp_path):
+    res = trustrl.train(cfg(tmp_path), callback=Recorder(stop_at_rollout=2))
+    assert status(res.run_dir)["status"] == "stopped" and status(res.run_dir)["iteration"] == 2
+    with pytest.raises(trustrl.ConfigError, match="on_rollout_end runs on the Gymnasium"):
+        trustrl.train(cfg(tmp_path / "b", vector="torch"), callback=Recorder())
+
+
+def test_the_best_agent_is_kept(tmp_path):
+    res = trustrl.train(cfg(tmp_path, eval_every=1, total_steps=8 * 64))
+    with open(res.run_dir / "metrics.csv", newline="") as f:
+        evals = [float(r["eval_return_mean"]) for r in csv.DictReader(f)]
+    best = json.loads((res.run_dir / "best" / "eval.json").read_text())
+    assert best["mean"] == max(evals)
+    assert best["iteration"] == 1 + evals.index(max(evals))  # the first to reach it
+    agent = trustrl.Agent.load(res.run_dir / "best" / "agent.pt")
+    assert agent.evaluate("CartPole-v1", episodes=2, seed=trustrl.PPOConfig().seed + 10_000
+                          ).mean() == pytest.approx(best["mean"])
+    off = trustrl.train(cfg(tmp_path / "off", eval_every=1, save_best=False))
+    assert not (off.run_dir / "best").exists()
+
+
+def test_a_best_written_after_the_checkpoint_is_not_kept_on_resume(tmp_path):
+    res = trustrl.train(cfg(tmp_path, eval_every=1))
+    path = res.run_dir / "best" / "eval.json"
+    lost = json.loads(path.read_text())
+    path.write_text(json.dumps({**lost, "mean": 1e9, "global_step": 10**9}))
+    trustrl.resume(res.run_dir, total_steps=8 * 64)
+    assert json.loads(path.read_text())["global_step"] <= 8 * 64
+
+
+def test_checkpoint_history(tmp_path):
+    res = trustrl.train(cfg(tmp_path, checkpoint_every=1, checkpoint_keep=2))
+    folder = res.run_dir / "checkpoints"
+    assert sorted(p.name for p in folder.glob("step_*.pt")) == ["step_320.pt", "step_384.pt"]
+    for p in folder.glob("step_*.pt"):
+        ck = load_safe(p, "checkpoint")
+        assert ck["global_step"] == int(p.stem[5:])
+    plain = trustrl.train(cfg(tmp_path / "plain", checkpoint_every=1))
+    assert [p.name for p in (plain.run_dir / "checkpoints").iterdir()] == ["latest.pt"]
+
+
+def test_eval_callback_keeps_the_best_and_stop_on_reward_reads_it(tmp_path):
+    ev = EvalCallback(gym.make("CartPole-v1"), every_steps=128, episodes=2)
+    res = trustrl.train(cfg(tmp_path), callback=[ev, StopOnReward(-1.0)])
+    # the first evaluation (at 128 steps) reaches any reward: the run stops there
+    assert [r[0] for r in ev.results] == [128]
+    assert status(res.run_dir)["status"] == "stopped" and status(res.run_dir)["iteration"] == 2
+    saved = json.loads((res.run_dir / "best_eval" / "eval.json").read_text())
+    assert saved["mean"] == ev.results[0][1] == ev.best
+    trustrl.Agent.load(res.run_dir / "best_eval" / "agent.pt")
+    # StopOnReward on the run's own evaluations
+    res = trustrl.train(cfg(tmp_path / "own", eval_every=2), callback=StopOnReward(-1.0))
+    assert status(res.run_dir)["iteration"] == 2
+    res = trustrl.train(cfg(tmp_path / "never", eval_every=2), callback=StopOnReward(1e9))
+    assert status(res.run_dir)["status"] == "finished"
+
+
+def test_stop_on_no_improvement():
+    stop = StopOnNoImprovement(patience=2, min_delta=0.5)
+    info = Info(trainer=None)
+    seen = []
+    for mean in (1.0, 2.0, 2.4, 2.2, 3.0, 3.1, 3.2):
+        info.evaluation = np.full(3, mean)
+        seen.append(stop.on_iteration_end(info))
+    # 2.4 and 2.2 do not beat 2.0 by 0.5: stop at 2.2; after that, 3.1 and 3.2 vs 3.0 again
+    assert seen == [None, None, None, False, None, None, False]
+    info.evaluation = None
+    assert stop.on_iteration_end(info) is None
+
+
+def test_checkpoint_callback_keeps_the_last_agents(tmp_path):
+    ck = CheckpointCallback(every_steps=128, keep=2)
+    res = trustrl.train(cfg(tmp_path), callback=ck)
+    folder = res.run_dir / "checkpoints" / "agents"
+    assert sorted(p.name for p in folder.iterdir()) == ["agent_256.pt", "agent_384.pt"]
+    trustrl.Agent.load(folder / "agent_384.pt")
+    with pytest.raises(trustrl.ConfigError, match="every_steps"):
+        CheckpointCallback(every_steps=0)
+    with pytest.raises(trustrl.ConfigError, match="callback must be"):
+        trustrl.train(cfg(tmp_path / "bad"), callback=[5])
