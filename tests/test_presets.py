@@ -188,7 +188,9 @@ def test_help_summary_lists_the_preset_envs():
     (["--env", "CartPole-v1"], ("chapter:CartPole-v1", 4, 128)),
     (["--env", "CartPole-v1", "--preset", "none", "--set", "num_envs=2",
       "--set", "num_steps=64"], (None, 2, 64)),
-    (["--env", "Acrobot-v1", "--set", "update_epochs=1"], ("zoo:Acrobot-v1", 16, 256)),
+    (["--env", "Acrobot-v1", "--preset", "zoo", "--set", "update_epochs=1"],
+     ("zoo:Acrobot-v1", 16, 256)),
+    (["--env", "Acrobot-v1", "--set", "update_epochs=1"], (None, 4, 512)),  # 4096: far below
 ])
 def test_config_json_records_the_preset(tmp_path, args, expected):
     rc, _, err = run_cli(["train", *args, "--total-steps", "4096", "--runs-dir", "runs",

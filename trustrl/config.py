@@ -249,7 +249,12 @@ class RunConfig:
     """The preset applied under the config file, --set and flags: `trustrl train --preset`
     (or this key) takes 'auto' (the default: the chapter's preset for the algorithm and env
     where there is one, else rl-baselines3-zoo's, else none), 'chapter', 'zoo' or 'none'; the
-    run's config.json records the one applied, e.g. 'zoo:LunarLander-v3', or null."""
+    run's config.json records the one applied, e.g. 'zoo:LunarLander-v3', or null. auto takes
+    a PPO zoo preset only from a fraction of its budget (trustrl/presets/budget.py, measured in
+    docs/presets.md), else trustrl's defaults."""
+    preset_reason: str | None = None
+    """What the preset request resolved to and why (a record make_config writes; a value set
+    by hand is replaced)."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -699,7 +704,7 @@ CONFIGS: dict[str, type] = {
 
 # Presets per (algo, env): the chapter's (PRESETS) and rl-baselines3-zoo's (ZOO_PRESETS), with
 # their sources, in trustrl/presets/; make_config applies the one `preset` asks for.
-from trustrl.presets import PRESETS, ZOO_PRESETS, check_label, select_preset  # noqa: E402
+from trustrl.presets import PRESETS, ZOO_PRESETS, Choice, check_label, choose  # noqa: E402
 
 
 # ----- field documentation --------------------------------------------------------------------
@@ -934,6 +939,21 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def preset_choice(algo: str, env: Any, file_values: dict[str, Any], sets: dict[str, Any],
+                  flags: dict[str, Any]) -> Choice:
+    """The preset the layers ask for (the top layer's `preset`, else auto) at the budget they
+    give (the top layer's total_steps, else the preset's own): trustrl.presets.choose."""
+    request = next((layer["preset"] for layer in (flags, sets, file_values) if "preset" in layer),
+                   "auto")
+    raw = next((layer["total_steps"] for layer in (flags, sets, file_values)
+                if layer.get("total_steps") is not None), None)
+    total = None if raw is None else _parse_value("total_steps", int, raw)
+    if total is not None and not RANGES["total_steps"].holds(total):
+        total = None  # validate() names it
+    default = CONFIGS[algo]()
+    return choose(algo, env, request, total, default.num_envs * default.num_steps)
+
+
 def make_config(
     algo: str = "ppo",
     env_id: str | None = None,
@@ -956,16 +976,16 @@ def make_config(
                             file_values.get("env_id")) if v is not None), cls().env_id)
     if not callable(env):
         env = _parse_value("env_id", str, env)
-    request = next((layer["preset"] for layer in (flags, sets, file_values) if "preset" in layer),
-                   "auto")
-    preset, values = select_preset(algo, env, request)
+    choice = preset_choice(algo, env, file_values, sets, flags)
+    values = dict(choice.values)
     for layer in (file_values, sets, flags):
         for key, raw in layer.items():
             if key == "policy" and callable(raw):  # Python: the factory itself
                 values[key] = raw
-            elif key != "preset":
+            elif key not in ("preset", "preset_reason"):
                 values[key] = _parse_value(key, hints[key], raw)
-    values["env_id"], values["preset"] = env, preset
+    values["env_id"], values["preset"] = env, choice.label
+    values["preset_reason"] = choice.reason
     cfg = cls(**values)
     cfg.validate()
     return cfg
@@ -1092,6 +1112,7 @@ def config_from_dict(d: Any) -> Any:
 __all__ = [
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PGConfig", "PPOPenaltyConfig", "TRPOConfig",
     "NPGConfig", "CONFIGS", "PRESETS", "ZOO_PRESETS", "field_docs", "describe", "make_config",
+    "preset_choice",
     "load_config_file", "parse_sets", "config_to_dict", "config_from_dict", "RANGES",
     "check_writable_dir", "check_type", "MAX_SEED", "MAX_POPULATION_ENVS",
     "MAX_POPULATION", "check_seed_list", "check_population", "check_checkpoint_config",
