@@ -146,7 +146,7 @@ def _records(table: dict[tuple[str, float], tuple[list[float], list[float] | Non
 
 def test_derive_rule_reads_the_least_fraction_from_which_the_preset_holds():
     derive = _bench().derive_rule
-    win, lose = [10.0, 20.0, 30.0], [0.0, 1.0, 2.0]
+    win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]
     base = {("A", 0.1): (lose, win), ("A", 0.3): (win, lose), ("A", 1.0): (win, win),
             ("B", 0.1): (lose, win), ("B", 0.3): (win, lose)}
     assert derive(_records(base)) == 0.3
