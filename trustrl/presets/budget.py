@@ -101,8 +101,8 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
               f"{_pct(f)} of its budget {budget:,}, below the {_pct(rule)} from which auto "
               f"takes a zoo preset ({DOCS})")
     return Choice(None, {}, reason,
-                  f"{where}: auto took trustrl's defaults, which learned more at such budgets "
-                  f"({DOCS}); --preset zoo forces the preset")
+                  f"{where}: auto took trustrl's defaults, as its budget rule says ({DOCS}); "
+                  "--preset zoo forces the preset")
 
 
 def rule_text() -> str:
@@ -111,5 +111,5 @@ def rule_text() -> str:
              AUTO_ZOO_FROM.items()]
     return (f"auto takes a zoo preset ({', '.join(parts)}; not the Atari ones) only when "
             "total_steps is at least that part of the preset's own total_steps (no "
-            "--total-steps: the preset's budget); below, trustrl's defaults, which learned "
-            f"more there ({DOCS})")
+            "--total-steps: the preset's budget); below, trustrl's defaults (the rule and "
+            f"the table it is derived from: {DOCS})")
