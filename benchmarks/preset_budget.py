@@ -112,7 +112,9 @@ def run_one(env: str, setting: str, fraction: float, seed: int, runs_dir: Path) 
     return record
 
 
-def run_plan(out: Path, until: dt.datetime | None, estimate: dict[str, float]) -> None:
+def run_plan(out: Path, until: dt.datetime | None) -> None:
+    """Every run of PLAN without a record, in order; with `until`, a run whose expected time
+    (the median seconds per step of the env's runs so far) would end after it is skipped."""
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="preset_budget_"))
@@ -122,15 +124,15 @@ def run_plan(out: Path, until: dt.datetime | None, estimate: dict[str, float]) -
                 path = runs / run_name(env, setting, fraction, seed)
                 if path.is_file():
                     continue
-                need = estimate.get(env, 0.0) * budget_at(env, fraction)
+                per_step = [r["wall_s"] / r["budget"] for r in load(out)
+                            if r["env"] == env and r["status"] == "finished"]
+                need = statistics.median(per_step) * budget_at(env, fraction) if per_step else 0
                 now = dt.datetime.now(dt.timezone.utc)
                 if until is not None and now + dt.timedelta(seconds=need) > until:
-                    print(f"stop: {path.name} would end after {until:%H:%M} UTC", flush=True)
-                    return
+                    print(f"skipped: {path.name} would end after {until:%H:%M} UTC", flush=True)
+                    continue
                 rec = run_one(env, setting, fraction, seed, scratch)
                 path.write_text(json.dumps(rec, indent=1) + "\n")
-                if rec["status"] == "finished":
-                    estimate[env] = max(estimate.get(env, 0.0), rec["wall_s"] / rec["budget"])
                 print(f"{path.name}: {rec['status']} {rec.get('final', rec.get('error'))} "
                       f"({rec['wall_s']} s)", flush=True)
 
@@ -341,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         h, m = (int(x) for x in args.until.split(":"))
         today = dt.datetime.now(dt.timezone.utc)
         until = today.replace(hour=h, minute=m, second=0, microsecond=0)
-    run_plan(out, until, {})
+    run_plan(out, until)
     return 0
 
 
