@@ -60,6 +60,8 @@ def least_fraction(algo: str) -> float:
 
 
 def _pct(x: float) -> str:
+    if x == float("inf"):
+        return "no part"
     return f"{100 * x:.0f}%" if x >= 0.01 else f"{100 * x:.2g}%"
 
 
@@ -100,7 +102,9 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
     reason = (f"auto: trustrl's defaults, not {label}: total_steps {total:,} is "
               f"{_pct(f)} of its budget {budget:,}, below the {_pct(rule)} from which auto "
               f"takes a zoo preset ({DOCS})")
-    return Choice(None, {}, reason,
+    # without --total-steps the run keeps the preset's budget (only a rule above 100% gets here)
+    kept = {} if total_steps is not None else {"total_steps": budget}
+    return Choice(None, kept, reason,
                   f"{where}: auto took trustrl's defaults, as its budget rule says ({DOCS}); "
                   "--preset zoo forces the preset")
 
