@@ -37,18 +37,24 @@ def _bench():
 
 
 @pytest.mark.parametrize("env", RULED)
-def test_auto_takes_the_defaults_below_the_rules_fraction(env):
+@pytest.mark.parametrize("rule", [0.3, 1.0, math.inf, "trustrl's"])
+def test_auto_takes_the_preset_only_from_the_rules_fraction(env, rule, monkeypatch):
+    if rule != "trustrl's":
+        monkeypatch.setitem(AUTO_ZOO_FROM, "ppo", rule)
+    rule = AUTO_ZOO_FROM["ppo"]
     budget = ZOO_PRESETS[("ppo", env)]["total_steps"]
-    at = math.ceil(AUTO_ZOO_FROM["ppo"] * budget)
-    for total in (None, at, 3 * budget):
+    for total in (None, DEFAULTS_BATCH, budget // 10, budget * 3 // 10 - 1, budget * 3 // 10,
+                  budget - 1, budget, 3 * budget):
         c = choose("ppo", env, "auto", total, DEFAULTS_BATCH)
-        assert (c.label, c.values, c.note) == (f"zoo:{env}", ZOO_PRESETS[("ppo", env)], None)
-        assert c.reason.startswith(f"auto: zoo:{env}")
-    for total in (at - 1, max(DEFAULTS_BATCH, at // 3), DEFAULTS_BATCH):
-        c = choose("ppo", env, "auto", total, DEFAULTS_BATCH)
-        assert (c.label, c.values) == (None, {}), total
-        assert f"not zoo:{env}" in c.reason and f"{total:,}" in c.reason
-        assert "\n" not in c.note and f"total_steps {total:,} is" in c.note
+        if (total or budget) >= rule * budget:
+            assert (c.label, c.values, c.note) == (f"zoo:{env}", ZOO_PRESETS[("ppo", env)],
+                                                   None)
+            assert c.reason.startswith(f"auto: zoo:{env}")
+            continue
+        assert c.label is None, total
+        assert c.values == ({} if total else {"total_steps": budget})
+        assert f"not zoo:{env}" in c.reason and f"{total or budget:,}" in c.reason
+        assert "\n" not in c.note and f"total_steps {total or budget:,} is" in c.note
         assert "took trustrl's defaults" in c.note
 
 
@@ -101,7 +107,7 @@ def test_config_json_records_the_reason_and_old_configs_still_load():
     assert c.label is None and "100,000" in c.reason
     c = preset_choice("ppo", "LunarLander-v3", {}, {"total_steps": "100000"},
                       {"total_steps": 2_000_000})
-    assert c.label == "zoo:LunarLander-v3"
+    assert "2,000,000" in c.reason
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[dict, list[str]]:
