@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--preset", help="auto (default: the chapter's preset for the algorithm "
-                   "and env, else rl-baselines3-zoo's, else none; a zoo preset only from a "
-                   "measured part of its budget, see the end of this help), chapter, zoo or "
+                   "and env, else rl-baselines3-zoo's, else none; for PPO's zoo presets a "
+                   "measured budget rule, see the end of this help), chapter, zoo or "
                    "none; config.json records the one applied and why (`trustrl presets` "
                    "lists them)")
     t.add_argument("--config", help="TOML, JSON or YAML file of config keys")

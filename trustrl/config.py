@@ -249,9 +249,9 @@ class RunConfig:
     """The preset applied under the config file, --set and flags: `trustrl train --preset`
     (or this key) takes 'auto' (the default: the chapter's preset for the algorithm and env
     where there is one, else rl-baselines3-zoo's, else none), 'chapter', 'zoo' or 'none'; the
-    run's config.json records the one applied, e.g. 'zoo:LunarLander-v3', or null. auto takes
-    a PPO zoo preset only from a fraction of its budget (trustrl/presets/budget.py, measured in
-    docs/presets.md), else trustrl's defaults."""
+    run's config.json records the one applied, e.g. 'zoo:LunarLander-v3', or null. For a PPO
+    zoo preset auto follows its budget rule (trustrl/presets/budget.py, measured in
+    docs/presets.md): the preset or trustrl's defaults."""
     preset_reason: str | None = None
     """What the preset request resolved to and why (a record make_config writes; a value set
     by hand is replaced)."""

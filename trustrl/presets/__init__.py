@@ -9,8 +9,8 @@ flags (defaults < preset < file < --set < flags). Two sources:
 - `cleanrl` (presets/cleanrl.py): CleanRL's ppo_atari.py setting for the ALE/...-v5 games.
 
 A run asks for one with `--preset` (or the config key `preset`): `auto` (the default: the
-chapter's where there is one, else the zoo's, else CleanRL's, else none; a PPO zoo preset only
-from a measured fraction of its budget, else trustrl's defaults: presets/budget.py), `chapter`,
+chapter's where there is one, else the zoo's, else CleanRL's, else none; for a PPO zoo preset
+the budget rule of presets/budget.py: the preset or trustrl's defaults), `chapter`,
 `zoo`, `cleanrl` or `none`. The run's config.json records the one applied as `SOURCE:ENV`, or
 null, and why (`preset_reason`).
 """
