@@ -287,10 +287,12 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
               + (f"; fails on {', '.join(failed)}" if failed else "") + "."]
     shown = "none" if rule is None else f"{rule:.0%}"
     strict = derive_rule(records, spread=False)
+    fixed = ("inf (no budget)" if AUTO_ZOO_FROM["ppo"] == math.inf
+             else f"{AUTO_ZOO_FROM['ppo']:.0%}")
     lines += ["", f"Derived rule (`derive_rule`: the least measured fraction from which the "
               f"preset's median is at least the defaults' minus their spread on every env "
               f"measured there and at every larger fraction): **{shown}**; "
-              f"trustrl's AUTO_ZOO_FROM: {AUTO_ZOO_FROM['ppo']:.0%}. With the medians alone "
+              f"trustrl's AUTO_ZOO_FROM: {fixed}. With the medians alone "
               f"(no spread; the tolerance was chosen once the first MountainCarContinuous "
               f"cells were in): **{'none' if strict is None else f'{strict:.0%}'}**. In words: "
               f"{rule_text()}.", ""]

@@ -161,3 +161,11 @@ def test_derive_rule_reads_the_least_fraction_from_which_the_preset_holds():
     # a defaults run refused (below one batch) is not a verdict: auto keeps the preset there
     assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == 0.3
     assert derive(_records({("A", 0.1): (win, lose)})) == 0.1
+def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
+    bench = _bench()
+    records = bench.load(RESULTS)
+    assert records, "no committed results"
+    derived = bench.derive_rule(records)
+    assert AUTO_ZOO_FROM["ppo"] == (math.inf if derived is None else derived)
+    page = (ROOT / "docs" / "presets.md").read_text()
+    assert "\n".join(bench.table_lines(records)) in page
