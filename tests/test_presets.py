@@ -125,7 +125,9 @@ def test_zoo_mapping_refuses_what_it_does_not_know():
 
 def test_auto_chapter_zoo_none_and_the_layers_above():
     assert make_config("ppo", "CartPole-v1").preset == "chapter:CartPole-v1"
-    assert make_config("ppo", "LunarLander-v3").preset == "zoo:LunarLander-v3"
+    # PPO's zoo presets of vector envs: auto's budget rule (test_preset_budget.py)
+    assert make_config("ppo", "LunarLander-v3", sets={"preset": "zoo"}).preset == \
+        "zoo:LunarLander-v3"
     assert make_config("trpo", "Hopper-v5").preset == "zoo:Hopper-v5"
     assert make_config("npg", "Hopper-v5").preset is None  # the zoo does not tune NPG
     assert make_config("ppo", "FrozenLake-v1").preset is None
@@ -188,7 +190,9 @@ def test_help_summary_lists_the_preset_envs():
     (["--env", "CartPole-v1"], ("chapter:CartPole-v1", 4, 128)),
     (["--env", "CartPole-v1", "--preset", "none", "--set", "num_envs=2",
       "--set", "num_steps=64"], (None, 2, 64)),
-    (["--env", "Acrobot-v1", "--set", "update_epochs=1"], ("zoo:Acrobot-v1", 16, 256)),
+    (["--env", "Acrobot-v1", "--preset", "zoo", "--set", "update_epochs=1"],
+     ("zoo:Acrobot-v1", 16, 256)),
+    (["--env", "Acrobot-v1", "--set", "update_epochs=1"], (None, 4, 512)),  # 4096: far below
 ])
 def test_config_json_records_the_preset(tmp_path, args, expected):
     rc, _, err = run_cli(["train", *args, "--total-steps", "4096", "--runs-dir", "runs",

@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import json
 import sys
+import textwrap
 import typing
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ they import only the standard library at module level (keeps `trustrl --help` fa
 def _train_help() -> str:
     from trustrl.config import CONFIGS, RunConfig, describe
     from trustrl.presets import summary
+    from trustrl.presets.budget import rule_text
 
     lines = ["config keys (set with --set key=value or in a --config TOML/JSON/YAML file):",
              f"\n[every algorithm] {RunConfig.__doc__}", describe(RunConfig)]
@@ -45,6 +47,8 @@ def _train_help() -> str:
         lines.append(own)
     lines.append("\npresets (applied before --config and --set; --preset auto takes the "
                  "chapter's, else the zoo's; `trustrl presets ENV` shows the values):")
+    lines.extend(textwrap.wrap(rule_text() + ".", 96, initial_indent="  ",
+                               subsequent_indent="  ", break_on_hyphens=False))
     lines.extend(summary())
     return "\n".join(lines)
 
@@ -83,9 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--preset", help="auto (default: the chapter's preset for the algorithm "
-                   "and env, else rl-baselines3-zoo's, else CleanRL's, else none), chapter, "
-                   "zoo, cleanrl or none; "
-                   "config.json records the one applied (`trustrl presets` lists them)")
+                   "and env, else rl-baselines3-zoo's, else CleanRL's, else none; for PPO's "
+                   "zoo presets a measured budget rule, see the end of this help), chapter, "
+                   "zoo, cleanrl or none; config.json records the one applied and why "
+                   "(`trustrl presets` lists them)")
     t.add_argument("--config", help="TOML, JSON or YAML file of config keys")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
@@ -143,6 +148,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         load_config_file,
         make_config,
         parse_sets,
+        preset_choice,
     )
     from trustrl.train import resume, train
 
@@ -183,11 +189,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         flags = {"env_id": args.env_id, "total_steps": args.total_steps, "seed": args.seed,
                  "runs_dir": args.runs_dir, "vector": args.vector, "device": args.device,
                  "preset": args.preset, "init_from": args.init_from}
-        cfg = make_config(
-            args.algo, args.env_id,
-            load_config_file(args.config) if args.config else None,
-            parse_sets(args.sets), flags, cli=True,
-        )
+        layers = (load_config_file(args.config) if args.config else {}, parse_sets(args.sets),
+                  {k: v for k, v in flags.items() if v is not None})
+        cfg = make_config(args.algo, args.env_id, *layers, cli=True)
+        note = preset_choice(args.algo, cfg.env_id, *layers).note
+        if note:  # the budget is far below the preset's: say what was done
+            print(f"trustrl: {note}", file=sys.stderr)
         check_writable_dir(cfg.runs_dir, "runs_dir")
         if seeds is not None:
             check_population(cfg, len(seeds))

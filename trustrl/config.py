@@ -263,7 +263,12 @@ class RunConfig:
     sets={"lr": 1e-3}); assigning env_id later applies that env's preset instead (the values
     you gave or assigned stay). The field then holds the preset applied, as the run's
     config.json records it: 'SOURCE:ENV' (e.g. 'zoo:LunarLander-v3') or None; such a record
-    given back to a class is taken as it is (nothing applied)."""
+    given back to a class is taken as it is (nothing applied). For a PPO zoo preset auto
+    follows its budget rule (trustrl/presets/budget.py, measured in docs/presets.md): the
+    preset or trustrl's defaults."""
+    preset_reason: str | None = None
+    """What the preset request resolved to and why (a record make_config writes; a value set
+    by hand is replaced)."""
 
     gamma: float = 0.99
     """Discount factor (0.9 to 0.999)."""
@@ -378,13 +383,18 @@ class RunConfig:
         if request is None:
             return
         env = self.env_id
-        label, values = select_preset(self.algo, env, request) if isinstance(env, str) \
-            else select_preset(self.algo, "", "none")
         given = self.__dict__["_given"]
-        for k, v in values.items():
+        if isinstance(env, str):  # at the budget given, else the preset's (the budget rule)
+            total = self.total_steps if "total_steps" in given else None
+            choice = choose(self.algo, env, request, total, defaults_batch(self.algo))
+        else:
+            choice = choose(self.algo, "", "none")
+        for k, v in choice.values.items():
             if k not in given:
                 object.__setattr__(self, k, v)
-        object.__setattr__(self, "preset", label)
+        object.__setattr__(self, "preset", choice.label)
+        if "preset_reason" not in given:
+            object.__setattr__(self, "preset_reason", choice.reason)
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -779,7 +789,7 @@ CONFIGS: dict[str, type] = {
 
 # Presets per (algo, env): the chapter's (PRESETS) and rl-baselines3-zoo's (ZOO_PRESETS), with
 # their sources, in trustrl/presets/; make_config applies the one `preset` asks for.
-from trustrl.presets import PRESETS, ZOO_PRESETS, check_label, select_preset  # noqa: E402
+from trustrl.presets import PRESETS, ZOO_PRESETS, Choice, check_label, choose  # noqa: E402
 
 
 # ----- field documentation --------------------------------------------------------------------
@@ -1029,6 +1039,26 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def preset_choice(algo: str, env: Any, file_values: dict[str, Any], sets: dict[str, Any],
+                  flags: dict[str, Any]) -> Choice:
+    """The preset the layers ask for (the top layer's `preset`, else auto) at the budget they
+    give (the top layer's total_steps, else the preset's own): trustrl.presets.choose."""
+    request = next((layer["preset"] for layer in (flags, sets, file_values) if "preset" in layer),
+                   "auto")
+    raw = next((layer["total_steps"] for layer in (flags, sets, file_values)
+                if layer.get("total_steps") is not None), None)
+    total = None if raw is None else _parse_value("total_steps", int, raw)
+    if total is not None and not RANGES["total_steps"].holds(total):
+        total = None  # validate() names it
+    return choose(algo, env, request, total, defaults_batch(algo))
+
+
+def defaults_batch(algo: str) -> int:
+    """The batch (num_envs x num_steps) of trustrl's defaults for `algo`, no preset applied."""
+    f = {x.name: x for x in fields(CONFIGS[algo])}
+    return int(field_default(f["num_envs"])) * int(field_default(f["num_steps"]))
+
+
 def make_config(
     algo: str = "ppo",
     env_id: str | None = None,
@@ -1058,16 +1088,16 @@ def make_config(
                             file_values.get("env_id")) if v is not None), RunConfig.env_id)
     if not callable(env):
         env = _parse_value("env_id", str, env)
-    request = next((layer["preset"] for layer in (flags, sets, file_values) if "preset" in layer),
-                   "auto")
-    preset, values = select_preset(algo, env, request)
+    choice = preset_choice(algo, env, file_values, sets, flags)
+    values = dict(choice.values)
     for layer in (file_values, sets, flags):
         for key, raw in layer.items():
             if key == "policy" and callable(raw):  # Python: the factory itself
                 values[key] = raw
-            elif key != "preset":
+            elif key not in ("preset", "preset_reason"):
                 values[key] = _parse_value(key, hints[key], raw)
-    values["env_id"], values["preset"] = env, preset
+    values["env_id"], values["preset"] = env, choice.label
+    values["preset_reason"] = choice.reason
     cfg = cls(**values)
     cfg.validate()
     return cfg
@@ -1196,6 +1226,7 @@ def config_from_dict(d: Any) -> Any:
 __all__ = [
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PGConfig", "PPOPenaltyConfig", "TRPOConfig",
     "NPGConfig", "CONFIGS", "PRESETS", "ZOO_PRESETS", "field_docs", "describe", "make_config",
+    "preset_choice",
     "load_config_file", "parse_sets", "config_to_dict", "config_from_dict", "RANGES",
     "check_writable_dir", "check_type", "MAX_SEED", "MAX_POPULATION_ENVS",
     "MAX_POPULATION", "check_seed_list", "check_population", "check_checkpoint_config",

@@ -9,8 +9,10 @@ flags (defaults < preset < file < --set < flags). Two sources:
 - `cleanrl` (presets/cleanrl.py): CleanRL's ppo_atari.py setting for the ALE/...-v5 games.
 
 A run asks for one with `--preset` (or the config key `preset`): `auto` (the default: the
-chapter's where there is one, else the zoo's, else CleanRL's, else none), `chapter`, `zoo`,
-`cleanrl` or `none`. The run's config.json records the one applied as `SOURCE:ENV`, or null.
+chapter's where there is one, else the zoo's, else CleanRL's, else none; for a PPO zoo preset
+the budget rule of presets/budget.py: the preset or trustrl's defaults), `chapter`,
+`zoo`, `cleanrl` or `none`. The run's config.json records the one applied as `SOURCE:ENV`, or
+null, and why (`preset_reason`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import textwrap
 from typing import Any
 
 from trustrl.errors import ConfigError
+from trustrl.presets.budget import AUTO_ZOO_FROM, Choice, decide
 from trustrl.presets.chapter import PRESETS
 from trustrl.presets.cleanrl import CLEANRL_PRESETS
 from trustrl.presets.zoo import ENTRIES, ZOO_PRESETS
@@ -68,25 +71,36 @@ def _missing(source: str, algo: str, env_id: str) -> str:
             "one); use --preset auto or none")
 
 
-def select_preset(algo: str, env_id: str, request: Any = "auto"
-                  ) -> tuple[str | None, dict[str, Any]]:
-    """The preset a run asks for: (its label 'SOURCE:ENV' or None, its config values).
+def choose(algo: str, env_id: str, request: Any = "auto", total_steps: int | None = None,
+           defaults_batch: int = 0) -> Choice:
+    """The preset a run asks for, given its total_steps (None: the preset's own) and the batch
+    of trustrl's defaults: its label 'SOURCE:ENV' or None, its config values, why, and a
+    one-line note when the budget is far below the preset's (trustrl.presets.budget).
     ConfigError (one line) for an unknown name, a preset that does not exist for this
     algorithm and env, or one not usable yet."""
     source = _parse_request(request, env_id)
     if source == "none":
-        return None, {}
+        return Choice(None, {}, "--preset none: trustrl's defaults")
     if source == "auto":
         for s in SOURCES:
             if (algo, env_id) in table(s) and not unusable(s, algo, env_id):
-                return f"{s}:{env_id}", dict(table(s)[(algo, env_id)])
-        return None, {}
+                return decide(algo, env_id, "auto", s, dict(table(s)[(algo, env_id)]),
+                              total_steps, defaults_batch)
+        return Choice(None, {}, f"auto: no preset for {algo} on {env_id}, trustrl's defaults")
     if (algo, env_id) not in table(source):
         raise ConfigError(_missing(source, algo, env_id))
     why = unusable(source, algo, env_id)
     if why:
         raise ConfigError(f"the {source} preset for {algo} on {env_id} is not usable yet: {why}")
-    return f"{source}:{env_id}", dict(table(source)[(algo, env_id)])
+    return decide(algo, env_id, str(request).strip(), source,
+                  dict(table(source)[(algo, env_id)]), total_steps, defaults_batch)
+
+
+def select_preset(algo: str, env_id: str, request: Any = "auto", total_steps: int | None = None
+                  ) -> tuple[str | None, dict[str, Any]]:
+    """`choose`'s label and config values."""
+    c = choose(algo, env_id, request, total_steps)
+    return c.label, c.values
 
 
 def check_label(label: Any, env_id: str) -> None:
@@ -121,4 +135,5 @@ def summary() -> list[str]:
 
 
 __all__ = ["CLEANRL_PRESETS", "PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset",
+           "choose", "Choice", "AUTO_ZOO_FROM",
            "check_label", "summary", "table", "unusable"]

@@ -1,0 +1,176 @@
+"""`--preset auto` and the run's budget (issue 57): the rule (trustrl/presets/budget.py), its
+record in config.json, the one line a run says, `--preset zoo` unchanged, and the rule and the
+docs table as benchmarks/preset_budget.py derives them from the committed results. No test
+trains more than two iterations."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_bad_inputs import run_cli
+
+from trustrl.config import (
+    PPOConfig,
+    config_from_dict,
+    config_to_dict,
+    make_config,
+    preset_choice,
+)
+from trustrl.presets import AUTO_ZOO_FROM, ZOO_PRESETS, choose
+from trustrl.presets.budget import AUTO_ZOO_ENVS
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "preset_budget"
+DEFAULTS_BATCH = PPOConfig(preset="none").num_envs * PPOConfig(preset="none").num_steps
+RULED = ["LunarLander-v3", "Acrobot-v1", "MountainCar-v0"]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("preset_budget",
+                                                  ROOT / "benchmarks" / "preset_budget.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("env", RULED)
+@pytest.mark.parametrize("rule", [0.3, 1.0, math.inf, "trustrl's"])
+def test_auto_takes_the_preset_only_from_the_rules_fraction(env, rule, monkeypatch):
+    if rule != "trustrl's":
+        monkeypatch.setitem(AUTO_ZOO_FROM, "ppo", rule)
+    rule = AUTO_ZOO_FROM["ppo"]
+    budget = ZOO_PRESETS[("ppo", env)]["total_steps"]
+    for total in (None, DEFAULTS_BATCH, budget // 10, budget * 3 // 10 - 1, budget * 3 // 10,
+                  budget - 1, budget, 3 * budget):
+        c = choose("ppo", env, "auto", total, DEFAULTS_BATCH)
+        if (total or budget) >= rule * budget:
+            assert (c.label, c.values, c.note) == (f"zoo:{env}", ZOO_PRESETS[("ppo", env)],
+                                                   None)
+            assert c.reason.startswith(f"auto: zoo:{env}")
+            continue
+        assert c.label is None, total
+        assert c.values == ({} if total else {"total_steps": budget})
+        assert f"not zoo:{env}" in c.reason and f"{total or budget:,}" in c.reason
+        assert "\n" not in c.note and f"total_steps {total or budget:,} is" in c.note
+        assert "took trustrl's defaults" in c.note
+
+
+def test_auto_keeps_the_preset_below_one_batch_of_the_defaults():
+    env = "MountainCarContinuous-v0"  # the zoo's budget 20k: 10% of it is below 2,048
+    for total in (8, DEFAULTS_BATCH - 1):
+        c = choose("ppo", env, "auto", total, DEFAULTS_BATCH)
+        assert c.label == f"zoo:{env}" and c.values == ZOO_PRESETS[("ppo", env)]
+        assert f"{DEFAULTS_BATCH:,}" in c.note and "kept" in c.note
+
+
+@pytest.mark.parametrize("algo,env,label", [
+    ("ppo", "PongNoFrameskip-v4", "zoo:PongNoFrameskip-v4"),  # Atari: not measured
+    ("ppo", "CartPole-v1", "chapter:CartPole-v1"),  # the chapter's
+    ("trpo", "LunarLander-v3", "zoo:LunarLander-v3"),  # TRPO: not measured
+    ("ppo", "ALE/Pong-v5", "cleanrl:ALE/Pong-v5"),
+    ("ppo", "Hopper-v5", "zoo:Hopper-v5"),  # MuJoCo: not measured against the defaults
+    ("ppo", "BipedalWalker-v3", "zoo:BipedalWalker-v3"),  # not measured
+])
+def test_presets_out_of_the_rule_are_kept_and_said(algo, env, label):
+    c = choose(algo, env, "auto", 4096, DEFAULTS_BATCH)
+    assert c.label == label and c.values
+    assert "kept" in c.note and "total_steps 4,096 is" in c.note and "\n" not in c.note
+
+
+@pytest.mark.parametrize("env", sorted(e for (a, e) in ZOO_PRESETS if a == "ppo"))
+def test_preset_zoo_gives_the_zoos_values_exactly(env):
+    preset = ZOO_PRESETS[("ppo", env)]
+    for total in (None, preset["total_steps"] // 10):
+        flags = {"preset": "zoo"} | ({} if total is None else {"total_steps": total})
+        cfg = make_config("ppo", env, flags=flags)
+        got = config_to_dict(cfg)
+        want = dict(preset, total_steps=total or preset["total_steps"])
+        assert {k: got[k] for k in want} == {
+            k: list(v) if isinstance(v, tuple) else v for k, v in want.items()}
+        assert got["preset"] == f"zoo:{env}"
+        assert got["preset_reason"] == f"--preset zoo asked for zoo:{env}"
+
+
+def test_config_json_records_the_reason_and_old_configs_still_load():
+    cfg = make_config("ppo", "LunarLander-v3", file_values={"preset_reason": "by hand"},
+                      flags={"total_steps": 300_000})
+    assert cfg.preset is None and "not zoo:LunarLander-v3" in cfg.preset_reason
+    assert "300,000" in cfg.preset_reason and "by hand" not in cfg.preset_reason
+    assert cfg.num_envs * cfg.num_steps == DEFAULTS_BATCH  # the defaults, not 16 x 1024
+    back = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))
+    assert back.preset_reason == cfg.preset_reason
+    assert config_from_dict({"algo": "ppo"}).preset_reason is None  # runs from before
+    # the budget a layer gives: the top one (--set over the file, a flag over --set)
+    c = preset_choice("ppo", "LunarLander-v3", {"total_steps": 5_000_000},
+                      {"total_steps": "100000"}, {})
+    assert c.label is None and "100,000" in c.reason
+    c = preset_choice("ppo", "LunarLander-v3", {}, {"total_steps": "100000"},
+                      {"total_steps": 2_000_000})
+    assert "2,000,000" in c.reason
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[dict, list[str]]:
+    tmp_path.mkdir()
+    rc, _, err = run_cli(["train", "--env", "Acrobot-v1", "--total-steps", "4096", *args,
+                          "--runs-dir", "runs", "--quiet", "--set", "eval_episodes=1",
+                          "--set", "tensorboard=false"], tmp_path)
+    assert rc == 0, err
+    (run,) = (tmp_path / "runs").iterdir()
+    notes = [line for line in err.splitlines() if "total_steps 4,096 is" in line]
+    return json.loads((run / "config.json").read_text()), notes
+
+
+def test_a_run_far_below_its_presets_budget_says_so_in_one_line(tmp_path):
+    """Acrobot's zoo budget is 1M: 4,096 steps are far below it."""
+    cfg, notes = _run(tmp_path / "auto")
+    assert cfg["preset"] is None and (cfg["num_envs"], cfg["num_steps"]) == (4, 512)
+    assert "not zoo:Acrobot-v1" in cfg["preset_reason"]
+    assert len(notes) == 1 and notes[0].startswith("trustrl: total_steps 4,096 is 0.41% of "
+                                                   "zoo:Acrobot-v1's budget 1,000,000")
+    assert "took trustrl's defaults" in notes[0]
+    cfg, notes = _run(tmp_path / "zoo", "--preset", "zoo")
+    assert cfg["preset"] == "zoo:Acrobot-v1" and (cfg["num_envs"], cfg["num_steps"]) == (16, 256)
+    assert len(notes) == 1 and "applied as asked" in notes[0]
+    cfg, notes = _run(tmp_path / "none", "--preset", "none")
+    assert cfg["preset"] is None and notes == []
+
+
+def _records(table: dict[tuple[str, float], tuple[list[float], list[float] | None]]) -> list:
+    out = []
+    for (env, f), (preset, defaults) in table.items():
+        for setting, finals in (("zoo", preset), ("none", defaults)):
+            for seed in (1, 2, 3):
+                rec = {"env": env, "fraction": f, "setting": setting, "seed": seed}
+                if finals is None:
+                    rec.update(status="refused", error="trustrl: error: below one batch")
+                else:
+                    rec.update(status="finished", final=finals[seed - 1])
+                out.append(rec)
+    return out
+
+
+def test_derive_rule_reads_the_least_fraction_from_which_the_preset_holds():
+    derive = _bench().derive_rule
+    win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]
+    base = {("A", 0.1): (lose, win), ("A", 0.3): (win, lose), ("A", 1.0): (win, win),
+            ("B", 0.1): (lose, win), ("B", 0.3): (win, lose)}
+    assert derive(_records(base)) == 0.3
+    assert derive(_records(base | {("B", 0.3): (lose, win)})) == 1.0
+    assert derive(_records(base | {("A", 1.0): (lose, win)})) is None
+    # a defaults run refused (below one batch) is not a verdict: auto keeps the preset there
+    assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == 0.3
+    assert derive(_records({("A", 0.1): (win, lose)})) == 0.1
+def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
+    bench = _bench()
+    records = bench.load(RESULTS)
+    assert records, "no committed results"
+    derived = bench.derive_rule(records)
+    assert AUTO_ZOO_FROM["ppo"] == (math.inf if derived is None else derived)
+    # the rule covers the envs measured, and those alone
+    assert AUTO_ZOO_ENVS == {r["env"] for r in records}
+    page = (ROOT / "docs" / "presets.md").read_text()
+    assert "\n".join(bench.table_lines(records)) in page
