@@ -78,3 +78,20 @@ def test_killed_runner_is_restarted_and_its_segment_redone(tmp_path, local_ray, 
     ref = trustrl.train(small(tmp_path / "ref", runners=2, num_envs=4, num_steps=64,
                               ray_address="inline"))
     assert m[:2] == rows(ref.run_dir / "metrics.csv")[:2]
+
+
+def test_users_env_by_import_path_on_ray(tmp_path, local_ray, monkeypatch):
+    """A user's env module in the learner's working folder is found by the runners (they work
+    in the same folder), as the learner finds it."""
+    (tmp_path / "user_env_i55.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.envs.classic_control import CartPoleEnv\n\n\n"
+        "class UserCartPole(CartPoleEnv):\n    pass\n\n\n"
+        "gym.register('UserCartPoleI55-v0', entry_point=UserCartPole, max_episode_steps=50)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the learner's (pytest puts no '' there)
+    cfg = small(tmp_path / "runs", "user_env_i55:UserCartPoleI55-v0", runners=2, num_steps=32,
+                total_steps=128, minibatch_size=32, normalize_obs=False,
+                normalize_reward=False, eval_every=0)
+    res = trustrl.train(cfg)
+    assert [int(r["global_step"]) for r in rows(res.run_dir / "metrics.csv")] == [64, 128]

@@ -112,7 +112,7 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
 class Segment:
     """What a runner sends back after collecting: its rollout [T, n, ...] (uint8 pixel rows
     for observations of images only), the episodes it finished (its own env indices,
-    global_step counted from 0 over its own envs), its statistics' reports and its RNG."""
+    global_step counted from 0 over its own envs) and its statistics' reports."""
 
     rollout: Rollout
     episodes: list[Episode]
@@ -129,8 +129,12 @@ class Runner:
 
     def __init__(self, cfg: RunConfig, index: int, num_envs: int, env_seed: int,
                  rng: torch.Tensor, threads: int, cwd: str | None = None):
-        if cwd is not None and os.path.isdir(cwd):  # users' env modules found as by the learner
+        if cwd is not None and os.path.isdir(cwd):
+            # the learner's folder, searched after the installed packages (as
+            # trustrl.importing does): users' env modules found as the learner finds them
             os.chdir(cwd)
+            if cwd not in sys.path:
+                sys.path.append(cwd)
         self.cfg, self.index, self.threads = cfg, index, threads
         self.env = env_factory(cfg)
         spec = check_env(self.env)
@@ -319,18 +323,28 @@ class RunnerPool:
             return getattr(self.runners[r], method)(*args)
         return getattr(self.runners[r], method).remote(*args)
 
-    def _get(self, r: int, ref: Any) -> Any:
-        """The result of `ref`; one line of error for what the runner raised. A dead actor
-        raises Ray's RayActorError (the caller restarts it)."""
+    def _lost(self, e: BaseException) -> bool:
+        """Whether `e` says a runner's process or node is gone (not an error of its code)."""
+        x = self.ray.exceptions
+        return isinstance(e, (x.RayActorError, x.WorkerCrashedError, x.ObjectLostError))
+
+    def _get(self, r: int, ref: Any, restartable: bool = False) -> Any:
+        """The result of `ref`; one line of error for what the runner raised (its own
+        TrustrlError as it is). With `restartable`, a lost runner raises Ray's error for
+        the caller to restart it; otherwise that is one line too."""
         if self.inline:
             return ref
         try:
             return self.ray.get(ref)
-        except self.ray.exceptions.RayTaskError as e:
-            cause = getattr(e, "cause", None)
+        except Exception as e:  # noqa: BLE001 - Ray's errors become one line
+            if restartable and self._lost(e):
+                raise
+            cause: BaseException = e
+            while isinstance(getattr(cause, "cause", None), BaseException):  # Ray's wrappers
+                cause = cause.cause  # type: ignore[attr-defined]
             if isinstance(cause, TrustrlError):
                 raise cause from None
-            raise RunError(f"runner {r}: {_first_line(cause or e)}") from None
+            raise RunError(f"runner {r}: {_first_line(cause)}") from None
 
     def _gather(self, refs: list[Any]) -> list[Any]:
         return [self._get(r, ref) for r, ref in enumerate(refs)]
@@ -369,11 +383,9 @@ class RunnerPool:
         for r, ref in enumerate(refs):
             for attempt in range(MAX_RESTARTS + 1):
                 try:
-                    segments.append(self._get(r, ref))
+                    segments.append(self._get(r, ref, restartable=True))
                     break
-                except Exception as e:  # noqa: BLE001 - Ray's actor errors (kinds vary)
-                    if self.inline or not isinstance(e, self.ray.exceptions.RayActorError):
-                        raise
+                except Exception as e:  # noqa: BLE001 - a lost runner (Ray's errors vary)
                     if attempt == MAX_RESTARTS:
                         raise RunError(f"runner {r} died {attempt + 1} times in one iteration "
                                        f"({_first_line(e)})") from None
