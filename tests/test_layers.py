@@ -23,7 +23,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     5: ("config", "presets"),
     6: ("agent", "runs", "tb_events", "rollout", "batched", "evaluate", "plotting"),
     7: ("algos",),
-    8: ("learners",),
+    8: ("learners", "runners"),
     9: ("train",),
     10: ("cli", "__main__", "", "apidoc", "experiments", "lab", "demo", "sweep", "rlhf"),
 }

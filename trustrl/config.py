@@ -105,7 +105,7 @@ RANGES: dict[str, Range] = {
     "eval_every": Range(0, 10**9), "eval_episodes": Range(1, MAX_EVAL_EPISODES),
     "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": Range(1, 10**9),
     "checkpoint_secs": Range(0, 1e9), "checkpoint_keep": Range(0, 10**6),
-    "torch_threads": Range(1, MAX_TORCH_THREADS),
+    "torch_threads": Range(1, MAX_TORCH_THREADS), "runners": Range(0, MAX_ENVS),
     # SGD methods
     "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS),
     "adam_eps": Range(0, 1, lo_open=True),
@@ -241,6 +241,16 @@ class RunConfig:
     vector env in one process, exact resume), 'async' (a process per env) or 'torch' (batched
     envs, the whole iteration on `device`: the five classic-control envs; every algorithm). A
     run's config.json records the collector it used."""
+    runners: int = 0
+    """0 (the default): the rollout runs in the learner's process. N >= 1: on N runners
+    (trustrl.runners), Ray actors each with a vector env (vector 'sync' or 'async') of
+    num_envs / N of the envs and the same collector; the learner sends the weights once per
+    iteration, gathers their segments and updates (docs/ray_runners.md). num_envs must be a
+    multiple of N."""
+    ray_address: str | None = None
+    """With runners: the Ray cluster, 'host:port' or 'auto'; None (the default): RAY_ADDRESS
+    where set, else a local Ray started for the run. 'inline': no Ray, the runners step one
+    after the other in the learner's process (the same numbers as on Ray; for debugging)."""
     jit: str = "none"
     """With vector 'torch': 'none' (eager), 'compile' (torch.compile the step and loss; about a
     minute to compile on CPU) or 'cuda-graph' (replay each iteration as one CUDA graph)."""
@@ -492,7 +502,7 @@ class RunConfig:
         """Whether the batched collector ('torch') runs this config."""
         from trustrl.envs.torch_classic import SUPPORTED
 
-        return (self.env_id in SUPPORTED and self.algo in CONFIGS
+        return (self.env_id in SUPPORTED and self.algo in CONFIGS and not self.runners
                 and not self.shared_trunk and self.ortho_init
                 and not self.env_kwargs and not self.wrappers and not self.policy
                 and self.eval_deterministic)
@@ -528,6 +538,13 @@ class RunConfig:
         if self.jit != "none" and (self.vector in ("sync", "async") or (
                 self.vector == "auto" and not self.batched_ok())):
             raise ConfigError("jit applies to vector 'torch' only")
+        if self.runners:
+            if self.vector == "torch":
+                raise ConfigError("runners step Gymnasium vector envs: vector 'sync' or "
+                                  "'async', not 'torch'")
+            if self.num_envs % self.runners:
+                raise ConfigError(f"num_envs {self.num_envs} is not a multiple of runners "
+                                  f"{self.runners} (each runner steps num_envs / runners envs)")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
         if self.grad_backend in ("closed-form", "compiled") and self.shared_trunk:

@@ -212,14 +212,20 @@ class GymLearner:
         norm = ObsNormalizer((self.spec.obs_dim,), cfg.obs_clip) \
             if cfg.normalize_obs and not pixel_rows(self.spec) else None
         self._agent = Agent(policy, self.spec, norm, cfg.device)
+        self.collector = self._make_collector()
+        self._iteration = 0
+
+    def _make_collector(self) -> Any:
+        """The collector: the vector env of all num_envs envs in this process (a subclass
+        puts them elsewhere: trustrl.runners, on Ray actors)."""
+        cfg = self.cfg
         self.envs = make_vec_env(self.env, cfg.num_envs, cfg.vector)
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
                   if cfg.normalize_reward else None)
         state = Collector.start(self.envs, self._agent, cfg.seed)
-        self.collector = Collector(self.envs, self._agent, cfg.num_steps, scaler, state,
-                                   game_episodes=getattr(self.env, "atari", None) == "train",
-                                   acting=compiled.acting(self.net, self.algo.backend))
-        self._iteration = 0
+        return Collector(self.envs, self._agent, cfg.num_steps, scaler, state,
+                         game_episodes=getattr(self.env, "atari", None) == "train",
+                         acting=compiled.acting(self.net, self.algo.backend))
 
     @property
     def iteration(self) -> int:
@@ -303,9 +309,7 @@ class GymLearner:
         return {
             "iteration": self._iteration,
             "global_step": st.global_step,
-            "net": self.net.flat.detach().cpu().clone(),
-            "agent": self._agent.state(),
-            "algorithm": self.algo.state_dict(),
+            **self._learner_state(),
             "reward_scaler": None if scaler is None else scaler.state_dict(),
             "collector": {"next_obs": st.next_obs, "ep_return": st.ep_return,
                           "ep_length": st.ep_length},
@@ -316,13 +320,23 @@ class GymLearner:
             "rng": rng_state(),
         }
 
-    def load_state_dict(self, ck: dict[str, Any]) -> None:
+    def _learner_state(self) -> dict[str, Any]:
+        """The checkpoint's network, agent (its observation statistics) and algorithm state,
+        whatever the collector."""
+        return {"net": self.net.flat.detach().cpu().clone(), "agent": self._agent.state(),
+                "algorithm": self.algo.state_dict()}
+
+    def _load_learner_state(self, ck: dict[str, Any]) -> None:
+        """What _learner_state saved, back in the network, the agent and the algorithm."""
         with torch.no_grad():
             self.net.flat.copy_(ck["net"])
         self.net.write_policy(0, self._agent.policy)
         if self._agent.obs_normalizer is not None:
             self._agent.obs_normalizer.load_state_dict(ck["agent"]["obs_normalizer"])
         self.algo.load_state_dict(ck["algorithm"])
+
+    def load_state_dict(self, ck: dict[str, Any]) -> None:
+        self._load_learner_state(ck)
         if self.collector.reward_scaler is not None:
             self.collector.reward_scaler.load_state_dict(ck["reward_scaler"])
         st = self.collector.state

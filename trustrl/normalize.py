@@ -3,7 +3,8 @@
 State is plain NumPy (float64) so that it saves into checkpoints and agents exactly, and so a
 frozen copy used at evaluation never changes.
 
-The running moments' update, `fold_moments`, and the normalisation itself, `normalized`
+The running moments' update, `fold_moments` (its last step `merge_moments`, also how
+runners' statistics combine), and the normalisation itself, `normalized`
 (elementwise), are written once over a free array namespace ``o`` (NumPy here, with torch's
 `clamp`): `RunningMeanStd` and `ObsNormalizer` run them on NumPy arrays, the batched collector
 on torch tensors (`fold_moments_torch`, `normalized_torch`) and on NumPy arrays of P members,
@@ -53,6 +54,16 @@ def fold_moments(mean: Any, var: Any, count: Any, x: Any) -> tuple[Any, Any, Any
         b_mean = x.sum(1) / n
         dev = x - b_mean[:, None]
         b_var = (dev * dev).sum(1) / n
+    return merge_moments(mean, var, count, b_mean, b_var, n)
+
+
+def merge_moments(mean: Any, var: Any, count: Any, b_mean: Any, b_var: Any, n: Any
+                  ) -> tuple[Any, Any, Any]:
+    """Merge the moments of another stream (its mean, population variance and count n) into
+    running ones (mean, var of `count` samples): Chan et al.'s parallel update, the one step of
+    `fold_moments` after the batch's moments, and how the statistics of several processes'
+    streams combine (trustrl.runners). Returns the new (mean, var, count); equal, to rounding,
+    to folding in every sample of that stream."""
     delta = b_mean - mean
     total = count + n
     m2 = var * count + b_var * n + delta * delta * count * n / total
@@ -73,6 +84,11 @@ class RunningMeanStd:
         mean, var, self.count = fold_moments(self.mean[None], self.var[None], self.count,
                                              batch[None])
         self.mean, self.var = mean[0], var[0]
+
+    def merge(self, mean: np.ndarray, var: np.ndarray, count: float) -> None:
+        """Fold in the statistics of another stream (`merge_moments`)."""
+        self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count,
+                                                        mean, var, count)
 
     def state_dict(self) -> dict[str, Any]:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
@@ -135,7 +151,7 @@ class RewardScaler:
 
 
 _TORCH = rebound("_trustrl_normalize_torch", "trustrl.normalize over torch", globals(),
-                 (fold_moments, normalized), {"o": torch})
+                 (merge_moments, fold_moments, normalized), {"o": torch})
 fold_moments_torch, normalized_torch = _TORCH.fold_moments, _TORCH.normalized
 """`fold_moments` and `normalized` over torch tensors (the batched collector's torch
 rollout, any device)."""

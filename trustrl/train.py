@@ -45,6 +45,7 @@ from trustrl.envs.factory import env_factory
 from trustrl.envs.make import check_env, check_memory
 from trustrl.errors import ConfigError, RunError
 from trustrl.learners import Learner, make_learner
+from trustrl.runners import RunnerLearner
 from trustrl.runs import METRIC_COLUMNS, RunDir, atomic_write_text, check_env_code, check_tracker
 from trustrl.safeio import non_finite, warn_if_unsigned
 from trustrl.seeding import seed_everything
@@ -555,6 +556,16 @@ def _create_folders(cfg: RunConfig, seeds: list[int], learner: Any = None
     return root, members
 
 
+def _make_learner(cfg: RunConfig, seeds: list[int]) -> Learner:
+    """The learner of a config: on runners (trustrl.runners) where it asks for them."""
+    if cfg.runners:
+        if len(seeds) != 1:
+            raise ConfigError("runners take one seed (a population runs on the batched "
+                              "collector)")
+        return RunnerLearner(cfg)
+    return make_learner(cfg, seeds)
+
+
 def train(
     config: RunConfig,
     progress: bool = False,
@@ -603,7 +614,7 @@ def start(
     check_tracker(config.track, len(seeds))
     warn_if_unsigned()
     source = _load_source(config)
-    learner = make_learner(config, seeds)  # envs and networks built before any folder
+    learner = _make_learner(config, seeds)  # envs and networks built before any folder
     try:
         if source is not None:
             _init_from(learner, config, source)
@@ -698,7 +709,7 @@ def resume(
                               f"{done * cfg.batch_size:,} steps ({done} iterations of "
                               f"{cfg.batch_size}); give more to train it further")
     source = _load_source(cfg) if fresh else None
-    learner = make_learner(cfg, list(seeds))
+    learner = _make_learner(cfg, list(seeds))
     trainer = Trainer(cfg, learner, root, members, progress)
     try:
         if ck is not None:
@@ -795,7 +806,7 @@ def _init_from(learner: Learner, cfg: RunConfig, source: Agent) -> None:
     norm = source.obs_normalizer
     if norm is None:
         return
-    if learner.kind == "gym":
+    if learner.kind in ("gym", "runners"):
         live = learner._agent.obs_normalizer  # type: ignore[attr-defined]
         live.load_state_dict(norm.state_dict())
         live.frozen = False

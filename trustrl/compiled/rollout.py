@@ -260,7 +260,8 @@ def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, obs_b, act_b, lo
         obs_b[t, i] = x[i]
 
 
-_NORMALIZE = compiled_source(normalize, ("fold_moments", "normalized"))
+_NORMALIZE = compiled_source(normalize,
+                             ("merge_moments", "fold_moments", "normalized"))
 fold_moments, normalized = _NORMALIZE.fold_moments, _NORMALIZE.normalized
 _HELPERS = (_chan, _normalize)
 _BOUND: dict[int, Any] = {}

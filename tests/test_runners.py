@@ -1,0 +1,152 @@
+"""Runners (trustrl/runners.py, issue 55) without Ray: `ray_address inline` steps the same
+Runner objects in the learner's process, one after the other. The Ray transport is in
+test_runners_ray.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from test_train import Stop, rows
+
+import trustrl
+from trustrl.config import make_config
+from trustrl.errors import ConfigError, NonFiniteError
+from trustrl.normalize import RunningMeanStd
+from trustrl.runners import Runner, RunnerLearner, TrackedStats, merge_reports, torch_state
+from trustrl.runs import TIMING_COLUMNS
+
+NOT_COMPARED = TIMING_COLUMNS + ("runner_restarts",)
+
+
+def small(tmp_path, env="Pendulum-v1", **sets):
+    base = dict(total_steps=6 * 256, num_envs=2, num_steps=128, minibatch_size=64,
+                update_epochs=2, eval_every=3, eval_episodes=2, tensorboard=False,
+                vector="sync", grad_backend="closed-form", normalize_obs=True,
+                normalize_reward=True)
+    base.update(sets)
+    return make_config("ppo", env, flags={"runs_dir": str(tmp_path), **base})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_merged_statistics_are_those_of_all_rows(seed):
+    """Three runners' statistics, each fed its own batches (one a restarted runner's unreported
+    first reset), merged: the mean and variance of every row, counted once."""
+    g = np.random.default_rng(seed)
+    learner = RunningMeanStd((3,))
+    learner.update(g.normal(2.0, 3.0, (5, 3)))
+    runners = [TrackedStats((3,)) for _ in range(3)]
+    fed = []
+    pending = g.normal(-1.0, 0.5, (4, 3))  # runner 2's first reset, not yet reported
+    runners[2].update(pending)
+    fed.append(pending)
+    for r in runners:
+        r.begin(learner.state_dict())
+        for _ in range(3):
+            batch = g.normal(g.uniform(-5, 5), g.uniform(0.1, 4), (int(g.integers(1, 6)), 3))
+            r.update(batch)
+            fed.append(batch)
+    merged = RunningMeanStd((3,))
+    merged.load_state_dict(merge_reports([r.report() for r in runners]))
+    every = RunningMeanStd((3,))
+    every.load_state_dict(learner.state_dict())
+    rows_fed = np.concatenate(fed)
+    every.merge(rows_fed.mean(0), rows_fed.var(0), len(rows_fed))
+    assert merged.count == pytest.approx(every.count, abs=1e-9)
+    np.testing.assert_allclose(merged.mean, every.mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(merged.var, every.var, rtol=1e-12, atol=1e-12)
+    assert all(r.delta.count == 0 for r in runners)  # reported: not merged a second time
+
+
+def test_one_runner_is_the_single_process_run(tmp_path):
+    """runners=1: the same envs, seeds, torch stream and statistics as the collector in the
+    learner's process, so the same metrics and episodes, bit for bit (normalised observations
+    and rewards: the statistics' merge is exercised)."""
+    a = trustrl.train(small(tmp_path / "a"))
+    b = trustrl.train(small(tmp_path / "b", runners=1, ray_address="inline"))
+    ra = rows(a.run_dir / "metrics.csv")
+    rb = rows(b.run_dir / "metrics.csv", drop=NOT_COMPARED)
+    assert len(ra) == 6 and ra == rb
+    assert rows(a.run_dir / "episodes.csv") == rows(b.run_dir / "episodes.csv")
+    assert a.final_eval["returns"] == b.final_eval["returns"]
+    assert {r["runner_restarts"] for r in rows(b.run_dir / "metrics.csv")} == {"0"}
+
+
+def test_two_runners_resume_equals_uninterrupted(tmp_path):
+    """Losing the learner is the ordinary resume: every runner's envs, trackers, reward
+    returns, pending statistics and torch stream come back from the checkpoint."""
+    full = trustrl.train(small(tmp_path / "full", runners=2, ray_address="inline"))
+
+    def stop_at_5(row):
+        if row["iteration"] == 5:
+            raise Stop
+
+    cfg = small(tmp_path / "cut", runners=2, ray_address="inline", checkpoint_every=3)
+    with pytest.raises(Stop):
+        trustrl.train(cfg, callback=stop_at_5)
+    (run,) = (tmp_path / "cut").iterdir()
+    resumed = trustrl.resume(run)
+    assert rows(run / "metrics.csv") == rows(full.run_dir / "metrics.csv")
+    assert rows(run / "episodes.csv") == rows(full.run_dir / "episodes.csv")
+    assert resumed.final_eval["returns"] == full.final_eval["returns"]
+    # and two runners are not one: each has its own normaliser during its segment and its
+    # own torch stream
+    one = trustrl.train(small(tmp_path / "one"))
+    assert rows(one.run_dir / "metrics.csv") != rows(full.run_dir / "metrics.csv",
+                                                     drop=NOT_COMPARED)
+
+
+@pytest.mark.parametrize("env,sets,dtype", [
+    # a user's env by import path, MuJoCo, Atari (its pixels travel as uint8)
+    ("helper_envs:MultiDiscreteToy-v0", {"grad_backend": "autograd"}, torch.float32),
+    ("InvertedPendulum-v5", {}, torch.float32),
+    ("ALE/Pong-v5", {"normalize_obs": False, "grad_backend": "autograd"}, torch.uint8),
+])
+def test_any_env_on_runners(tmp_path, env, sets, dtype):
+    pytest.importorskip("ale_py" if env.startswith("ALE") else
+                        "mujoco" if "Pendulum" in env else "gymnasium")
+    cfg = small(tmp_path, env, runners=2, ray_address="inline", num_envs=2, num_steps=8,
+                total_steps=16, minibatch_size=8, normalize_reward=False,
+                **sets)
+    cfg.validate()
+    learner = RunnerLearner(cfg)
+    try:
+        rollout, _ = learner.collector.collect()
+        assert rollout.obs.dtype == dtype and rollout.obs.shape[:2] == (8, 2)
+        assert learner.global_step == 16
+        if dtype != torch.uint8:  # the update is GymLearner's (a CNN's costs seconds here)
+            rows_, _ = learner.iterate()
+            assert rows_[0]["runner_restarts"] == 0 and learner.global_step == 32
+    finally:
+        learner.close()
+
+
+def test_runner_names_the_runs_env_index_on_nan(tmp_path):
+    cfg = small(tmp_path, "helper_envs:NaNCartPole-v0", num_envs=4, runners=2,
+                env_kwargs={"nan_at": 3}, normalize_obs=False, normalize_reward=False)
+    cfg.validate()
+    runner = Runner(cfg, 1, 2, 10, torch_state(0), 1)
+    weights = {k: v.clone() for k, v in runner.agent.policy.state_dict().items()}
+    with pytest.raises(NonFiniteError, match="from env 2 at"):
+        runner.collect((weights, None, None))
+
+
+@pytest.mark.parametrize("sets,message", [
+    ({"runners": 3, "num_envs": 4}, "not a multiple of runners"),
+    ({"runners": 2, "vector": "torch"}, "vector 'sync' or 'async'"),
+])
+def test_bad_runner_settings(sets, message):
+    with pytest.raises(ConfigError, match=message):
+        make_config("ppo", "CartPole-v1", flags=sets).validate()
+
+
+def test_cli_runners_error_is_one_line(tmp_path, cli_env):
+    p = subprocess.run([sys.executable, "-m", "trustrl", "train", "--env", "CartPole-v1",
+                        "--set", "runners=3", "--set", "num_envs=4", "--runs-dir", str(tmp_path)],
+                       capture_output=True, text=True, env=cli_env, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "runners" in p.stderr
+    assert not list(tmp_path.iterdir())  # no run folder for a bad config

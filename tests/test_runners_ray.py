@@ -1,0 +1,97 @@
+"""Runners on a local Ray cluster (trustrl/runners.py, issue 55): the same numbers as the
+inline runners, a resume on Ray, and a runner killed with SIGKILL restarted with its segment
+redone. Two CPUs only: Ray is heavy on a small machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+from test_runners import NOT_COMPARED, small
+from test_train import Stop, rows
+
+import trustrl
+from trustrl import runners as runners_mod
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_runners_equal_inline_and_resume(tmp_path, local_ray):
+    """(seed, N) decides the run: two Ray actors give the inline runners' metrics and
+    episodes, also across a lost learner (stopped after iteration 4, checkpoint at 3,
+    resumed with fresh actors)."""
+    inline = trustrl.train(small(tmp_path / "inline", runners=2, ray_address="inline"))
+
+    def stop_at_4(row):
+        if row["iteration"] == 4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        trustrl.train(small(tmp_path / "ray", runners=2, checkpoint_every=3),
+                      callback=stop_at_4)
+    (run,) = (tmp_path / "ray").iterdir()
+    resumed = trustrl.resume(run)
+    assert rows(run / "metrics.csv", drop=NOT_COMPARED) == rows(
+        inline.run_dir / "metrics.csv", drop=NOT_COMPARED)
+    assert rows(run / "episodes.csv") == rows(inline.run_dir / "episodes.csv")
+    assert resumed.final_eval["returns"] == inline.final_eval["returns"]
+
+
+def test_killed_runner_is_restarted_and_its_segment_redone(tmp_path, local_ray, monkeypatch):
+    pools = []
+    make = runners_mod.RunnerLearner._make_collector
+
+    def keep(self):
+        pools.append(make(self))
+        return pools[-1]
+
+    monkeypatch.setattr(runners_mod.RunnerLearner, "_make_collector", keep)
+    pids = {}
+
+    def kill_runner_1(row):
+        pids[row["iteration"]] = pools[0].pids()
+        if row["iteration"] == 2:
+            os.kill(pids[2][1], signal.SIGKILL)
+
+    cfg = small(tmp_path / "ray", runners=2, num_envs=4, num_steps=64, checkpoint_every=2)
+    res = trustrl.train(cfg, callback=kill_runner_1)
+    assert pids[3][0] == pids[2][0] and pids[3][1] != pids[2][1]  # a new runner 1
+    assert json.loads((res.run_dir / "status.json").read_text())["status"] == "finished"
+    m = rows(res.run_dir / "metrics.csv")
+    assert [int(r["runner_restarts"]) for r in m] == [0, 0, 1, 0, 0, 0]
+    # every iteration took one batch: the dead runner's partial segment is not counted
+    assert [int(r["global_step"]) for r in m] == [256 * i for i in range(1, 7)]
+    eps = rows(res.run_dir / "episodes.csv")
+    assert sum(int(r["episodes"]) for r in m) == len(eps)
+    assert all(int(e["length"]) == 200 for e in eps)  # Pendulum: whole episodes, none cut
+    # iterations 1 and 2 are the run without the kill
+    ref = trustrl.train(small(tmp_path / "ref", runners=2, num_envs=4, num_steps=64,
+                              ray_address="inline"))
+    assert m[:2] == rows(ref.run_dir / "metrics.csv")[:2]
+
+
+def test_users_env_by_import_path_on_ray(tmp_path, local_ray, monkeypatch):
+    """A user's env module in the learner's working folder is found by the runners (they work
+    in the same folder), as the learner finds it."""
+    (tmp_path / "user_env_i55.py").write_text(
+        "import gymnasium as gym\n"
+        "from gymnasium.envs.classic_control import CartPoleEnv\n\n\n"
+        "class UserCartPole(CartPoleEnv):\n    pass\n\n\n"
+        "gym.register('UserCartPoleI55-v0', entry_point=UserCartPole, max_episode_steps=50)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the learner's (pytest puts no '' there)
+    cfg = small(tmp_path / "runs", "user_env_i55:UserCartPoleI55-v0", runners=2, num_steps=32,
+                total_steps=128, minibatch_size=32, normalize_obs=False,
+                normalize_reward=False, eval_every=0)
+    res = trustrl.train(cfg)
+    assert [int(r["global_step"]) for r in rows(res.run_dir / "metrics.csv")] == [64, 128]
