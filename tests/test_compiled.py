@@ -187,7 +187,7 @@ ROLLOUT_CASES = {
     "cartpole": ("CartPole-v1", dict(num_envs=4, num_steps=24)),
     "acrobot-norm-9": ("Acrobot-v1", dict(num_envs=9, num_steps=40, normalize_obs=True,
                                           normalize_reward=True)),
-    "mcc-norm-1": ("MountainCarContinuous-v0", dict(num_envs=1, num_steps=24,
+    "mcc-norm-1": ("MountainCarContinuous-v0", dict(num_envs=1, num_steps=24, minibatch_size=8,
                                                     normalize_obs=True, normalize_reward=True,
                                                     hidden_sizes=[16], activation="relu",
                                                     log_std_init=0.5)),  # actions clipped

@@ -24,7 +24,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     6: ("agent", "runs", "tb_events", "rollout", "batched", "evaluate", "plotting"),
     7: ("algos",),
     8: ("learners", "runners"),
-    9: ("train",),
+    9: ("train", "callbacks"),
     10: ("cli", "__main__", "", "apidoc", "experiments", "lab", "demo", "sweep", "rlhf"),
 }
 """Module prefixes (relative to trustrl) of each layer, bottom to top. The longest matching

@@ -156,8 +156,10 @@ def test_study_prunes_resumes_and_writes_its_best_trial(tmp_path):
     run = folder.trial_dir(trial) / res["run"]
     assert best.value == json.loads((run / "eval.json").read_text())["mean"]
     cfg = config_to_dict(make_config("ppo", None, load_config_file(path / "best.yaml"), {}, {}))
-    assert {k: v for k, v in cfg.items() if k != "runs_dir"} == {
-        k: v for k, v in trial.config.items() if k != "runs_dir"}
+    # the same settings (preset_reason records how the preset was asked for: by its label here)
+    skip = ("runs_dir", "preset_reason")
+    assert {k: v for k, v in cfg.items() if k not in skip} == {
+        k: v for k, v in trial.config.items() if k not in skip}
 
 
 @pytest.mark.slow  # about 30 s here: a local Ray instance starts in several seconds
@@ -210,8 +212,9 @@ def test_best_file_keys_resolve_to_the_trial_config():
     assert list(keys) == ["env_id", "preset", "total_steps", "seed", "eval_every", "num_envs",
                           "num_steps", "ent_coef", "lr"]
     cfg = config_to_dict(make_config("ppo", None, dict(keys), {}, {}))
-    assert {k: v for k, v in cfg.items() if k != "runs_dir"} == {
-        k: v for k, v in spec.config({"lr": 0.002}).items() if k != "runs_dir"}
+    skip = ("runs_dir", "preset_reason")  # how the preset was asked for, not a setting
+    assert {k: v for k, v in cfg.items() if k not in skip} == {
+        k: v for k, v in spec.config({"lr": 0.002}).items() if k not in skip}
 
 
 def test_values_refused_together_fail_that_trial_and_the_study_asks_another(tmp_path):

@@ -379,7 +379,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         from trustrl.envs.objects import take_env_object
 
-        take_env_object(self)  # a gym.Env or vector env object: its id, or copies of it
+        # a gym.Env or vector env object: its id, or copies of it
+        take_env_object(self, {f.name: field_default(f) for f in fields(self)})
         request = self.preset
         record = request is None or (isinstance(request, str) and ":" in request)
         object.__setattr__(self, "_request", None if record else request)
@@ -417,7 +418,7 @@ class RunConfig:
             return
         from trustrl.envs.objects import take_env_object
 
-        take_env_object(self)
+        take_env_object(self, {f.name: field_default(f) for f in fields(self)})
         if self.__dict__.get("_request") is not None:
             # another env or preset: its values instead of the old ones, under those given
             given = self.__dict__["_given"]

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from trustrl.agent import Agent
 from trustrl.envs.atari import is_atari_id
 from trustrl.envs.factory import EnvFactory, as_factory
 from trustrl.envs.make import make_vec_env
@@ -40,7 +39,7 @@ def evaluation_env(env_id: Any) -> str | EnvFactory:
 
 @torch.no_grad()
 def evaluate(
-    agent: Agent,
+    agent: Any,  # a trustrl.Agent (not imported: Agent.evaluate calls this module)
     env_id: Any,
     episodes: int = 10,
     deterministic: bool = True,
@@ -73,7 +72,7 @@ def evaluate(
         return _evaluate(agent, env_id, episodes, False, seed, max_parallel, max_steps)
 
 
-def _evaluate(agent: Agent, env_id: Any, episodes: int, deterministic: bool,
+def _evaluate(agent: Any, env_id: Any, episodes: int, deterministic: bool,
               seed: int, max_parallel: int, max_steps: int) -> np.ndarray:
     agent = agent.frozen()
     env_id = evaluation_env(env_id)

@@ -21,8 +21,9 @@ IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 CODE_NAME = re.compile(r"^\s*[A-Za-z_][\w.]*\s*:")
 """A string that names a module before a colon: an import path 'module:Name', and an env id
 'module:Env-v0' too (Gymnasium imports the module to find the id)."""
-NOT_CODE_KEYS = frozenset({"device", "preset"})
-"""Keys whose values have a colon but never name a module ('cuda:0', 'chapter:CartPole-v1')."""
+NOT_CODE_KEYS = frozenset({"device", "preset", "preset_reason"})
+"""Keys whose values have a colon but never name a module ('cuda:0', 'chapter:CartPole-v1',
+'auto: chapter:CartPole-v1, ...': the preset's record and the sentence saying why)."""
 
 
 def named_code(data: Any, limit: int = 100) -> list[str]:

@@ -58,22 +58,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if runs.exists() and not runs.is_dir():
         raise TrustrlError(f"--runs {args.runs} is not a folder")
     server = make_server(host, port, runs, log_requests=args.log_requests)
-    url = server.url
-    print(f"trustrl demo: serving on {url}  (Ctrl-C to stop)")
-    print(f"  clip explorer     {url}clip")
-    print(f"  K-epoch demo      {url}kepoch")
-    print(f"  natural gradient  {url}natural")
-    print(f"  run dashboard     {url}dashboard   (runs from {server.runs_root}"
-          + ("" if runs.is_dir() else "; the folder does not exist yet") + ")")
-    if not is_loopback(host):
-        print(f"  note: listening on {host}, so other machines that can reach it can read "
-              "these pages and the runs", file=sys.stderr)
-    sys.stdout.flush()
-    if args.open:
-        import webbrowser
+    try:  # from here on Ctrl-C or SIGTERM (even while the lines below print) stops it cleanly
+        url = server.url
+        print(f"trustrl demo: serving on {url}  (Ctrl-C to stop)")
+        print(f"  clip explorer     {url}clip")
+        print(f"  K-epoch demo      {url}kepoch")
+        print(f"  natural gradient  {url}natural")
+        print(f"  run dashboard     {url}dashboard   (runs from {server.runs_root}"
+              + ("" if runs.is_dir() else "; the folder does not exist yet") + ")")
+        if not is_loopback(host):
+            print(f"  note: listening on {host}, so other machines that can reach it can read "
+                  "these pages and the runs", file=sys.stderr)
+        sys.stdout.flush()
+        if args.open:
+            import webbrowser
 
-        webbrowser.open(url)
-    try:
+            webbrowser.open(url)
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
         print("trustrl demo: stopped")

@@ -95,9 +95,11 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
         return Choice(label, values, reason, note)
     if not ruled(algo, source, values, env_id):
         reason = f"auto: {label}, the first preset for {algo} on {env_id}"
+        # said for a zoo preset (tuned for the zoo's budget), not for the chapter's lab
+        # settings or CleanRL's, whose budgets are their texts' (issue 57 is the zoo's)
         note = (f"{where}: auto kept {label} (its budget rule covers the PPO zoo presets "
                 f"measured against the defaults only; {DOCS}); --preset none runs trustrl's "
-                "defaults" if where else None)
+                "defaults" if where and source == "zoo" else None)
         return Choice(label, values, reason, note)
     rule = AUTO_ZOO_FROM[algo]
     if f >= rule:
@@ -117,9 +119,11 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
               f"{_pct(f)} of its budget {budget:,}, {from_} ({DOCS})")
     # without --total-steps the run keeps the preset's budget (a rule above 100% gets here)
     kept = {} if total_steps is not None else {"total_steps": budget}
+    # the line is for a budget below the preset's; at its budget or more, config.json's
+    # preset_reason says what was taken
     return Choice(None, kept, reason,
                   f"{where}: auto took trustrl's defaults, as its budget rule says ({DOCS}); "
-                  "--preset zoo forces the preset")
+                  "--preset zoo forces the preset" if f < 1 else None)
 
 
 def rule_text() -> str:
