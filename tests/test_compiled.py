@@ -330,6 +330,7 @@ FUSED_CASES = [
                            "anneal_clip": "true", "total_steps": "384"}),  # clip 0.2 .. 0.05
     ("ppo-noclip", "MountainCarContinuous-v0", {"norm_adv": "false", "ent_coef": "0.0",
                                                 "max_grad_norm": "0.0"}),
+    ("spo", "Pendulum-v1", {"clip_eps": "0.3", "ent_coef": "0.01"}),  # a variant's objective
 ]
 
 
@@ -379,9 +380,10 @@ def test_the_fused_iteration_equals_the_unfused_one(case):
         assert len(set(runs.flatten().tolist())) > 1
 
 
-def test_the_iteration_is_fused_only_for_ppo_on_the_compiled_path():
-    """PPO and ppo-noclip on the compiled rollout and backend fuse; a subclass of PPO's loop
-    (ppo-penalty, ppo-dualclip), TRPO, the NumPy rollout and the eager backends do not."""
+def test_the_iteration_is_fused_for_every_objective_on_the_compiled_path():
+    """PPO, ppo-noclip and the variants that change PPO's objective (ppo-dualclip, spo) on the
+    compiled rollout and backend fuse; a loss of its own in torch (ppo-penalty), pg's own
+    metrics (its update), TRPO, the NumPy rollout and the eager backends do not."""
     from trustrl.config import make_config
     from trustrl.learners import BatchedLearner
 
@@ -390,8 +392,8 @@ def test_the_iteration_is_fused_only_for_ppo_on_the_compiled_path():
                           sets=dict(num_envs=2, num_steps=32, eval_every=0, **sets))
         return BatchedLearner(cfg, [0]).fused
 
-    assert fused("ppo") and fused("ppo-noclip")
-    assert not any((fused("ppo-penalty"), fused("ppo-dualclip"), fused("trpo"),
+    assert fused("ppo") and fused("ppo-noclip") and fused("ppo-dualclip") and fused("spo")
+    assert not any((fused("ppo-penalty"), fused("pg"), fused("trpo"),
                     fused("ppo", grad_backend="closed-form"),
                     fused("ppo", grad_backend="autograd")))
 
@@ -407,7 +409,7 @@ PPO_CASES = [
 ]
 
 
-@pytest.mark.parametrize("algo", ["ppo", "ppo-noclip"])
+@pytest.mark.parametrize("algo", ["ppo", "ppo-noclip", "spo"])
 @pytest.mark.parametrize("case", range(len(PPO_CASES)))
 def test_the_compiled_ppo_epoch_equals_the_eager_closed_form(algo, case):
     """PPO's update (K epochs of minibatch gradients, norm clip, Adam) through the compiled

@@ -53,7 +53,9 @@ def test_chapter_presets_are_kept_exactly():
                                                     vf_epochs=5)
     assert PRESETS[("ppo-penalty", "CartPole-v1")] == dict(
         rollout, update_epochs=10, minibatch_size=64, lr=1e-3, kl_target=0.01)
-    assert len(PRESETS) == 14 and {e for _, e in PRESETS} == {"CartPole-v1", "Pendulum-v1"}
+    # seven algorithms (spo, like ppo-dualclip, keeps PPO's settings), two envs
+    assert len(PRESETS) == 16 and {e for _, e in PRESETS} == {"CartPole-v1", "Pendulum-v1"}
+    assert PRESETS[("spo", "CartPole-v1")] == PRESETS[("ppo", "CartPole-v1")]
     # auto keeps picking them on their envs
     for (algo, env), values in PRESETS.items():
         cfg = make_config(algo, env)

@@ -16,22 +16,23 @@ from trustrl.config import (
     PPONoClipConfig,
     PPOPenaltyConfig,
     RunConfig,
+    SPOConfig,
     TRPOConfig,
     make_config,
 )
 from trustrl.envs.factory import EnvFactory
 from trustrl.errors import ConfigError, EnvError, ObservationError, RunError, TrustrlError
 from trustrl.evaluate import evaluate
-from trustrl.model import NPG, PG, PPO, TRPO, Model, PPODualClip, PPONoClip, PPOPenalty
+from trustrl.model import NPG, PG, PPO, SPO, TRPO, Model, PPODualClip, PPONoClip, PPOPenalty
 from trustrl.train import TrainResult, resume, train
 
 __version__ = "0.1.0"
 __all__ = [
     "train", "resume", "TrainResult", "Agent", "evaluate", "make_config",
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PPODualClipConfig", "PPOPenaltyConfig",
-    "PGConfig", "TRPOConfig", "NPGConfig",
+    "PGConfig", "TRPOConfig", "NPGConfig", "SPOConfig",
     "TrustrlError", "ConfigError", "EnvError", "RunError", "EnvFactory",
-    "Model", "PPO", "PPONoClip", "PPODualClip", "PPOPenalty", "PG", "TRPO", "NPG",
+    "Model", "PPO", "PPONoClip", "PPODualClip", "PPOPenalty", "SPO", "PG", "TRPO", "NPG",
     "Callback", "EvalCallback", "StopOnReward", "StopOnNoImprovement", "CheckpointCallback",
     "ObservationError",
 ]

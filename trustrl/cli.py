@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train an agent and write a run folder runs/<env>__<algo>__<seed>__<time>/.",
     )
     t.add_argument("algo", nargs="?", default="ppo",
-                   help="ppo (default), ppo-penalty, trpo, npg, ppo-noclip, ppo-dualclip or pg")
+                   help="ppo (default), ppo-penalty, trpo, npg, ppo-noclip, ppo-dualclip, spo "
+                        "or pg")
     t.add_argument("--env", dest="env_id", help="Gymnasium env id (default CartPole-v1)")
     t.add_argument("--total-steps", type=str, help="environment steps to train for")
     t.add_argument("--seed", type=str, help="random seed")

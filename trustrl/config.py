@@ -221,6 +221,11 @@ class RunConfig:
     standard preprocessing (trustrl.envs.atari: no-op reset, frame skip 4, 84x84 grey, 4 stacked
     frames; episodic life and rewards clipped to their sign in training only; evaluation plays
     whole games with raw scores); false: the env as gym.make gives it."""
+    algo_class: str | None = None
+    """Your own subclass of this algorithm's class (of trustrl.algos.ppo.PPO for ppo), as
+    'module:Class', run in its place: --set algo_class=mymod:MyPPO (through the Python API also
+    the class itself; config.json records its import path). A change to the objective written
+    over the array namespace runs compiled (docs/architecture.md, "Adding an algorithm")."""
     init_from: str | None = None
     """Start from a trained agent's weights and observation statistics: a run folder or an
     agent file (fine-tuning; the networks and spaces must match). None: from scratch."""
@@ -381,6 +386,15 @@ class RunConfig:
 
         # a gym.Env or vector env object: its id, or copies of it
         take_env_object(self, {f.name: field_default(f) for f in fields(self)})
+        if isinstance(self.algo_class, type):  # the Python API's class: its import path
+            from trustrl.importing import import_path
+
+            path = import_path(self.algo_class)
+            if path is None:
+                raise ConfigError(f"algo_class {self.algo_class.__qualname__} does not import "
+                                  "back by its name (define it at the top level of a module "
+                                  "that is not the script run as __main__)")
+            object.__setattr__(self, "algo_class", path)
         request = self.preset
         record = request is None or (isinstance(request, str) and ":" in request)
         object.__setattr__(self, "_request", None if record else request)
@@ -683,6 +697,15 @@ class PPODualClipConfig(PPOConfig):
 
 
 @dataclass
+class SPOConfig(PPOConfig):
+    """Simple Policy Optimization (Xie et al., ICML 2025): PPO's loop with the clip replaced
+    by the penalty |A| / (2 clip_eps) (rho - 1)^2 on the objective rho A, whose top sits on
+    the band's edge 1 + sign(A) clip_eps (algos/spo.py)."""
+
+    algo = "spo"
+
+
+@dataclass
 class PGConfig(RunConfig):
     """Vanilla actor-critic policy gradient: one gradient step per batch (PPO with K = 1 and
     one minibatch, where every ratio is 1 and the clip never acts)."""
@@ -802,7 +825,7 @@ class NPGConfig(TRPOConfig):
 
 CONFIGS: dict[str, type] = {
     c.algo: c for c in (PPOConfig, PPOPenaltyConfig, TRPOConfig, NPGConfig, PPONoClipConfig,
-                        PGConfig, PPODualClipConfig)
+                        PGConfig, PPODualClipConfig, SPOConfig)
 }
 
 # Presets per (algo, env): the chapter's (PRESETS) and rl-baselines3-zoo's (ZOO_PRESETS), with
@@ -1243,8 +1266,8 @@ def config_from_dict(d: Any) -> Any:
 
 __all__ = [
     "RunConfig", "PPOConfig", "PPONoClipConfig", "PGConfig", "PPOPenaltyConfig", "TRPOConfig",
-    "NPGConfig", "CONFIGS", "PRESETS", "ZOO_PRESETS", "field_docs", "describe", "make_config",
-    "preset_choice",
+    "NPGConfig", "SPOConfig", "CONFIGS", "PRESETS", "ZOO_PRESETS", "field_docs", "describe",
+    "make_config", "preset_choice",
     "load_config_file", "parse_sets", "config_to_dict", "config_from_dict", "RANGES",
     "check_writable_dir", "check_type", "MAX_SEED", "MAX_POPULATION_ENVS",
     "MAX_POPULATION", "check_seed_list", "check_population", "check_checkpoint_config",

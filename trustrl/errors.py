@@ -33,3 +33,8 @@ class NonFiniteError(TrustrlError):
             f"non-finite {what} from env {env_index} at global step {step}; "
             "the run folder is kept and can be resumed from its last checkpoint"
         )
+
+
+class NotCompilable(TrustrlError):
+    """An algorithm's objective the compiled backend cannot compile (torch-only code, a
+    lambda): the caller runs it eagerly instead. Raised before any parameter moved."""

@@ -37,7 +37,7 @@ from trustrl.batched import BatchedCollector, metrics_rows
 from trustrl.config import RunConfig
 from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pickle_drops_state, pixel_rows
-from trustrl.errors import ConfigError, RunError
+from trustrl.errors import ConfigError, NotCompilable, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.extractors import nature_cnn
 from trustrl.normalize import ObsNormalizer, RewardScaler
@@ -434,7 +434,9 @@ class BatchedLearner:
 
         a, net = self.algo, self.net
         return (not self.graph and self.collector.rollout_kind == "compiled"
-                and type(a) is PPO and a.backend.name == "compiled" and not a.needs_old
+                and isinstance(a, PPO) and a.backend.name == "compiled"
+                and type(a).update is PPO.update  # pg's own metrics: the unfused path
+                and a.compiled_objective() is not None
                 and compiled._mlp_on_cpu(net) and net.flat.is_contiguous()  # type: ignore[attr-defined]  # noqa: E501
                 and a.opt.param.data_ptr() == net.flat.data_ptr())  # type: ignore[attr-defined]  # noqa: E501
 
@@ -457,7 +459,7 @@ class BatchedLearner:
         lr = float(self.lr)
         r = algo.backend.ppo_iteration(  # type: ignore[attr-defined]
             self.net, algo.opt, col._compiled, col.rollout_state(), noise, resets, orders,
-            algo.minibatch_size, lr, cfg, algo.clip, algo.clip_eps,  # type: ignore[attr-defined]
+            algo.minibatch_size, lr, cfg, algo.objective(), algo.clip_eps,  # type: ignore[attr-defined]
             algo.target_kl,  # type: ignore[attr-defined]
             QUANTILES)
         col.it += 1
@@ -475,7 +477,10 @@ class BatchedLearner:
 
     def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         if self.fused:
-            return self._fused_body()
+            try:
+                return self._fused_body()
+            except NotCompilable:  # the objective's typing failed: nothing ran; the unfused
+                self.fused = False  # path's epochs then say so and run eagerly
         cfg, col = self.cfg, self.collector
         P, N, T = col.P, col.N, col.T
         r = col.collect()

@@ -17,13 +17,26 @@ torch's names and meaning), so the per-sample terms and their derivatives are wr
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 o: Any = torch
 """The array namespace of the functions below (see the module's docstring)."""
+
+
+class Objective(NamedTuple):
+    """A policy objective as the K-epoch loop runs it, on every binding: `fn(ratio, advantages,
+    *args)` the per-sample objective to maximise and `grad(ratio, advantages, *args)` its
+    derivative in the ratio, both module functions written over ``o`` as the terms below are
+    (so the compiled backend compiles them from their source), and `args` their arguments
+    after the ratio and the advantages (floats: PPO-clip's (clip_eps,))."""
+
+    fn: Callable[..., Any]
+    grad: Callable[..., Any]
+    args: tuple[float, ...]
 
 
 def surrogate_objective(ratio: Tensor, advantages: Tensor) -> Tensor:

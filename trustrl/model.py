@@ -199,6 +199,12 @@ class PPODualClip(Model):
     algo = "ppo-dualclip"
 
 
+class SPO(Model):
+    """Simple Policy Optimization (SPOConfig's settings)."""
+
+    algo = "spo"
+
+
 class PPOPenalty(Model):
     """PPO with the adaptive KL penalty (PPOPenaltyConfig's settings)."""
 
@@ -224,8 +230,8 @@ class NPG(Model):
 
 
 MODELS: dict[str, type[Model]] = {m.algo: m for m in (PPO, PPONoClip, PPODualClip, PPOPenalty,
-                                                      PG, TRPO, NPG)}
+                                                      PG, TRPO, NPG, SPO)}
 """A model class per algorithm of trustrl.config.CONFIGS."""
 
-__all__ = ["MODELS", "NPG", "PG", "PPO", "PPODualClip", "PPONoClip", "PPOPenalty", "TRPO",
+__all__ = ["MODELS", "NPG", "PG", "PPO", "PPODualClip", "PPONoClip", "PPOPenalty", "SPO", "TRPO",
            "Model", "SB3_POLICIES"]

@@ -22,11 +22,15 @@ def rebound(name: str, doc: str, source: Mapping[str, Any], functions: Iterable[
             ) -> types.ModuleType:
     """A module `name` whose globals are `source`'s (a module's globals) with `names` set, and
     which holds a copy of each of `functions` over those globals (passed through `wrap`, e.g.
-    numba.njit, when given), under the function's own name."""
-    module = types.ModuleType(name, doc)
+    numba.njit, when given), under the function's own name. Where a module `name` exists
+    already, the copies join it (its globals kept, `names` set)."""
+    module = sys.modules.get(name)
+    if module is None:
+        module = types.ModuleType(name, doc)
+        ns = module.__dict__
+        ns.update((k, v) for k, v in source.items() if not k.startswith("__"))
+        ns["__builtins__"] = __builtins__
     ns = module.__dict__
-    ns.update((k, v) for k, v in source.items() if not k.startswith("__"))
-    ns["__builtins__"] = __builtins__
     ns.update(names)
     for f in functions:
         g = types.FunctionType(f.__code__, ns, f.__name__, f.__defaults__, f.__closure__)

@@ -19,6 +19,8 @@ form built from the derivatives beside each loss term in trustrl.losses.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -35,7 +37,9 @@ from trustrl.algos.common import (
     shuffled_epoch,
 )
 from trustrl.backends import Backend, Heads, LossTerms
+from trustrl.errors import NotCompilable
 from trustrl.losses import (
+    Objective,
     clipped_surrogate_objective,
     clipped_surrogate_objective_grad,
     surrogate_objective,
@@ -53,7 +57,19 @@ ORDERS_AHEAD_NUMBERS = 1 << 21
 
 class PPO(Algorithm):
     """PPO-clip (or, with clip=False, the unclipped K-epoch ablation) with one Adam over all
-    parameters and a linearly annealed learning rate."""
+    parameters and a linearly annealed learning rate.
+
+    A variant that changes the policy objective sets `objective_fn` and `objective_grad` (module
+    functions written over the array namespace ``o``, as trustrl.losses' terms are: each
+    binding, the compiled one included, runs them) and `objective_args` (their arguments after
+    the ratio and the advantages); the K-epoch loop, the value loss and both collectors are
+    this class's. A subclass that overrides `loss`, `surrogate` or `surrogate_grad` in torch
+    runs that code eagerly, and the run says so in one line."""
+
+    objective_fn: Callable[..., Any] = staticmethod(clipped_surrogate_objective)
+    """The per-sample objective to maximise, fn(ratio, advantages, *objective_args())."""
+    objective_grad: Callable[..., Any] = staticmethod(clipped_surrogate_objective_grad)
+    """d objective_fn / d ratio per sample, same arguments (for the closed-form gradient)."""
 
     extra_columns = ("policy_loss", "epochs_run", "early_stopped", "clip_fraction_mb",
                      "grad_norm")
@@ -74,23 +90,60 @@ class PPO(Algorithm):
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
         self._orders_ahead: tuple[int, int, Tensor] | None = None  # (counter, n, orders)
+        self.eager_reason: str | None = None
+        """Why this algorithm's update runs eagerly on the compiled backend (None: it does
+        not, or has not been asked yet)."""
 
     def set_progress(self, progress: float) -> None:
         if getattr(self.cfg, "anneal_clip", False):
             self.clip_eps = annealed(self.cfg.clip_eps, True, progress)
 
-    # --- the minibatch loss, written once for both backends ----------------------------------
+    # --- the minibatch loss, written once for every backend --------------------------------
+    def objective_args(self) -> tuple[float, ...]:
+        """The objective's arguments after the ratio and the advantages: (clip_eps,)."""
+        return (self.clip_eps,)
+
+    def objective(self) -> Objective:
+        """The policy objective as every binding runs it: L_clip, or rho A for the ablation
+        (clip=False: nothing stops the ratio from running away)."""
+        if not self.clip:
+            return Objective(surrogate_objective, surrogate_objective_grad, ())
+        return Objective(self.objective_fn, self.objective_grad, tuple(self.objective_args()))
+
     def surrogate(self, ratio: Tensor, adv: Tensor) -> Tensor:
-        """The per-sample objective to maximise: L_clip, or rho A for the ablation."""
-        if self.clip:
-            return clipped_surrogate_objective(ratio, adv, self.clip_eps)
-        return surrogate_objective(ratio, adv)  # nothing stops the ratio from running away
+        """The per-sample objective to maximise (`objective`'s, on torch)."""
+        f = self.objective()
+        return f.fn(ratio, adv, *f.args)
 
     def surrogate_grad(self, ratio: Tensor, adv: Tensor) -> Tensor:
         """d surrogate / d rho per sample (for the closed form)."""
-        if self.clip:
-            return clipped_surrogate_objective_grad(ratio, adv, self.clip_eps)
-        return surrogate_objective_grad(ratio, adv)
+        f = self.objective()
+        return f.grad(ratio, adv, *f.args)
+
+    def compiled_objective(self) -> Objective | None:
+        """The objective the compiled kernels run for this algorithm, or None where its update
+        has torch code of its own (then `eager_reason` says which)."""
+        cls = type(self)
+        own = [m for m in ("loss", "surrogate", "surrogate_grad")
+               if getattr(cls, m) is not getattr(PPO, m)]
+        if own:
+            self.eager_reason = (f"{cls.__name__}.{own[0]} is torch code (the compiled "
+                                 "kernels run objective_fn/objective_grad written over o)")
+        elif self.needs_old:
+            self.eager_reason = f"{cls.__name__}'s loss reads pi_old's outputs"
+        if self.eager_reason is not None:
+            return None
+        return self.objective()
+
+    def _eager_note(self, error: BaseException | None = None) -> None:
+        """Say once, in one line on stderr, that the compiled backend runs this update
+        eagerly, and why."""
+        if error is not None:
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self.eager_reason = (f"{type(self).__name__}'s objective does not compile "
+                                 f"({type(error).__name__}: {first[:160]})")
+        print(f"trustrl: note: the update runs eagerly (closed form in torch): "
+              f"{self.eager_reason}", file=sys.stderr, flush=True)
 
     def loss(self, h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
         """-L_clip + c1 L_V - c2 H per member; with `want`, its derivatives in the heads."""
@@ -141,27 +194,41 @@ class PPO(Algorithm):
         zeros = torch.zeros(P, device=dev)
         last = {k: zeros.clone() for k in names}
         diag: dict[str, Tensor] | None = None
-        # the compiled backend's kernel runs PPO's own loss (not a subclass's): every epoch in
-        # one call, or one epoch per call when the KL target may stop members between them
-        kernel = getattr(self.backend, "ppo_epochs", None) if self.eager and (
-            type(self).loss is PPO.loss and type(self).surrogate is PPO.surrogate
-            and type(self).surrogate_grad is PPO.surrogate_grad) else None
+        # the compiled backend's kernel runs this loss with the algorithm's objective compiled
+        # from its source: every epoch in one call, or one epoch per call when the KL target
+        # may stop members between them
+        kernel = getattr(self.backend, "ppo_epochs", None) if self.eager else None
+        objective = None
+        if kernel is not None and self.eager_reason is None:
+            objective = self.compiled_objective()
+            if objective is None:
+                self._eager_note()
+        if objective is None:
+            kernel = None
         # views of the parameters for the eager epochs, made once: Adam updates `flat` in
         # place, so they stay current (the kernel reads `flat` itself)
         params = {} if kernel is not None else net.views(net.flat.detach())  # type: ignore[attr-defined]  # noqa: E501
         n = batch["obs"].shape[1]
         if kernel is not None:
             orders = self.epoch_orders(int(counter), n)  # every epoch's, [K, P, n]
-        per_call = K if kernel is not None and not use_mask else 1  # epochs per call
-        for first in range(0, K, per_call):
+        first = 0
+        while first < K:
+            per_call = K if kernel is not None and not use_mask else 1  # epochs this call
             if kernel is not None:
-                acc = kernel(net, self.opt, batch, orders[first:first + per_call],
-                             self.minibatch_size, lr, active, cfg, self.clip,
-                             self.clip_eps)
+                try:
+                    acc = kernel(net, self.opt, batch, orders[first:first + per_call],
+                                 self.minibatch_size, lr, active, cfg, objective,
+                                 self.clip_eps)
+                except NotCompilable as e:  # a user's objective: typing failed, nothing moved
+                    self._eager_note(e.__cause__ or e)
+                    kernel = None
+                    params = net.views(net.flat.detach())  # type: ignore[attr-defined]
+                    continue
                 n_mb = -(-n // self.minibatch_size)
             else:
                 acc, n_mb = self._epoch(batch, counter * K + first, lr, active, use_mask,
                                         names, params)
+            first += per_call
             with torch.no_grad():  # the metrics are of each member's last epoch
                 for k in names:
                     last[k] = torch.where(active, acc[k] / n_mb, last[k])

@@ -40,8 +40,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trustrl import losses
 from trustrl.advantages import done_masks
 from trustrl.backends import ClosedForm
+from trustrl.errors import NotCompilable
+from trustrl.losses import Objective
 from trustrl.optim import PopAdam
 from trustrl.popnet import PopActorCritic
 
@@ -136,7 +139,9 @@ def _kernels() -> dict[str, Any]:
         from trustrl.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        gae=k.gae_into, ppo_epochs=ppo.ppo_epochs,
+                        gae=k.gae_into,
+                        ppo_epochs=ppo.epochs_kernel(losses.clipped_surrogate_objective,
+                                                     losses.clipped_surrogate_objective_grad),
                         ppo_diagnostics=k.ppo_diagnostics)
     return _KERNELS
 
@@ -212,12 +217,14 @@ class Compiled(ClosedForm):
 
     def ppo_epochs(self, net: PopActorCritic, opt: PopAdam, batch: dict[str, Tensor],
                    order: Tensor, minibatch_size: int, lr: float | Tensor, active: Tensor,
-                   cfg: Any, clip: bool, clip_eps: float) -> dict[str, Tensor]:
-        """E epochs of `algos.ppo.PPO.update` (PPO's own loss, clipped or not) in one compiled
-        call: for each epoch e, the minibatches of `minibatch_size` samples of each active
-        member in the order order[e] [P, N], each a closed-form gradient, the norm clip and a
-        step of `opt` (Adam over all of flat). Returns the sums over the last epoch's
-        minibatches [P] of policy_loss, value_loss, grad_norm and clip_fraction_mb."""
+                   cfg: Any, objective: Objective, clip_eps: float) -> dict[str, Tensor]:
+        """E epochs of `algos.ppo.PPO.update` in one compiled call, with `objective` as the
+        policy term (PPO-clip's, a variant's or a user's, compiled from its source by
+        trustrl.compiled.ppo.epochs_kernel; NotCompilable where it does not compile, before
+        any parameter moved): for each epoch e, the minibatches of `minibatch_size` samples of
+        each active member in the order order[e] [P, N], each a closed-form gradient, the
+        norm clip and a step of `opt` (Adam over all of flat). Returns the sums over the last
+        epoch's minibatches [P] of policy_loss, value_loss, grad_norm and clip_fraction_mb."""
         flat = net.flat.detach()
         if not (flat.is_contiguous() and flat.dtype == torch.float32
                 and opt.param.data_ptr() == flat.data_ptr() and opt.m.is_contiguous()
@@ -230,7 +237,10 @@ class Compiled(ClosedForm):
         sums = np.zeros((P, 4), f32)
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
-        kernel = _kernels()["ppo_epochs"]
+        _kernels()
+        from trustrl.compiled import ppo
+
+        kernel = ppo.epochs_kernel(objective.fn, objective.grad)
         args = (
             flat.numpy(), opt.m.numpy(), opt.v.numpy(), t, np.ascontiguousarray(_np(active)),
             np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
@@ -245,10 +255,10 @@ class Compiled(ClosedForm):
               for k in ("logp_old", "advantages", "returns", "values_old")),
             np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
             float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
-            float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
+            float(cfg.ent_coef), bool(cfg.norm_adv), tuple(map(float, objective.args)),
             bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), sums)
-        _first_call_announced("ppo_epochs", "compiling PPO's update (once per machine, about "
-                              "20 s; cached on disk)", kernel, *args)
+        _compiling_objective(f"ppo_epochs:{kernel.source_tag}", "compiling PPO's update (once "
+                             "per machine, about 20 s; cached on disk)", kernel, *args)
         opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
         s = torch.from_numpy(sums)
         return {"policy_loss": s[:, 0], "value_loss": s[:, 1], "grad_norm": s[:, 2],
@@ -256,7 +266,7 @@ class Compiled(ClosedForm):
 
     def ppo_iteration(self, net: PopActorCritic, opt: PopAdam, rollout: CompiledRollout,
                       state: tuple[Any, ...], noise: Tensor, resets: Tensor, order: Tensor,
-                      minibatch_size: int, lr: float, cfg: Any, clip: bool,
+                      minibatch_size: int, lr: float, cfg: Any, objective: Objective,
                       clip_eps: float, target_kl: float | None, quantiles: tuple[float, ...]
                       ) -> dict[str, np.ndarray]:
         """A whole PPO iteration of the batched collector as one compiled call
@@ -278,7 +288,7 @@ class Compiled(ClosedForm):
                "stats": np.empty((P, 5), np.float64)}
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
-        kernel = rollout.iteration()
+        kernel = rollout.iteration(objective)
         args = (rollout.dynamics.k, net.flat.detach().numpy(),
                 np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
                 net.activation == "relu", net.discrete, net.critic_slice.start,
@@ -287,12 +297,12 @@ class Compiled(ClosedForm):
                 float(cfg.gamma * cfg.gae_lambda), opt.m.numpy(), opt.v.numpy(), t,
                 np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
                 float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
-                float(cfg.ent_coef), bool(cfg.norm_adv), bool(clip),
+                float(cfg.ent_coef), bool(cfg.norm_adv), tuple(map(float, objective.args)),
                 bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm),
                 target_kl is not None, float(target_kl or 0.0),
                 np.array(quantiles, np.float64), out["term"], out["trunc"], out["fin_ret"],
                 out["fin_len"], out["last"], out["epochs_run"], out["diag"], out["stats"])
-        _first_call_announced(f"ppo_iteration:{rollout.dynamics.env_id}",
+        _compiling_objective(f"ppo_iteration:{rollout.dynamics.env_id}:{kernel.source_tag}",
                               f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
                               "per machine, about 60 s; cached on disk)", kernel, *args)
         K = order.shape[0]
@@ -417,7 +427,7 @@ class CompiledRollout:
         self._run = rollout.bind(self.dynamics)
         _typed_once(self._run, self.dynamics.k)
         self._ready = False
-        self._iteration: Any = None
+        self._iterations: dict[Any, Any] = {}
 
     def run(self, *args: Any) -> Any:
         """trustrl.compiled.rollout.rollout with this env's constants. The first call in a
@@ -435,15 +445,19 @@ class CompiledRollout:
         self._ready = True
         return out
 
-    def iteration(self) -> Any:
-        """trustrl.compiled.iteration.ppo_iteration around this env's rollout (bound at the
-        first call)."""
-        if self._iteration is None:
-            from trustrl.compiled import iteration
+    def iteration(self, objective: Objective) -> Any:
+        """trustrl.compiled.iteration.ppo_iteration around this env's rollout and the epochs
+        of `objective` (bound at the first call for each)."""
+        key = (objective.fn, objective.grad)
+        it = self._iterations.get(key)
+        if it is None:
+            from trustrl.compiled import iteration, ppo
 
-            self._iteration = iteration.bind(self._run)
-        _typed_once(self._iteration, self.dynamics.k)
-        return self._iteration
+            epochs = ppo.epochs_kernel(objective.fn, objective.grad)
+            it = self._iterations[key] = iteration.bind(self._run, epochs)
+            it.source_tag = epochs.source_tag
+        _typed_once(it, self.dynamics.k)
+        return it
 
     def values(self, *args: Any) -> None:
         """trustrl.compiled.rollout.bootstrap_values (the rollout's values and bootstrap
@@ -560,6 +574,21 @@ def _first_call_announced(name: str, what: str, kernel: Any, *args: Any) -> Any:
         out = kernel(*args)
     _READY[name] = True
     return out
+
+
+def _compiling_objective(name: str, what: str, kernel: Any, *args: Any) -> Any:
+    """`_first_call_announced` for a kernel bound to an algorithm's objective: where Numba
+    cannot compile the objective (its typing fails, before the kernel runs), NotCompilable."""
+    if _READY.get(name):
+        return kernel(*args)
+    from numba.core.errors import NumbaError
+
+    try:
+        return _first_call_announced(name, what, kernel, *args)
+    except NumbaError as e:
+        lines = [ln.strip() for ln in str(e).splitlines()
+                 if ln.strip() and not ln.startswith("Failed in")]
+        raise NotCompilable(lines[0] if lines else type(e).__name__) from e
 
 
 @contextlib.contextmanager

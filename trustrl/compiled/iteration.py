@@ -28,13 +28,15 @@ from numba import njit
 
 from trustrl import diagnostics
 from trustrl.compiled.kernels import gae_into, ppo_diagnostics
-from trustrl.compiled.ppo import ppo_epochs
 from trustrl.compiled.rollout import bootstrap_values
 from trustrl.compiled.xp import compiled_source
 
 
 def rollout(*args: Any) -> Any:  # the env's compiled rollout, given by bind()
     raise RuntimeError("ppo_iteration is unbound: use trustrl.compiled.iteration.bind")
+
+
+ppo_epochs = rollout  # the algorithm's compiled epochs (compiled.ppo.epochs_kernel), by bind()
 
 
 def _flat(x):  # type: ignore[no-untyped-def]
@@ -59,7 +61,7 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
                   elapsed, obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean,
                   ret_var, ret_count, disc_return, norm_obs, norm_rew, gamma, obs_clip,
                   r_clip, act_lo, act_hi, gl, m, v, t, order, mb, lr, b1, b2, adam_eps, clip_eps,
-                  vf_coef, ent_coef, norm_adv, clip, clip_value, max_grad_norm, use_mask,
+                  vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, use_mask,
                   target_kl, qs, term_b, trunc_b, fin_ret, fin_len, last, epochs_run, diag,
                   stats):
     """One iteration of P members. The rollout's arguments as trustrl.compiled.rollout's
@@ -125,7 +127,7 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
         ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs_f, act_i_f,
                    act_f_f, logp_f, adv_f, ret_f, val_f,
                    np.ascontiguousarray(order[first:first + per_call]), mb, lr,
-                   b1, b2, adam_eps, clip_eps, vf_coef, ent_coef, norm_adv, clip, clip_value,
+                   b1, b2, adam_eps, clip_eps, vf_coef, ent_coef, norm_adv, obj_args, clip_value,
                    max_grad_norm, sums)
         for p in range(P):
             if active[p]:
@@ -160,21 +162,24 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
 _STATS = compiled_source(diagnostics, ("critic_stats", "episode_stats"))
 critic_stats, episode_stats = _STATS.critic_stats, _STATS.episode_stats
 _HELPERS = (_flat, _flat3)
-_BOUND: dict[int, Any] = {}
+_BOUND: dict[tuple[int, int], Any] = {}
 
 
-def bind(rollout_fn: Any) -> Any:
+def bind(rollout_fn: Any, epochs: Any) -> Any:
     """The compiled iteration around ``rollout_fn`` (an env's compiled rollout,
-    trustrl.compiled.rollout.bind's): one per env, cached on disk (its signature holds the
-    env's constants' type, as the rollout's does)."""
-    f = _BOUND.get(id(rollout_fn))
+    trustrl.compiled.rollout.bind's) and ``epochs`` (an algorithm's compiled epochs,
+    trustrl.compiled.ppo.epochs_kernel's): one per env and objective, cached on disk (its
+    signature holds the env's constants' type, as the rollout's does; its name the
+    objective's source tag)."""
+    key = (id(rollout_fn), id(epochs))
+    f = _BOUND.get(key)
     if f is None:
         jit = njit(cache=True, error_model="numpy")
         ns: dict[str, Any] = dict(globals())
-        ns["rollout"] = rollout_fn
+        ns["rollout"], ns["ppo_epochs"] = rollout_fn, epochs
         for h in _HELPERS:
             ns[h.__name__] = jit(types.FunctionType(h.__code__, ns, h.__name__))
         g = types.FunctionType(ppo_iteration.__code__, ns, "ppo_iteration")
-        g.__qualname__ = ppo_iteration.__qualname__
-        f = _BOUND[id(rollout_fn)] = jit(g)
+        g.__qualname__ = f"{ppo_iteration.__qualname__}_{epochs.source_tag}"
+        f = _BOUND[key] = jit(g)
     return f

@@ -19,15 +19,19 @@ rounding.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import marshal
 import math
 import sys
+import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numba import njit
 
 from trustrl import losses
-from trustrl.compiled import xp
 from trustrl.compiled.kernels import (
     HALF,
     HALF_LOG_2PI,
@@ -40,36 +44,36 @@ from trustrl.compiled.kernels import (
     mlp_forward,
     sum_squares,
 )
-from trustrl.rebind import rebound
+from trustrl.compiled.xp import compiled_source
+from trustrl.errors import NotCompilable
 
-_LOSS_TERMS = ("surrogate_objective", "surrogate_objective_grad", "clipped_surrogate_objective",
-               "clipped_surrogate_objective_grad", "value_error", "value_error_grad")
+_LOSS_TERMS = ("value_error", "value_error_grad")
 
-
-def _bind_losses() -> Any:
-    """trustrl.losses' per-sample terms over ``o`` = trustrl.compiled.xp, compiled: a module
-    whose attributes Numba resolves at compile time."""
-    module = sys.modules.get("_trustrl_losses_xp")
-    if module is None:
-        module = rebound("_trustrl_losses_xp", "trustrl.losses over trustrl.compiled.xp",
-                         vars(losses), (getattr(losses, f) for f in _LOSS_TERMS), {"o": xp},
-                         njit(error_model="numpy"))
-    return module
+L = compiled_source(losses, _LOSS_TERMS)
+"""trustrl.losses' value terms over ``o`` = trustrl.compiled.xp, compiled."""
 
 
-L = _bind_losses()
+def OBJECTIVE(ratio, advantages, *args):  # type: ignore[no-untyped-def]  # noqa: N802
+    """The algorithm's per-sample objective (its `objective`, compiled): given by
+    `epochs_kernel`."""
+    raise RuntimeError("ppo_epochs is unbound: use trustrl.compiled.ppo.epochs_kernel")
 
 
-@njit(cache=True, error_model="numpy")
+OBJECTIVE_GRAD = OBJECTIVE
+"""d objective / d ratio per sample (the algorithm's `objective_grad`, compiled)."""
+
+
 def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, act_i, act_f,  # type: ignore[no-untyped-def]  # noqa: E501
               logp_old, adv, returns, values_old, order, mb, lr, b1, b2, adam_eps, clip_eps,
-              vf_coef, ent_coef, norm_adv, clip, clip_value, max_grad_norm, sums):
+              vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, sums):
     """E epochs for P members. flat [P, D] float32: the actor (layer sizes `sizes`) from
     column 0, the critic (the same hidden sizes, one output) from c0, the log-std at ls_off
     (Box); m, v [P, D] Adam's moments, t [P] its step counts (advanced here); active [P] bool.
     The batch [P, N, ...]: obs float32, act_i int64 (discrete) or act_f float32 [P, N, n]
     (Box), logp_old, adv, returns, values_old float32; order [E, P, N] int64: E epochs'
-    shuffles, run one after the other. sums [P, 4] receives, per member, the sums over the
+    shuffles, run one after the other; obj_args the objective's arguments after the ratio and
+    the advantages (a tuple of floats: PPO-clip's (clip_eps,)). sums [P, 4] receives, per
+    member, the sums over the
     last epoch's minibatches of policy loss, value loss, pre-clip gradient norm and clip
     fraction. Returns the number of minibatches of an epoch."""
     P, N = logp_old.shape
@@ -169,17 +173,12 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                                                        inv_std[k], HALF, HALF_LOG_2PI)
                         logp[i] = lp
                         ent[i] = h
-                # PPO.loss: the terms (trustrl.losses, compiled) and their derivatives
+                # PPO.loss: the terms (the algorithm's objective and trustrl.losses' value
+                # error, compiled from their source) and their derivatives
                 ratio = np.exp(logp - lpo)
                 d_logp = np.empty(M, np.float32)
-                scale = -1.0 / M
-                if clip:
-                    pl = -np.mean(L.clipped_surrogate_objective(ratio, A, clip_eps))
-                    d_logp[:] = ratio * L.clipped_surrogate_objective_grad(
-                        ratio, A, clip_eps) * scale
-                else:
-                    pl = -np.mean(L.surrogate_objective(ratio, A))
-                    d_logp[:] = ratio * L.surrogate_objective_grad(ratio, A) * scale
+                pl = -np.mean(OBJECTIVE(ratio, A, *obj_args))
+                d_logp[:] = ratio * OBJECTIVE_GRAD(ratio, A, *obj_args) * (-1.0 / M)
                 d_value = np.empty(M, np.float32)
                 # in float64: value_error_grad's branches then return one type under Numba
                 V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
@@ -244,3 +243,52 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 sums[p, 3] += clipped / M
                 n_mb += 1
     return n_mb
+
+
+_KERNELS: dict[tuple[Any, Any], Any] = {}
+
+
+def source_tag(*functions: Any) -> str:
+    """A short digest of the source files (or, without one, the code) of `functions`: it names
+    a kernel bound to them, so Numba's disk cache keeps one entry per objective and drops it
+    when the objective's module changes."""
+    h = hashlib.sha1()
+    for f in functions:
+        h.update(f"{f.__module__}.{f.__qualname__}".encode())
+        try:
+            h.update(Path(inspect.getfile(f)).read_bytes())
+        except (OSError, TypeError):
+            h.update(marshal.dumps(f.__code__))
+    return h.hexdigest()[:12]
+
+
+def bound_objective(objective: Any, objective_grad: Any) -> tuple[Any, Any]:
+    """`objective` and `objective_grad` (one-source functions of their modules, over ``o``)
+    compiled over trustrl.compiled.xp."""
+    out = []
+    for f in (objective, objective_grad):
+        module: Any = sys.modules.get(str(getattr(f, "__module__", None)))
+        name = str(getattr(f, "__name__", ""))
+        if module is None or getattr(module, name, None) is not f:
+            raise NotCompilable(f"{f.__qualname__} is not a function of its module (a lambda "
+                                "or a nested function); the compiled kernels call module "
+                                "functions")
+        out.append(getattr(compiled_source(module, (name,)), name))
+    return out[0], out[1]
+
+
+def epochs_kernel(objective: Any, objective_grad: Any) -> Any:
+    """`ppo_epochs` compiled with `objective` and `objective_grad` as its policy term: one
+    kernel per pair, cached on disk under a name holding `source_tag` of the two."""
+    key = (objective, objective_grad)
+    kernel: Any = _KERNELS.get(key)
+    if kernel is None:
+        obj, grad = bound_objective(objective, objective_grad)
+        ns: dict[str, Any] = dict(globals())
+        ns["OBJECTIVE"], ns["OBJECTIVE_GRAD"] = obj, grad
+        g = types.FunctionType(ppo_epochs.__code__, ns, "ppo_epochs")
+        g.__qualname__ = f"ppo_epochs_{source_tag(objective, objective_grad)}"
+        g.__doc__ = ppo_epochs.__doc__
+        kernel = _KERNELS[key] = njit(cache=True, error_model="numpy")(g)
+        kernel.source_tag = g.__qualname__[len("ppo_epochs_"):]
+    return kernel

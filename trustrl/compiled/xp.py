@@ -142,24 +142,52 @@ def compiled_source(module: Any, names: tuple[str, ...], elementwise_names: tupl
     """The array functions `names` of `module` (written over a free global ``o``) compiled by
     Numba over this namespace, and its elementwise functions `elementwise_names` as
     `elementwise` (scalars in, or one loop over arrays): a module registered as
-    ``_trustrl_<module>_xp`` (Numba's disk cache records that name) whose attributes are the
-    compiled functions, each running the source function's own code object
-    (``f.py_func.__code__ is getattr(module, name).__code__``), cached on disk. `fastmath`
-    lets LLVM reassociate (vectorised sums; the last bits change). Made once per process."""
+    ``_trustrl_xp_<the module's dotted name, dots as _>`` (Numba's disk cache records that
+    name) whose attributes are the compiled functions, each running the source function's
+    own code object (``f.py_func.__code__ is getattr(module, name).__code__``), cached on
+    disk. The one-source functions `module` imports from other modules (functions whose
+    globals hold an ``o``: a variant's objective calling trustrl.losses' terms) are bound
+    there the same way and given to it compiled. `fastmath` lets LLVM reassociate (vectorised
+    sums; the last bits change). Made once per process and function; later calls add the
+    functions not yet bound."""
     import sys
+    import types as pytypes
 
     from trustrl.rebind import rebound
 
-    name = "_trustrl_" + module.__name__.rsplit(".", 1)[-1] + "_xp"
+    name = "_trustrl_xp_" + module.__name__.replace(".", "_")
     bound = sys.modules.get(name)
-    every = elementwise_names + names
-    if bound is None or not all(hasattr(bound, n) for n in every):
-        bound = rebound(name, f"{module.__name__} over trustrl.compiled.xp", vars(module),
-                        (getattr(module, n) for n in every), {"o": sys.modules[__name__]},
-                        njit(cache=True, fastmath=fastmath, error_model="numpy"))
-        for n in elementwise_names:  # the other functions see the elementwise form
+    missing = tuple(n for n in elementwise_names + names
+                    if bound is None or n not in vars(bound) or bound.__dict__[n] is getattr(
+                        module, n))
+    if not missing:
+        return bound
+    deps: dict[str, Any] = {}
+    for key, f in vars(module).items():  # one-source functions of other modules
+        if not isinstance(f, pytypes.FunctionType):
+            continue
+        home: Any = sys.modules.get(str(f.__module__))
+        fname = str(f.__name__)
+        if home is not None and home is not module and "o" in f.__globals__ \
+                and getattr(home, fname, None) is f:
+            deps[key] = _Lazy(home, fname)
+    bound = rebound(name, f"{module.__name__} over trustrl.compiled.xp", vars(module),
+                    (getattr(module, n) for n in missing), {"o": sys.modules[__name__]},
+                    njit(cache=True, fastmath=fastmath, error_model="numpy"))
+    for key, lazy in deps.items():
+        if bound.__dict__.get(key) is getattr(lazy.module, lazy.name):  # not rebound here
+            bound.__dict__[key] = getattr(compiled_source(lazy.module, (lazy.name,)), lazy.name)
+    for n in elementwise_names:  # the other functions see the elementwise form
+        if n in missing:
             setattr(bound, n, elementwise(getattr(bound, n), n))
     return bound
+
+
+class _Lazy:
+    """A function of another module to bind once this module's are."""
+
+    def __init__(self, module: Any, name: str) -> None:
+        self.module, self.name = module, name
 
 
 def _flat(x):  # type: ignore[no-untyped-def]

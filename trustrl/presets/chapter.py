@@ -34,6 +34,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 for _env in ("CartPole-v1", "Pendulum-v1"):
     PRESETS[("ppo-noclip", _env)] = dict(PRESETS[("ppo", _env)])
     PRESETS[("ppo-dualclip", _env)] = dict(PRESETS[("ppo", _env)])
+    PRESETS[("spo", _env)] = dict(PRESETS[("ppo", _env)])
     PRESETS[("pg", _env)] = {k: v for k, v in PRESETS[("ppo", _env)].items()
                              if k not in ("update_epochs", "minibatch_size")}
 PRESETS[("ppo-penalty", "CartPole-v1")] = dict(
