@@ -393,7 +393,7 @@ def test_natural_step_is_finite_and_sqrt_2_delta_over_F_across_the_demo_range():
 
 def test_the_costliest_kepoch_request_is_bounded():
     """K, N and iterations at the top of their ranges: about 0.5 s of CPU (the docstring of
-    trustrl/demo/server.py and README.md say so); 2 s leaves room for slower machines."""
+    trustrl/demo/server.py and docs/demo.md say so); 2 s leaves room for slower machines."""
     top = {k: server.KEPOCH_PARAMS[k].hi for k in ("K", "N", "iterations")}
     assert top == {"K": 100, "N": 256, "iterations": 30}
     compute.kepoch(1, 1, 0.2, 0, 1)  # imports

@@ -25,7 +25,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     7: ("algos",),
     8: ("learners", "runners"),
     9: ("train", "callbacks"),
-    10: ("cli", "__main__", "", "apidoc", "experiments", "lab", "demo", "sweep", "rlhf"),
+    10: ("cli", "__main__", "", "experiments", "lab", "demo", "sweep", "rlhf"),
 }
 """Module prefixes (relative to trustrl) of each layer, bottom to top. The longest matching
 prefix decides; "" is the package itself (trustrl/__init__.py)."""

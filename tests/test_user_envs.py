@@ -1,8 +1,9 @@
 """Envs as users have them (issue 15, point 5), continued training and fine-tuning (point 7):
 an env class or factory with kwargs and wrappers, by import path from the current folder (CLI)
 or as objects (Python API), recorded in config.json so that eval and resume make the same env;
-the README's "Your own env" commands, run as a user would; `--resume RUN --total-steps N` on
-both collectors; `init_from`; and the bad inputs (one line, exit 2, nothing written)."""
+docs/runs.md's "Your own env" commands (moved from the README), run as a user would;
+`--resume RUN --total-steps N` on both collectors; `init_from`; and the bad inputs (one line,
+exit 2, nothing written)."""
 
 from __future__ import annotations
 
@@ -243,14 +244,15 @@ def test_env_kwargs_as_a_table_of_a_config_file(tmp_path):
                                   "kwargs": {"max_episode_steps": 10}}]
 
 
-# ----- the README's section, run as a user would ------------------------------------------------
+# ----- docs/runs.md's section, run as a user would ---------------------------------------------
 def _readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "runs.md").read_text()
     start = text.index("## Your own env")
-    return text[start:text.index("\n## ", start + 1)]
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
 
 
-def test_readme_your_own_env_commands_run_from_a_folder_holding_the_module(tmp_path):
+def test_docs_your_own_env_commands_run_from_a_folder_holding_the_module(tmp_path):
     section = _readme_section()
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
     module = next(code for lang, code in blocks if lang == "python")

@@ -35,6 +35,13 @@ class Agent:
     the env returns them and actions come out ready for env.step (Box actions clipped to the
     bounds and shaped as the space's; the policy's log-probs are always of the unclipped
     sample).
+
+    Args:
+        policy: the actor-critic network (trustrl.policies).
+        spec: the env's observation and action layout (trustrl.spaces.EnvSpec).
+        obs_normalizer: the running observation statistics, or None (no normalisation).
+        device: where the network runs.
+        raw_parts: the observation parts the normaliser leaves alone ("image", one-hots, bits).
     """
 
     def __init__(
@@ -58,11 +65,19 @@ class Agent:
 
     # --- observation and action plumbing -----------------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
-        """Raw vector-env observations [N, ...] -> normalised float32 tensor [N, obs_dim]."""
+        """Raw vector-env observations [N, ...] -> normalised float32 tensor [N, obs_dim].
+
+        Args:
+            obs: a batch of observations as the vector env returns them.
+        """
         return self.array_tensor(obs_to_array(obs, self.spec))
 
     def array_tensor(self, x: np.ndarray) -> torch.Tensor:
-        """Observations already as float arrays [N, obs_dim] -> normalised float32 tensor."""
+        """Observations already as float arrays [N, obs_dim] -> normalised float32 tensor.
+
+        Args:
+            x: the flattened observations [N, obs_dim].
+        """
         if self.obs_normalizer is not None:
             y = self.obs_normalizer(x)
             if self._raw_cols is not None:  # images (scaled to [0, 1] only), one-hots, bits
@@ -73,7 +88,11 @@ class Agent:
     def env_action(self, actions: torch.Tensor) -> np.ndarray:
         """Policy samples -> what env.step takes: Box actions clipped to the bounds (and shaped
         as the space), integers for Discrete and MultiDiscrete (plus the space's start),
-        int8 bits for MultiBinary."""
+        int8 bits for MultiBinary.
+
+        Args:
+            actions: the policy's samples [N, ...].
+        """
         a = actions.cpu().numpy()
         kind = self.spec.action.kind
         if kind == "box":
@@ -91,7 +110,12 @@ class Agent:
         """Action(s) for one observation or a batch [N, ...] of any observation space (a
         Dict observation as a dict of arrays, a batch as a dict of batches; lists and tuples
         of numbers too). Greedy (mode) by default. An observation of another shape, or not of
-        numbers, is an ObservationError naming the shape expected."""
+        numbers, is an ObservationError naming the shape expected.
+
+        Args:
+            obs: one observation or a batch, as the env returns them.
+            deterministic: the distribution's mode (True) or a sample (False).
+        """
         batch, single = check_observation(obs, self.spec.layout())
         d = self.policy.dist(self.obs_tensor(batch))
         a = self.env_action(d.mode() if deterministic else d.sample())
@@ -101,13 +125,27 @@ class Agent:
                 deterministic: bool = False) -> tuple[np.ndarray, None]:
         """Stable-Baselines3's predict: (action, None) for one observation, (actions, None)
         for a batch; deterministic=False samples, as SB3's default (`act` is greedy by
-        default). The None is SB3's recurrent state: trustrl's networks have none."""
+        default). The None is SB3's recurrent state: trustrl's networks have none.
+
+        Args:
+            observation: one observation or a batch.
+            state: SB3's recurrent state; ignored.
+            episode_start: SB3's episode starts (for recurrent policies); ignored.
+            deterministic: the mode (True) or a sample (False).
+        """
         return self.act(observation, deterministic=deterministic), None
 
     def evaluate(self, env: Any, episodes: int = 10, deterministic: bool = True,
                  **kwargs: Any) -> np.ndarray:
         """trustrl.evaluate(self, env, ...): the returns of `episodes` episodes on `env` (an
-        id, 'module:Name', an env class or function, a gymnasium.Env or vector env)."""
+        id, 'module:Name', an env class or function, a gymnasium.Env or vector env).
+
+        Args:
+            env: the env to play.
+            episodes: how many episodes.
+            deterministic: greedy (True) or sampled (False) actions.
+            **kwargs: the other keywords of trustrl.evaluate (seed, max_parallel, max_steps).
+        """
         from trustrl.evaluate import evaluate
 
         return evaluate(self, env, episodes, deterministic, **kwargs)
@@ -121,6 +159,8 @@ class Agent:
 
     # --- files -------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
+        """What agent.pt holds: tensors and plain values (the network's kwargs and weights,
+        the normaliser's statistics, the spec)."""
         return {
             "format": AGENT_FORMAT,
             "policy_kwargs": self.policy.kwargs(),
@@ -132,13 +172,24 @@ class Agent:
         }
 
     def save(self, path: str | Path) -> None:
-        """Atomically, tensors and plain values only (loads with weights_only=True)."""
+        """Write agent.pt atomically, tensors and plain values only (loads with
+        weights_only=True).
+
+        Args:
+            path: the file to write.
+        """
         from trustrl.safeio import save_safe
 
         save_safe(self.state(), Path(path))
 
     @classmethod
     def from_state(cls, state: dict[str, Any], device: str = "cpu") -> Agent:
+        """The agent `state()` describes (its normaliser frozen).
+
+        Args:
+            state: what `state()` returned (or agent.pt loaded).
+            device: where the network runs.
+        """
         policy = policy_from_kwargs(state["policy_kwargs"])
         policy.load_state_dict(state["policy"])
         policy.to(device).eval()
@@ -158,7 +209,12 @@ class Agent:
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu") -> Agent:
         """Load from agent.pt, a checkpoint file, or a run folder (its agent.pt, else latest
-        checkpoint)."""
+        checkpoint).
+
+        Args:
+            path: agent.pt, a checkpoint file or a run folder.
+            device: where the network runs.
+        """
         p = Path(path)
         if p.is_dir() and (p / "population.json").is_file():
             members = sorted(q.name for q in p.iterdir() if (q / "config.json").is_file())

@@ -39,7 +39,12 @@ class Info:
     """What a callback sees. metrics: the iteration's metrics row (a population: the summary
     over its seeds, with each member's row under "members"); at rollout end, the episodes
     finished in the rollout. evaluation: the returns of this iteration's evaluation (one
-    seed: [episodes]; a population: [seeds, episodes]), else None."""
+    seed: [episodes]; a population: [seeds, episodes]), else None.
+
+    Args:
+        trainer: the running trainer (trustrl.train.Trainer); made by the trainer, not by
+            users.
+    """
 
     def __init__(self, trainer: Any):
         self._trainer = trainer
@@ -61,18 +66,22 @@ class Info:
 
     @property
     def config(self) -> Any:
+        """The run's config (a RunConfig)."""
         return self._trainer.cfg
 
     @property
     def run_dir(self) -> Path:
+        """The run folder."""
         return self._trainer.root.path
 
     @property
     def iteration(self) -> int:
+        """Iterations done."""
         return int(self._trainer.learner.iteration)
 
     @property
     def global_step(self) -> int:
+        """Env steps done (summed over the envs)."""
         return int(self._trainer.learner.global_step)
 
 
@@ -80,15 +89,41 @@ class Callback:
     """Override the events you need (module docstring); each does nothing by default."""
 
     def on_training_start(self, info: Info) -> None:
+        """Before the first iteration of this process (also on resume and each learn).
+
+        Args:
+            info: the run as it stands.
+        """
         return None
 
     def on_rollout_end(self, info: Info) -> bool | None:
+        """After each rollout, before the update (info.episodes: the episodes it finished).
+
+        Args:
+            info: the run as it stands.
+
+        Returns:
+            False to stop the run cleanly (checkpoint, status "stopped"); None or True goes on.
+        """
         return None
 
     def on_iteration_end(self, info: Info) -> bool | None:
+        """After each iteration's update, row and evaluation (info.metrics, info.evaluation).
+
+        Args:
+            info: the run as it stands.
+
+        Returns:
+            False to stop the run cleanly (checkpoint, status "stopped"); None or True goes on.
+        """
         return None
 
     def on_training_end(self, info: Info) -> None:
+        """After the last iteration of this process (finished or stopped).
+
+        Args:
+            info: the run as it stands.
+        """
         return None
 
 
@@ -156,7 +191,15 @@ class EvalCallback(_EverySteps):
     """An evaluation every `every_steps` env steps on `env` (None: the run's own env, as
     trustrl.evaluate plays it), its mean kept in `results` [(global_step, mean, std)] and
     set as info.evaluation for the callbacks after it; the best agent so far saved to
-    `best_path` (None: <run>/best_eval/agent.pt, with eval.json beside it)."""
+    `best_path` (None: <run>/best_eval/agent.pt, with eval.json beside it).
+
+    Args:
+        env: the env to evaluate on (any form trustrl.evaluate takes; None: the run's own).
+        every_steps: env steps between evaluations.
+        episodes: episodes per evaluation.
+        deterministic: greedy (True) or sampled (False) actions.
+        best_path: where the best agent goes.
+    """
 
     def __init__(self, env: Any = None, every_steps: int = 10_000, episodes: int = 10,
                  deterministic: bool = True, best_path: str | Path | None = None):
@@ -196,7 +239,11 @@ class EvalCallback(_EverySteps):
 class StopOnReward(Callback):
     """Stop once an evaluation's mean return (info.evaluation: the run's own evaluations,
     every eval_every iterations, or an EvalCallback's earlier in the list) reaches
-    `threshold` (SB3's StopTrainingOnRewardThreshold)."""
+    `threshold` (SB3's StopTrainingOnRewardThreshold).
+
+    Args:
+        threshold: the mean return that stops the run.
+    """
 
     def __init__(self, threshold: float):
         self.threshold = float(threshold)
@@ -210,7 +257,13 @@ class StopOnReward(Callback):
 class StopOnNoImprovement(Callback):
     """Stop after `patience` evaluations in a row that do not beat the best mean return so
     far by more than `min_delta` (SB3's StopTrainingOnNoModelImprovement); the first
-    `min_evals` evaluations never stop the run."""
+    `min_evals` evaluations never stop the run.
+
+    Args:
+        patience: evaluations in a row without improvement that stop the run.
+        min_delta: the least gain over the best mean that counts as an improvement.
+        min_evals: evaluations that never stop the run (a warm-up).
+    """
 
     def __init__(self, patience: int = 5, min_delta: float = 0.0, min_evals: int = 0):
         self.patience, self.min_delta, self.min_evals = patience, float(min_delta), min_evals
@@ -234,7 +287,13 @@ class StopOnNoImprovement(Callback):
 class CheckpointCallback(_EverySteps):
     """The agent every `every_steps` env steps as <path>/agent_<global step>.pt (path None:
     <run>/checkpoints/agents), keeping the last `keep` (None: all). Agent files load with
-    trustrl.Agent.load; the resumable checkpoint history is the config key checkpoint_keep."""
+    trustrl.Agent.load; the resumable checkpoint history is the config key checkpoint_keep.
+
+    Args:
+        every_steps: env steps between two agent files.
+        keep: how many of the latest files to keep (None: all).
+        path: the folder of the files.
+    """
 
     def __init__(self, every_steps: int, keep: int | None = None,
                  path: str | Path | None = None):

@@ -444,16 +444,22 @@ class RunConfig:
     # ----- derived values (not settable) -----------------------------------------------------
     @property
     def batch_size(self) -> int:
+        """Samples per iteration: num_envs * num_steps."""
         return self.num_envs * self.num_steps
 
     @property
     def num_iterations(self) -> int:
+        """Iterations of the run: total_steps // batch_size."""
         return self.total_steps // self.batch_size
 
     def schedule_progress(self, iterations_done: int) -> float:
         """The fraction of the schedule (anneal_lr's, anneal_clip's) done after
         `iterations_done` updates: of the run's iterations, or of anneal_steps where a config
-        sets it (at most 1)."""
+        sets it (at most 1).
+
+        Args:
+            iterations_done: updates done so far.
+        """
         horizon = getattr(self, "anneal_steps", None)
         if horizon is None:
             return iterations_done / self.num_iterations
@@ -1113,8 +1119,20 @@ def make_config(
 
     The same preset rule as the config classes (RunConfig.preset): the preset asked for by
     the key `preset` of the flags, sets or file ('auto' where none does) under the values of
-    the layers. cli: errors name the command line's options (--set, config file) rather than
-    this function's arguments."""
+    the layers.
+
+    Args:
+        algo: the algorithm (ppo, ppo-noclip, ppo-dualclip, ppo-penalty, pg, trpo, npg).
+        env_id: the env (None: the config class's default, CartPole-v1).
+        file_values: the keys of a config file (`--config`).
+        sets: `--set key=value` overrides (values as strings or typed).
+        flags: the highest layer (`--env`, `--seed`, `--total-steps`); None values are skipped.
+        cli: errors name the command line's options (--set, config file) rather than this
+            function's arguments.
+
+    Returns:
+        The validated config (an instance of the algorithm's config class).
+    """
     if algo not in CONFIGS:
         raise ConfigError(f"unknown algorithm {algo!r}; choose from {', '.join(CONFIGS)}")
     cls = CONFIGS[algo]

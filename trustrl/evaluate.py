@@ -49,10 +49,6 @@ def evaluate(
 ) -> np.ndarray:
     """Returns of `episodes` episodes, episode i started from reset(seed=seed + i).
 
-    env_id: the env as trustrl takes it everywhere: a Gymnasium id, 'module:Name', an env
-    class or function, a gymnasium.Env or vector env object (played on deep copies of it, or
-    remade from its spec: trustrl.envs.objects), or an EnvFactory (kwargs and wrappers).
-
     An env with no time limit of its own (no max_episode_steps in its spec) has its episodes
     cut after `max_steps` steps (the config key eval_max_steps), so that a policy that never
     reaches a terminal state cannot make the evaluation run for ever. Atari games are played
@@ -62,6 +58,21 @@ def evaluate(
     Gaussian mean); stochastic samples, from torch's generator seeded with `seed` for the
     evaluation and restored after it: the same agent gets the same returns, and the caller's
     random stream (a training run's) is left as it was.
+
+    Args:
+        agent: a trustrl.Agent (or anything with its `act`).
+        env_id: the env as trustrl takes it everywhere: a Gymnasium id, 'module:Name', an env
+            class or function, a gymnasium.Env or vector env object (played on deep copies of
+            it, or remade from its spec: trustrl.envs.objects), or an EnvFactory (kwargs and
+            wrappers).
+        episodes: how many episodes.
+        deterministic: greedy actions (True) or sampled ones (False).
+        seed: episode i resets with seed + i; sampled actions draw from torch seeded with it.
+        max_parallel: at most this many episodes played at once (one vector env).
+        max_steps: the step cap of an env with no time limit of its own.
+
+    Returns:
+        The `episodes` returns, float64, in episode order.
     """
     if deterministic:
         return _evaluate(agent, env_id, episodes, True, seed, max_parallel, max_steps)

@@ -31,9 +31,10 @@ class Model:
     `save` and `load`.
 
     Args:
-        env: a Gymnasium id, 'module:Name', an env class or function, a gymnasium.Env or a
-            Gymnasium vector env (its num_envs is the model's). SB3's policy name may come
-            first: PPO("MlpPolicy", env).
+        *args: the env: a Gymnasium id, 'module:Name', an env class or function, a
+            gymnasium.Env or a Gymnasium vector env (its num_envs is the model's); also
+            accepted as the keyword `env`. SB3's policy name may come first:
+            PPO("MlpPolicy", env).
         **settings: the algorithm's config keys (trustrl.PPOConfig's fields for PPO, ...);
             SB3's names are answered with trustrl's (learning_rate: did you mean lr?).
     """
@@ -68,9 +69,15 @@ class Model:
         where the run is, as `trustrl.resume(total_steps=...)` does. Every call ends with an
         evaluation (eval.json) and agent.pt, as a finished run does.
 
-        callback: as `trustrl.train`'s (a function of the metrics row, or callbacks of
-        trustrl.callbacks; returning False stops the run, resumable by the next learn).
-        Returns the model.
+        Args:
+            total_timesteps: env steps to train for in this call.
+            callback: as `trustrl.train`'s (a function of the metrics row, or callbacks of
+                trustrl.callbacks; returning False stops the run, resumable by the next
+                learn).
+            progress_bar: show a progress bar on stderr.
+
+        Returns:
+            The model itself.
         """
         from trustrl.train import start
 
@@ -122,7 +129,14 @@ class Model:
         SB3's predict returns them (the None is SB3's recurrent state: trustrl's networks
         have none). deterministic=False samples, as SB3's default; True takes the mode
         (argmax, the Gaussian mean). Observations go in as the env returns them (the
-        agent's normaliser is applied); the actions are ready for env.step."""
+        agent's normaliser is applied); the actions are ready for env.step.
+
+        Args:
+            observation: one observation or a batch.
+            state: SB3's recurrent state; ignored.
+            episode_start: SB3's episode starts (for recurrent policies); ignored.
+            deterministic: the mode (True) or a sample (False).
+        """
         return self.agent.predict(observation, deterministic=deterministic)
 
     def get_env(self) -> Any:
@@ -138,7 +152,11 @@ class Model:
     # --- files -------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         """The agent file (what trustrl.Agent.load and `trustrl eval` read), with the model's
-        config beside it so that `load` makes the same model again."""
+        config beside it so that `load` makes the same model again.
+
+        Args:
+            path: the file to write.
+        """
         from trustrl.safeio import save_safe
 
         state = self.agent.state()
@@ -153,7 +171,13 @@ class Model:
         (None: the env its config records; an env that config.json could not record must be
         given). `learn` then starts a new run from the loaded weights and observation
         statistics (init_from: the optimiser starts afresh); trustrl.resume continues the
-        saved run itself. settings: config keys to change for that new run."""
+        saved run itself.
+
+        Args:
+            path: `save`'s file, an agent file or a run folder.
+            env: the env for the new model (None: the one its config records).
+            **settings: config keys to change for that new run.
+        """
         from trustrl.safeio import load_safe
 
         agent = Agent.load(path)

@@ -61,11 +61,19 @@ MAX_OVERLAY = 16  # one overlaid curve of every seed in a population folder up t
 
 @dataclass
 class TrainResult:
+    """What `train`, `resume` and `Model.learn`'s run end with."""
+
     run_dir: Path
-    agent: Agent  # the final agent (of the first seed in a population)
-    final_eval: dict[str, Any]  # empty when a callback stopped the run
-    metrics: list[dict[str, Any]] = field(default_factory=list)  # rows of one-seed runs
-    member_dirs: list[Path] = field(default_factory=list)  # one folder per seed
+    """The run folder (a population's folder for a `seeds` run)."""
+    agent: Agent
+    """The final agent (of the first seed in a population)."""
+    final_eval: dict[str, Any]
+    """The final evaluation (eval.json's mean, std, returns); empty when a callback stopped the
+    run."""
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    """The metrics.csv rows of a one-seed run."""
+    member_dirs: list[Path] = field(default_factory=list)
+    """One folder per seed of a population."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -575,15 +583,24 @@ def train(
 ) -> TrainResult:
     """Train from scratch; writes a run folder under config.runs_dir and returns the result.
 
-    seeds: train a population, one member per seed, on the batched collector (each member
-    equal to its seed's run alone). config.vector 'auto' picks the batched collector where it
-    runs the config (classic control), else the Gymnasium sync vector env.
-    init_from: a run folder or agent file to start from (its weights and observation
-    statistics; config.init_from, recorded in config.json); the optimiser starts afresh.
-    callback: a function of the metrics row called after each iteration, a
-    trustrl.callbacks.Callback (which sees the agent, the env and the metrics at rollout end
-    and iteration end), or a list of them; returning False stops the run cleanly (status
-    "stopped", resumable).
+    config.vector 'auto' picks the batched collector where it runs the config (classic
+    control), else the Gymnasium sync vector env.
+
+    Args:
+        config: the run's settings (make_config or a config class: PPOConfig, ...).
+        progress: show a progress bar on stderr.
+        callback: a function of the metrics row called after each iteration, a
+            trustrl.callbacks.Callback (which sees the agent, the env and the metrics at
+            rollout end and iteration end), or a list of them; returning False stops the run
+            cleanly (status "stopped", resumable).
+        seeds: train a population, one member per seed, on the batched collector (each member
+            equal to its seed's run alone).
+        init_from: a run folder or agent file to start from (its weights and observation
+            statistics; config.init_from, recorded in config.json); the optimiser starts
+            afresh.
+
+    Returns:
+        The run folder, the final agent, its final evaluation and the metrics rows.
     """
     return start(config, progress, seeds, init_from).run(callback)
 
@@ -664,12 +681,20 @@ def resume(
     """Continue a run from its last checkpoint (logs after it are dropped first); a run with
     no checkpoint yet starts again from scratch in its own folder.
 
-    total_steps: extend the run (finished or stopped) to this new total; config.json records
-    it. The schedules are functions of (iteration, total): annealed linearly over the new
-    total, so from the checkpoint on the run takes the rates of a run of that total (a run
-    with anneal_steps keeps that horizon, and cannot be extended past it).
-    env: the env class or function again, for a run whose env had no import path (config.json
-    records its name only); it must record as config.json does.
+    Args:
+        run_path: the run folder.
+        progress: show a progress bar on stderr.
+        callback: as `train`'s.
+        total_steps: extend the run (finished or stopped) to this new total; config.json
+            records it. The schedules are functions of (iteration, total): annealed linearly
+            over the new total, so from the checkpoint on the run takes the rates of a run of
+            that total (a run with anneal_steps keeps that horizon, and cannot be extended past
+            it).
+        env: the env class or function again, for a run whose env had no import path
+            (config.json records its name only); it must record as config.json does.
+
+    Returns:
+        As `train`'s.
     """
     root = RunDir.open(run_path)
     d = root.read_config()

@@ -166,9 +166,12 @@ class EnvFactory:
     """One env as the config describes it: `make()` builds it (picklable: the async vector
     env sends it to its workers)."""
 
-    env: Any  # a Gymnasium id, 'module:Id', 'module:Name' of a class/function, or a callable
+    env: Any
+    """A Gymnasium id, 'module:Id', 'module:Name' of a class or function, or a callable."""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the env (env_kwargs)."""
     wrappers: tuple[tuple[Any, dict[str, Any]], ...] = ()
+    """(wrapper, kwargs) pairs applied in order."""
     atari: str | None = None
     """'train' or 'eval': an Atari id behind trustrl.envs.atari's preprocessing (None: not)."""
 

@@ -127,7 +127,7 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
 
 
 def rule_text() -> str:
-    """The rule in one sentence (--help, the README, docs/presets.md)."""
+    """The rule in one sentence (--help, docs/settings.md, docs/presets.md)."""
     rule = AUTO_ZOO_FROM["ppo"]
     if rule > 1:
         return ("on the envs where PPO's zoo preset was measured against trustrl's defaults ("

@@ -8,7 +8,7 @@
   const MA_WINDOW = 5;  // the same trailing moving average as trustrl.plotting
 
   /* Healthy ranges and where they come from (the caption under each chart). */
-  const SRC = "chapter 000, “The two numbers to watch” (also README.md, “The diagnostics " +
+  const SRC = "chapter 000, “The two numbers to watch” (also docs/diagnostics.md, “The diagnostics " +
     "and their healthy ranges”)";
   const BANDS = {
     approx_kl: {
@@ -24,7 +24,7 @@
     },
     explained_variance: {
       good: [0, 1], bad: [-Infinity, 0],
-      caption: "The chapter gives no range for this one. Shading from trustrl's README (“The " +
+      caption: "The chapter gives no range for this one. Shading from trustrl's docs/diagnostics.md (“The " +
         "diagnostics and their healthy ranges”): it rises towards 1; ≤ 0 (red) means the " +
         "critic explains nothing of the returns.",
     },
