@@ -87,6 +87,9 @@ class PPO(Algorithm):
         self.clip_value_loss = getattr(cfg, "clip_value_loss", False)
         self.clip_eps = cfg.clip_eps  # the current clip range (anneal_clip: set_progress)
         self.needs_old = False  # whether the loss reads pi_old's output (a KL term)
+        self.kl_coef: Tensor | None = None
+        """The coefficient beta [P] of a penalty beta * mean KL(pi_old || pi) in the loss
+        (ppo-penalty's adaptive one; it sets needs_old), or None."""
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
         self._orders_ahead: tuple[int, int, Tensor] | None = None  # (counter, n, orders)
@@ -129,8 +132,6 @@ class PPO(Algorithm):
         if own:
             self.eager_reason = (f"{cls.__name__}.{own[0]} is torch code (the compiled "
                                  "kernels run objective_fn/objective_grad written over o)")
-        elif self.needs_old:
-            self.eager_reason = f"{cls.__name__}'s loss reads pi_old's outputs"
         if self.eager_reason is not None:
             return None
         return self.objective()
@@ -159,7 +160,17 @@ class PPO(Algorithm):
         if cfg.ent_coef != 0.0:
             loss = loss - cfg.ent_coef * h.entropy.mean(1)
         clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
-        t = LossTerms(loss, {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped})
+        stats = {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped}
+        kl = None
+        if self.kl_coef is not None:  # beta * mean KL(pi_old || pi), exact
+            kl = h.net.kl_from(mb["old_out"], h.out, mb["flat_old"], h.params)
+            kl_mean = kl.mean(1)
+            penalty = self.kl_coef.to(kl.dtype) * kl_mean
+            loss = loss + penalty
+            stats.update(policy_loss=pl + penalty, kl_penalty=kl_mean)
+        t = LossTerms(loss, stats)
+        if want and kl is not None:
+            t.d_kl = (self.kl_coef.to(kl.dtype) / kl.shape[1])[:, None].expand_as(kl)  # type: ignore[union-attr]  # noqa: E501
         if want:  # d rho / d logp = rho
             t.d_logp = ratio * self.surrogate_grad(ratio, adv) * (-1.0 / M)
             t.d_value = value_error_grad(h.value, mb["returns"], v_old, v_eps) * (
@@ -218,7 +229,8 @@ class PPO(Algorithm):
                 try:
                     acc = kernel(net, self.opt, batch, orders[first:first + per_call],
                                  self.minibatch_size, lr, active, cfg, objective,
-                                 self.clip_eps)
+                                 self.clip_eps, None if self.kl_coef is None else (
+                                     self.kl_coef, batch["old_out"], batch["flat_old"]))
                 except NotCompilable as e:  # a user's objective: typing failed, nothing moved
                     self._eager_note(e.__cause__ or e)
                     kernel = None

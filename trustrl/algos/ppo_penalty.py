@@ -7,7 +7,8 @@
     beta <- beta / 2 if d < d_targ / 1.5 ;  beta <- 2 beta if d > 1.5 d_targ
 
 PPO's K-epoch loop (algos/ppo.py) with the clip taken out and the KL term put in, one beta per
-member. The KL's derivative in the actor's output (for the closed-form backend) sits beside the
+member (PPO.kl_coef: PPO.loss adds beta * mean KL, and the compiled epochs do too). The KL's
+derivative in the actor's output (for the closed-form backend) sits beside the
 KL itself, in the population network's distribution code (PopNet.kl_backward).
 """
 
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor
 
 from trustrl.algos.ppo import PPO
-from trustrl.backends import Backend, Heads, LossTerms
+from trustrl.backends import Backend
 from trustrl.popnet import PopNet
 
 
@@ -34,19 +35,7 @@ class PPOPenalty(PPO):
         self.kl_target = cfg.kl_target
         self.beta = torch.full((net.population,), float(cfg.beta_init), dtype=torch.float64,
                                device=net.flat.device)
-
-    def loss(self, h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
-        t = super().loss(h, mb, want)
-        kl = h.net.kl_from(mb["old_out"], h.out, mb["flat_old"], h.params)
-        kl_mean = kl.mean(1)
-        beta = self.beta.to(kl.dtype)
-        penalty = beta * kl_mean
-        t.loss = t.loss + penalty
-        t.stats = {"policy_loss": t.stats["policy_loss"] + penalty,
-                   "value_loss": t.stats["value_loss"], "kl_penalty": kl_mean}
-        if want:
-            t.d_kl = (beta / kl.shape[1])[:, None].expand_as(kl)
-        return t
+        self.kl_coef = self.beta  # PPO.loss's penalty term; adapted in place below
 
     def update(self, batch: dict[str, Tensor], counter: Tensor | int,
                lr: Tensor | float) -> dict[str, Tensor]:

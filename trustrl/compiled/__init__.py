@@ -217,14 +217,18 @@ class Compiled(ClosedForm):
 
     def ppo_epochs(self, net: PopActorCritic, opt: PopAdam, batch: dict[str, Tensor],
                    order: Tensor, minibatch_size: int, lr: float | Tensor, active: Tensor,
-                   cfg: Any, objective: Objective, clip_eps: float) -> dict[str, Tensor]:
+                   cfg: Any, objective: Objective, clip_eps: float,
+                   kl: tuple[Tensor, Tensor, Tensor] | None = None) -> dict[str, Tensor]:
         """E epochs of `algos.ppo.PPO.update` in one compiled call, with `objective` as the
         policy term (PPO-clip's, a variant's or a user's, compiled from its source by
         trustrl.compiled.ppo.epochs_kernel; NotCompilable where it does not compile, before
         any parameter moved): for each epoch e, the minibatches of `minibatch_size` samples of
         each active member in the order order[e] [P, N], each a closed-form gradient, the
         norm clip and a step of `opt` (Adam over all of flat). Returns the sums over the last
-        epoch's minibatches [P] of policy_loss, value_loss, grad_norm and clip_fraction_mb."""
+        epoch's minibatches [P] of policy_loss, value_loss, grad_norm, clip_fraction_mb and
+        kl_penalty (the mean KL). `kl`: the penalty's coefficient on KL(pi_old || pi) per
+        member [P], pi_old's outputs [P, N, n] and flat parameters [P, D] (PPO.kl_coef; None:
+        no penalty)."""
         flat = net.flat.detach()
         if not (flat.is_contiguous() and flat.dtype == torch.float32
                 and opt.param.data_ptr() == flat.data_ptr() and opt.m.is_contiguous()
@@ -234,7 +238,16 @@ class Compiled(ClosedForm):
         P, N = batch["logp_old"].shape
         f32 = np.float32
         acts = batch["actions"]
-        sums = np.zeros((P, 4), f32)
+        sums = np.zeros((P, 5), f32)
+        if kl is None:
+            kl_args: tuple[Any, ...] = (np.zeros(P), np.zeros((1, 1, 1), f32),
+                                        np.zeros((1, 1), f32))
+        else:
+            coef, old_out, flat_old = kl
+            kl_args = (np.ascontiguousarray(_np(coef), np.float64),
+                       np.ascontiguousarray(_np(old_out), f32),
+                       np.zeros((1, 1), f32) if net.discrete else np.ascontiguousarray(
+                           _np(net.log_std(flat_old)).reshape(P, -1), f32))
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
         _kernels()
@@ -256,13 +269,14 @@ class Compiled(ClosedForm):
             np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
             float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
             float(cfg.ent_coef), bool(cfg.norm_adv), tuple(map(float, objective.args)),
-            bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), sums)
+            bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), *kl_args,
+            sums)
         _compiling_objective(f"ppo_epochs:{kernel.source_tag}", "compiling PPO's update (once "
                              "per machine, about 20 s; cached on disk)", kernel, *args)
         opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
         s = torch.from_numpy(sums)
         return {"policy_loss": s[:, 0], "value_loss": s[:, 1], "grad_norm": s[:, 2],
-                "clip_fraction_mb": s[:, 3]}
+                "clip_fraction_mb": s[:, 3], "kl_penalty": s[:, 4]}
 
     def ppo_iteration(self, net: PopActorCritic, opt: PopAdam, rollout: CompiledRollout,
                       state: tuple[Any, ...], noise: Tensor, resets: Tensor, order: Tensor,

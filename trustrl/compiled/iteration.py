@@ -118,7 +118,8 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
     K = order.shape[0]
     n_mb = -(-B // mb)
     active = np.ones(P, np.bool_)
-    sums = np.zeros((P, 4), f32)
+    sums = np.zeros((P, 5), f32)
+    no_kl = np.zeros(P)  # the penalty's coefficient: none (its algorithm runs unfused)
     last[:] = 0.0
     epochs_run[:] = 0.0
     per_call = 1 if use_mask else K
@@ -128,7 +129,7 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
                    act_f_f, logp_f, adv_f, ret_f, val_f,
                    np.ascontiguousarray(order[first:first + per_call]), mb, lr,
                    b1, b2, adam_eps, clip_eps, vf_coef, ent_coef, norm_adv, obj_args, clip_value,
-                   max_grad_norm, sums)
+                   max_grad_norm, no_kl, np.zeros((1, 1, 1), f32), np.zeros((1, 1), f32), sums)
         for p in range(P):
             if active[p]:
                 for j in range(4):

@@ -38,7 +38,9 @@ from trustrl.compiled.kernels import (
     adam_,
     dot_tn,
     gaussian_entropy_density,
+    gaussian_kl_density,
     gaussian_log_density,
+    gaussian_var_ratio,
     hidden_size,
     mlp_backward_hidden,
     mlp_forward,
@@ -65,17 +67,21 @@ OBJECTIVE_GRAD = OBJECTIVE
 
 def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, act_i, act_f,  # type: ignore[no-untyped-def]  # noqa: E501
               logp_old, adv, returns, values_old, order, mb, lr, b1, b2, adam_eps, clip_eps,
-              vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, sums):
+              vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, kl_coef,
+              old_out, ls_old, sums):
     """E epochs for P members. flat [P, D] float32: the actor (layer sizes `sizes`) from
     column 0, the critic (the same hidden sizes, one output) from c0, the log-std at ls_off
     (Box); m, v [P, D] Adam's moments, t [P] its step counts (advanced here); active [P] bool.
     The batch [P, N, ...]: obs float32, act_i int64 (discrete) or act_f float32 [P, N, n]
     (Box), logp_old, adv, returns, values_old float32; order [E, P, N] int64: E epochs'
     shuffles, run one after the other; obj_args the objective's arguments after the ratio and
-    the advantages (a tuple of floats: PPO-clip's (clip_eps,)). sums [P, 4] receives, per
-    member, the sums over the
-    last epoch's minibatches of policy loss, value loss, pre-clip gradient norm and clip
-    fraction. Returns the number of minibatches of an epoch."""
+    the advantages (a tuple of floats: PPO-clip's (clip_eps,)); kl_coef [P] float64 the
+    penalty's coefficient on the exact KL(pi_old || pi) per member (PPO.kl_coef: 0 for no
+    penalty), with pi_old's outputs old_out [P, N, n] and log-std ls_old [P, n] float32 (Box;
+    placeholders where no member has a penalty). sums [P, 5] receives, per member, the sums
+    over the last epoch's minibatches of policy loss (with the penalty), value loss, pre-clip
+    gradient norm, clip fraction and mean KL. Returns the number of minibatches of an
+    epoch."""
     P, N = logp_old.shape
     Lh = sizes.shape[0] - 2
     d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]
@@ -179,6 +185,39 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 d_logp = np.empty(M, np.float32)
                 pl = -np.mean(OBJECTIVE(ratio, A, *obj_args))
                 d_logp[:] = ratio * OBJECTIVE_GRAD(ratio, A, *obj_args) * (-1.0 / M)
+                # the penalty beta * mean KL(pi_old || pi) (PPO.loss with kl_coef): the KL per
+                # state and, for the chain rule, pi_old's probabilities (Discrete) or its
+                # output minus the new one (Box)
+                beta = f32(kl_coef[p])
+                kl_mean = f32(0.0)
+                ref = np.empty((M, n), np.float32)
+                if beta != 0.0:
+                    kl = np.zeros(M, np.float32)
+                    for i in range(M):
+                        j = order[e, p, s + i]
+                        if discrete:
+                            mx = old_out[p, j, 0]
+                            for k in range(1, n):
+                                mx = max(mx, old_out[p, j, k])
+                            se = f32(0.0)
+                            for k in range(n):
+                                se += np.exp(old_out[p, j, k] - mx)
+                            lse = mx + np.log(se)
+                            for k in range(n):
+                                lo = old_out[p, j, k] - lse
+                                ref[i, k] = np.exp(lo)
+                                kl[i] += ref[i, k] * (lo - lpa[i, k])
+                        else:
+                            for k in range(n):
+                                ls_n = th[ls_off + k]
+                                kl[i] += gaussian_kl_density(
+                                    old_out[p, j, k], ls_old[p, k], out[i, k], ls_n,
+                                    inv_std[k], gaussian_var_ratio(ls_old[p, k], ls_n, f32(2.0)),
+                                    HALF, f32(1.0), f32(2.0))
+                                ref[i, k] = out[i, k] - old_out[p, j, k]
+                    kl_mean = np.mean(kl)
+                    pl += beta * kl_mean
+                g_kl = beta / f32(M)
                 d_value = np.empty(M, np.float32)
                 # in float64: value_error_grad's branches then return one type under Numba
                 V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
@@ -202,6 +241,8 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                             g = d_logp[i] * (onehot - prob[i, k])
                             if ent_coef != 0.0:
                                 g += -d_ent * prob[i, k] * (lpa[i, k] + ent[i])
+                            if beta != 0.0:  # d KL / d logits = p_new - p_old
+                                g += g_kl * (prob[i, k] - ref[i, k])
                             g_out[i, k] = g
                 else:
                     for k in range(n):
@@ -210,6 +251,15 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                             z = lpa[i, k]
                             g_out[i, k] = d_logp[i] * z * inv_std[k]
                             g_ls += d_logp[i] * (z * z - f32(1.0))
+                        if beta != 0.0:  # popnet.kl_backward's Gaussian derivatives
+                            inv_var = inv_std[k] * inv_std[k]
+                            g_kls = f32(0.0)
+                            for i in range(M):
+                                diff = ref[i, k]
+                                g_out[i, k] += g_kl * diff * inv_var
+                                g_kls += f32(1.0) - (np.exp(f32(2.0) * ls_old[p, k])
+                                                     + diff * diff) * inv_var
+                            g_ls += g_kl * g_kls
                         if ent_coef != 0.0:
                             g_ls += d_ent * M
                         grad[ls_off + k] = g_ls
@@ -241,6 +291,7 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 sums[p, 1] += vl
                 sums[p, 2] += norm
                 sums[p, 3] += clipped / M
+                sums[p, 4] += kl_mean
                 n_mb += 1
     return n_mb
 
