@@ -152,8 +152,10 @@ def probe(env_id: Any) -> str | None:
 def run_source(mode: str, env_id: Any, action: ActionSpec, label: str) -> str | None:
     """The mask source a run on the Gymnasium collector uses (config key action_mask = mode):
     the env is probed (one env made and reset) unless the mode is 'off' or the action space
-    cannot be masked; ConfigError where 'on' cannot hold (`resolve`)."""
-    if mode == "off" or (mode == "auto" and mask_size(action) is None):
+    cannot be masked, or 'auto' meets an Atari game behind trustrl's chain (ALE games give
+    no masks: no extra emulator made); ConfigError where 'on' cannot hold (`resolve`)."""
+    if mode == "off" or (mode == "auto" and (mask_size(action) is None
+                                             or getattr(env_id, "atari", None))):
         return resolve(mode, None, action, label)
     return resolve(mode, probe(env_id) if mask_size(action) is not None else None, action,
                    label)
