@@ -205,12 +205,13 @@ class Collector:
                 # = dist(obs).sample(), .log_prob(action), value(obs), without module
                 # overhead; the actor's output kept as pi_old's (a policy may give only the
                 # first three); on a masked run, under the current observations' masks
-                mask_t = None
-                if mask_buf is not None:
+                if mask_buf is None:  # (a policy's own sample_step need not take masks)
+                    action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
+                else:
                     mask = st.next_mask if self.mask_source == "info" else self._masks({})
                     mask_buf[t] = mask_t = torch.as_tensor(mask, device=device)
-                action, logp, value, *out = policy.sample_step(obs_t, with_out=True,
-                                                               mask=mask_t)
+                    action, logp, value, *out = policy.sample_step(obs_t, with_out=True,
+                                                                   mask=mask_t)
                 obs_buf[t], act_buf[t] = obs_t, action
                 logp_buf[t], val_buf[t] = logp, value
                 if out:
