@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from trustrl.envs import masks
 from trustrl.envs.make import EnvSpec, obs_to_array
 from trustrl.envs.spaces import RAW_KINDS, check_observation, raw_columns
-from trustrl.errors import RunError
+from trustrl.errors import EnvError, RunError
 from trustrl.normalize import ObsNormalizer
 from trustrl.policies import ActionSpec, Policy, build_policy, policy_from_kwargs
 
@@ -105,8 +106,23 @@ class Agent:
                 a = a + self._start
         return a if self._shape is None else a.reshape(len(a), *self._shape)
 
+    def mask_tensor(self, action_masks: Any, n: int) -> torch.Tensor | None:
+        """Action masks for n observations ([n_actions] for one, [n, n_actions] for a batch;
+        MultiDiscrete: sum(nvec) per row) as a bool tensor [n, n_actions], checked
+        (trustrl.envs.masks.check_masks: an EnvError for a bad one); None stays None."""
+        if action_masks is None:
+            return None
+        if masks.mask_size(self.spec.action) is None:
+            raise EnvError(f"action masks apply to Discrete and MultiDiscrete actions, not "
+                           f"{self.spec.action.kind}")
+        m = np.asarray(action_masks)
+        m = m.reshape(n, -1) if m.ndim == 1 and n == 1 else m
+        return torch.as_tensor(masks.check_masks(m, self.spec.action, n, "action_masks"),
+                               device=self.device)
+
     @torch.no_grad()
-    def act(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+    def act(self, obs: Any, deterministic: bool = True, action_masks: Any = None
+            ) -> np.ndarray:
         """Action(s) for one observation or a batch [N, ...] of any observation space (a
         Dict observation as a dict of arrays, a batch as a dict of batches; lists and tuples
         of numbers too). Greedy (mode) by default. An observation of another shape, or not of
@@ -115,25 +131,33 @@ class Agent:
         Args:
             obs: one observation or a batch, as the env returns them.
             deterministic: the distribution's mode (True) or a sample (False).
+            action_masks: (Discrete, MultiDiscrete) the valid actions, [n] or [N, n]
+                booleans (sb3-contrib's name); an invalid action is then never returned,
+                greedy or sampled.
         """
         batch, single = check_observation(obs, self.spec.layout())
-        d = self.policy.dist(self.obs_tensor(batch))
+        x = obs_to_array(batch, self.spec)
+        d = self.policy.dist(self.array_tensor(x), self.mask_tensor(action_masks, len(x)))
         a = self.env_action(d.mode() if deterministic else d.sample())
         return a[0] if single else a
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
-                deterministic: bool = False) -> tuple[np.ndarray, None]:
+                deterministic: bool = False, action_masks: Any = None
+                ) -> tuple[np.ndarray, None]:
         """Stable-Baselines3's predict: (action, None) for one observation, (actions, None)
         for a batch; deterministic=False samples, as SB3's default (`act` is greedy by
         default). The None is SB3's recurrent state: trustrl's networks have none.
+
 
         Args:
             observation: one observation or a batch.
             state: SB3's recurrent state; ignored.
             episode_start: SB3's episode starts (for recurrent policies); ignored.
             deterministic: the mode (True) or a sample (False).
+            action_masks: the valid actions, as sb3-contrib's MaskablePPO.predict takes them.
         """
-        return self.act(observation, deterministic=deterministic), None
+        return self.act(observation, deterministic=deterministic,
+                        action_masks=action_masks), None
 
     def evaluate(self, env: Any, episodes: int = 10, deterministic: bool = True,
                  **kwargs: Any) -> np.ndarray:

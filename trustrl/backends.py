@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from trustrl.distributions import mask_logits
 from trustrl.popnet import PopActorCritic, PopNet
 
 
@@ -66,7 +67,8 @@ class LossTerms:
 
 LossFn = Callable[[Heads, dict[str, Tensor], bool], LossTerms]
 """(heads, minibatch, want_derivatives) -> LossTerms. The minibatch holds obs, actions,
-logp_old, advantages, returns, values_old [P, M, ...] (and old_out, flat_old for a KL)."""
+logp_old, advantages, returns, values_old [P, M, ...] (and old_out, flat_old for a KL; and
+action_mask [P, M, n] on a masked run: the actor's output is masked before any head)."""
 
 
 class Autograd:
@@ -90,6 +92,7 @@ class Autograd:
             v = net.views(flat)  # type: ignore[attr-defined]
             if policy:
                 out, value = net.actor_critic(mb["obs"], v)
+                out = mask_logits(out, mb.get("action_mask"))  # the sample's valid actions
                 logp, ent = net.log_prob_entropy(out, mb["actions"], v)
             else:
                 value = net.critic(mb["obs"], v)  # type: ignore[attr-defined]
@@ -157,6 +160,8 @@ class ClosedForm:
             return torch.cat(crit, dim=1), t  # the critic's block of the layout
         a = mb["actions"]
         out, acts_pi = net.mlp_forward("actor", o, params)
+        # the sample's valid actions; d/d(an invalid logit) is 0 in every term's derivative
+        out = mask_logits(out, mb.get("action_mask"))
         parts = net.log_prob_parts(out, a, params)
         t = loss_fn(Heads(net, params, out, parts["logp"], None, value, parts), mb, True)
         g_out, g_ls = net.log_prob_backward(

@@ -133,6 +133,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "activation": ("tanh", "relu"),
     "grad_backend": ("auto", "closed-form", "autograd", "compiled"),
     "track": ("none", "wandb", "mlflow"),
+    "action_mask": ("auto", "on", "off"),
 }
 
 
@@ -268,6 +269,11 @@ class RunConfig:
     where the
     closed form applies on a CPU and Numba is installed, else the closed form where it
     applies, else autograd)."""
+    action_mask: str = "auto"
+    """Invalid-action masks from the env (Discrete, MultiDiscrete; docs/masking.md): 'auto'
+    uses them where the env gives them (an action_masks() method, as sb3-contrib's
+    MaskablePPO reads it, or info["action_mask"]), 'on' requires them, 'off' ignores them.
+    Masked runs take the Gymnasium collector and the PPO family's algorithms."""
     preset: str | None = "auto"
     """The preset applied under your values, the same on every entry point (`trustrl train`,
     make_config, these classes, trustrl.PPO and the other models): 'auto' (the default: the
@@ -526,7 +532,7 @@ class RunConfig:
         return (self.env_id in SUPPORTED and self.algo in CONFIGS and not self.runners
                 and not self.shared_trunk and self.ortho_init
                 and not self.env_kwargs and not self.wrappers and not self.policy
-                and self.eval_deterministic)
+                and self.eval_deterministic and self.action_mask != "on")
 
     def _torch_vector(self) -> bool:
         """Whether this config runs on the batched torch envs (vector 'torch', or 'auto' that
@@ -563,6 +569,8 @@ class RunConfig:
             if self.vector == "torch":
                 raise ConfigError("runners step Gymnasium vector envs: vector 'sync' or "
                                   "'async', not 'torch'")
+            if self.action_mask == "on":
+                raise ConfigError("action_mask 'on' needs the in-process collector (runners 0)")
             if self.num_envs % self.runners:
                 raise ConfigError(f"num_envs {self.num_envs} is not a multiple of runners "
                                   f"{self.runners} (each runner steps num_envs / runners envs)")
@@ -588,6 +596,9 @@ class RunConfig:
             if self.env_kwargs or self.wrappers:
                 raise ConfigError("vector 'torch' runs its own copy of the env: env_kwargs "
                                   "and wrappers need vector 'sync' or 'async'")
+            if self.action_mask == "on":
+                raise ConfigError("action_mask 'on' needs the Gymnasium collector (vector "
+                                  "'sync' or 'async'): the batched collector does not mask")
             if not self.eval_deterministic:
                 raise ConfigError("vector 'torch' evaluates greedily: eval_deterministic false "
                                   "needs vector 'sync' or 'async'")

@@ -4,6 +4,10 @@ categoricals) and Bernoulli (MultiBinary: independent bits).
 
 Small classes instead of torch.distributions: no argument validation on the hot path, log-probs
 already summed over action dimensions, and an exact KL for the trust-region code.
+
+Action masks (Discrete and MultiDiscrete): `mask_logits` / `masked_log_softmax` are the one
+place where invalid actions are taken out; Categorical and MultiCategorical take the mask, so
+their log-prob, entropy, KL, samples and mode are over the valid actions only.
 """
 
 from __future__ import annotations
@@ -59,11 +63,40 @@ def gaussian_var_ratio(log_std_p: Any, log_std_q: Any, two: Any) -> Any:
     return o.exp(two * (log_std_p - log_std_q))
 
 
-class Categorical:
-    """pi(a|s) = softmax(logits). logits: [B, A]; actions: [B] integer."""
+# --- action masks, written once -----------------------------------------------------------------
+MASKED_LOGIT = -1e8
+"""The logit an invalid action gets (sb3-contrib's MaskableCategorical uses the same): finite,
+so that p log p = 0 * (-1e8) = 0 in the entropy and the KL and every gradient stays finite
+(-inf would give 0 * inf = NaN), and low enough that exp(MASKED_LOGIT - logsumexp) is exactly 0
+in float32 and float64, so an invalid action is never sampled."""
 
-    def __init__(self, logits: Tensor):
-        self.logits = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+def mask_logits(logits: Tensor, mask: Tensor | None) -> Tensor:
+    """The logits with every invalid action's (mask False) set to MASKED_LOGIT; mask None:
+    unchanged. logits [..., n]; mask [..., n] bool, broadcastable (a MultiDiscrete mask is
+    the per-dimension masks concatenated, sum(nvec) booleans, as its logits are). The
+    gradient with respect to an invalid logit is 0. The easy mistake: a row with no valid
+    action (a uniform distribution over the invalid ones); the collectors refuse it."""
+    if mask is None:
+        return logits
+    fill = max(MASKED_LOGIT, torch.finfo(logits.dtype).min / 2)  # finite in float16 too
+    return torch.where(mask.bool(), logits, torch.full_like(logits, fill))
+
+
+def masked_log_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
+    """log pi(a|s) for every action a over the last dimension, with the probability of the
+    invalid actions (mask False) exactly 0 and their log-probability MASKED_LOGIT-like (finite):
+    log_softmax(mask_logits(logits, mask)). Any log-softmax of a categorical's logits goes
+    through here, so a masked policy's log-probs, entropy and KL are over the valid actions."""
+    return torch.log_softmax(mask_logits(logits, mask), dim=-1)
+
+
+class Categorical:
+    """pi(a|s) = softmax(logits) over the valid actions (mask True; mask None: all).
+    logits: [B, A]; mask: [B, A] bool or None; actions: [B] integer."""
+
+    def __init__(self, logits: Tensor, mask: Tensor | None = None):
+        self.logits = masked_log_softmax(logits, mask)
 
     @property
     def probs(self) -> Tensor:
@@ -124,11 +157,14 @@ class DiagGaussian:
 class MultiCategorical:
     """Independent categoricals, one per dimension of a MultiDiscrete space: logits
     [B, sum(nvec)] cut into blocks of nvec[i]; actions [B, len(nvec)] (integers, any dtype).
-    log_prob, entropy and KL are summed over the dimensions."""
+    log_prob, entropy and KL are summed over the dimensions. mask: [B, sum(nvec)] bool (each
+    dimension's mask, concatenated, as sb3-contrib flattens them) or None."""
 
-    def __init__(self, logits: Tensor, nvec: tuple[int, ...]):
+    def __init__(self, logits: Tensor, nvec: tuple[int, ...], mask: Tensor | None = None):
         self.nvec = tuple(nvec)
-        self.parts = [Categorical(x) for x in torch.split(logits, self.nvec, dim=-1)]
+        masks = [None] * len(self.nvec) if mask is None else torch.split(mask, self.nvec, -1)
+        self.parts = [Categorical(x, m)
+                      for x, m in zip(torch.split(logits, self.nvec, dim=-1), masks, strict=True)]
 
     def sample(self) -> Tensor:
         return torch.stack([c.sample() for c in self.parts], dim=-1)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trustrl.envs import masks
 from trustrl.envs.atari import is_atari_id
 from trustrl.envs.factory import EnvFactory, as_factory
 from trustrl.envs.make import make_vec_env
@@ -46,6 +47,7 @@ def evaluate(
     seed: int = EVAL_SEED_OFFSET,
     max_parallel: int = 32,
     max_steps: int = DEFAULT_EVAL_MAX_STEPS,
+    action_mask: str = "auto",
 ) -> np.ndarray:
     """Returns of `episodes` episodes, episode i started from reset(seed=seed + i).
 
@@ -70,21 +72,26 @@ def evaluate(
         seed: episode i resets with seed + i; sampled actions draw from torch seeded with it.
         max_parallel: at most this many episodes played at once (one vector env).
         max_steps: the step cap of an env with no time limit of its own.
+        action_mask: 'auto', 'on' or 'off' (the config key): the env's action masks, where it
+            gives them (trustrl.envs.masks), restrict the actions as in training.
 
     Returns:
         The `episodes` returns, float64, in episode order.
     """
     if deterministic:
-        return _evaluate(agent, env_id, episodes, True, seed, max_parallel, max_steps)
+        return _evaluate(agent, env_id, episodes, True, seed, max_parallel, max_steps,
+                         action_mask)
     # manual_seed seeds every CUDA device too: fork (and so restore) each one in use
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
-        return _evaluate(agent, env_id, episodes, False, seed, max_parallel, max_steps)
+        return _evaluate(agent, env_id, episodes, False, seed, max_parallel, max_steps,
+                         action_mask)
 
 
 def _evaluate(agent: Any, env_id: Any, episodes: int, deterministic: bool,
-              seed: int, max_parallel: int, max_steps: int) -> np.ndarray:
+              seed: int, max_parallel: int, max_steps: int, mask_mode: str = "auto"
+              ) -> np.ndarray:
     agent = agent.frozen()
     env_id = evaluation_env(env_id)
     returns: list[float] = []
@@ -92,15 +99,22 @@ def _evaluate(agent: Any, env_id: Any, episodes: int, deterministic: bool,
         n = min(max_parallel, episodes - first)
         envs = make_vec_env(env_id, n, "sync")
         try:
-            obs, _ = envs.reset(seed=[seed + first + i for i in range(n)])
+            obs, info = envs.reset(seed=[seed + first + i for i in range(n)])
+            # the env's action masks, read as the training run reads them (action_mask
+            # 'auto': wherever the env gives them)
+            source = masks.find_source(envs, info) if mask_mode != "off" else None
+            source = masks.resolve(mask_mode, source, agent.spec.action, "the evaluation env")
             cap = max_steps if own_time_limit(envs) is None else None
             total = np.zeros(n)
             running = np.ones(n, bool)
             steps = 0
             while running.any():
-                d = agent.policy.dist(agent.obs_tensor(obs))
+                mask = None if source is None else torch.as_tensor(masks.read_masks(
+                    envs, source, info, agent.spec.action, "the evaluation env"),
+                    device=agent.device)
+                d = agent.policy.dist(agent.obs_tensor(obs), mask)
                 action = agent.env_action(d.mode() if deterministic else d.sample())
-                obs, reward, term, trunc, _ = envs.step(action)
+                obs, reward, term, trunc, info = envs.step(action)
                 total += np.where(running, reward, 0.0)
                 running &= ~np.logical_or(term, trunc)
                 steps += 1

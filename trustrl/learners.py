@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trustrl import compiled, rng
+from trustrl import backends, compiled, rng
 from trustrl import diagnostics as diag
 from trustrl.advantages import gae, gae_numpy
 from trustrl.agent import Agent, make_policy
@@ -35,6 +35,7 @@ from trustrl.algos import Algorithm, make_algorithm
 from trustrl.algos.common import DIAGNOSTIC_COLUMNS, QUANTILES
 from trustrl.batched import BatchedCollector, metrics_rows
 from trustrl.config import RunConfig
+from trustrl.envs import masks
 from trustrl.envs.factory import env_factory
 from trustrl.envs.make import EnvSpec, check_env, make_vec_env, pickle_drops_state, pixel_rows
 from trustrl.errors import ConfigError, NotCompilable, RunError
@@ -159,7 +160,18 @@ def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | tor
     return ModuleNet.from_policies(policies, spec.action, device)
 
 
-def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
+MASKED_ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "ppo-penalty", "pg")
+"""The algorithms that take action masks (their losses go through the backends'
+value_and_grad; TRPO's and NPG's policy gradient and Fisher products do not yet)."""
+
+
+def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False) -> Algorithm:
+    if masked and cfg.algo not in MASKED_ALGOS:
+        raise ConfigError(f"the env gives action masks and {cfg.algo} does not use them yet "
+                          f"(masked: {', '.join(MASKED_ALGOS)}); set action_mask off")
+    if masked and cfg.grad_backend == "compiled":
+        raise ConfigError("action masks run on grad_backend 'closed-form' or 'autograd', not "
+                          "'compiled' (its kernels do not mask yet)")
     if cfg.grad_backend in ("closed-form", "compiled") and not net.closed_form:
         raise ConfigError(f"grad_backend '{cfg.grad_backend}' needs the default MLPs with "
                           "Discrete or Box actions and no image (this network runs on "
@@ -168,7 +180,8 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int]) -> Algorithm:
         raise ConfigError(f"{cfg.algo} needs separate actor and critic parameters: a policy "
                           "module gives them by actor_parameters() and critic_parameters() "
                           "(docs/custom_networks.md)")
-    backend = compiled.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
+    backend = (backends.pick if masked else compiled.pick)(
+        net, cfg.grad_backend, compile=cfg.jit == "compile")
     algo = make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
     prepare = getattr(backend, "prepare", None)
     if prepare is not None:  # the compiled kernels it will call, loaded before the first update
@@ -188,6 +201,7 @@ class GymLearner:
     """One seed on a Gymnasium vector env: rollout -> GAE -> the algorithm's update (P = 1)."""
 
     kind = "gym"
+    masks_supported = True  # whether the collector carries action masks
     evaluator = None
     restart_note = None
     after_collect: Any = None
@@ -203,7 +217,13 @@ class GymLearner:
         torch.set_num_threads(torch_threads(cfg, 1, nature_cnn(self.spec.layout())))
         policy = make_policy(self.spec, cfg).to(cfg.device)
         self.net = population_net([policy], self.spec, cfg.device)
-        self.algo = _algorithm(cfg, self.net, self.seeds)
+        # where the env's action masks come from (None: unmasked), trustrl.envs.masks
+        self.mask_source = masks.run_source(cfg.action_mask, self.env, self.spec.action,
+                                            f"env {self.spec.env_id!r}")
+        if self.mask_source is not None and not self.masks_supported:
+            raise ConfigError("action masks run on the in-process collector (runners 0); "
+                              "set action_mask off")
+        self.algo = _algorithm(cfg, self.net, self.seeds, self.mask_source is not None)
         self.extra_columns = tuple(self.algo.extra_columns)
         self.columns = SHARED_COLUMNS + self.algo.columns
         self.int_columns = ("episodes",) + self.algo.int_columns
@@ -222,10 +242,12 @@ class GymLearner:
         self.envs = make_vec_env(self.env, cfg.num_envs, cfg.vector)
         scaler = (RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip)
                   if cfg.normalize_reward else None)
-        state = Collector.start(self.envs, self._agent, cfg.seed)
+        state = Collector.start(self.envs, self._agent, cfg.seed, self.mask_source)
         return Collector(self.envs, self._agent, cfg.num_steps, scaler, state,
                          game_episodes=getattr(self.env, "atari", None) == "train",
-                         acting=compiled.acting(self.net, self.algo.backend))
+                         acting=None if self.mask_source else compiled.acting(
+                             self.net, self.algo.backend),
+                         mask_source=self.mask_source)
 
     @property
     def iteration(self) -> int:
@@ -250,6 +272,9 @@ class GymLearner:
                                                    "advantages", "returns")}
         if b.old_out is not None:  # pi_old's outputs from the rollout's own forward passes
             batch["old_out"] = b.old_out[None]
+        if b.action_mask is not None:  # the masks the actions were sampled under
+            assert b.old_out is not None  # masked logits: pi_old as it sampled
+            batch["action_mask"] = b.action_mask[None]
         # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
         progress = cfg.schedule_progress(it - 1)
         self.algo.set_progress(progress)
@@ -278,7 +303,8 @@ class GymLearner:
     def evaluate(self, episodes: int) -> np.ndarray:
         cfg = self.cfg
         return evaluate(self._agent, self.env, episodes, deterministic=cfg.eval_deterministic,
-                        seed=cfg.seed + EVAL_SEED_OFFSET, max_steps=cfg.eval_max_steps)[None]
+                        seed=cfg.seed + EVAL_SEED_OFFSET, max_steps=cfg.eval_max_steps,
+                        action_mask=cfg.action_mask)[None]
 
     def agent(self, member: int = 0) -> Agent:
         return self._agent.frozen()
@@ -312,7 +338,7 @@ class GymLearner:
             **self._learner_state(),
             "reward_scaler": None if scaler is None else scaler.state_dict(),
             "collector": {"next_obs": st.next_obs, "ep_return": st.ep_return,
-                          "ep_length": st.ep_length},
+                          "ep_length": st.ep_length, "next_mask": st.next_mask},
             # mid-episode sub-envs: the one pickle of a checkpoint (signed by RunDir); None for
             # async envs and for sub-envs that cannot be pickled (then the reason why)
             "envs": envs,
@@ -354,6 +380,7 @@ class GymLearner:
             st.next_obs = ck["collector"]["next_obs"]
             st.ep_return = ck["collector"]["ep_return"]
             st.ep_length = ck["collector"]["ep_length"]
+            st.next_mask = ck["collector"].get("next_mask")
         else:
             # async envs, or sync sub-envs that could not be pickled or whose pickle leaves
             # their state out: they restart from fresh episodes (not bit-exact), reset with
@@ -361,8 +388,9 @@ class GymLearner:
             # 1's start states again): that reset's observation is the one carried, the
             # episode trackers start from zero
             fresh = Collector.start(self.envs, self._agent,
-                                    self.cfg.seed + RESTART_SEED_STRIDE * int(ck["iteration"]))
-            st.next_obs = fresh.next_obs
+                                    self.cfg.seed + RESTART_SEED_STRIDE * int(ck["iteration"]),
+                                    self.mask_source)
+            st.next_obs, st.next_mask = fresh.next_obs, fresh.next_mask
             st.ep_return[:] = 0.0
             st.ep_length[:] = 0
             if self.collector.reward_scaler is not None:

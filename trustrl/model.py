@@ -124,7 +124,8 @@ class Model:
         return self.agent.policy
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
-                deterministic: bool = False) -> tuple[np.ndarray, None]:
+                deterministic: bool = False, action_masks: Any = None
+                ) -> tuple[np.ndarray, None]:
         """(action, None) for one observation, or (actions, None) for a batch [N, ...], as
         SB3's predict returns them (the None is SB3's recurrent state: trustrl's networks
         have none). deterministic=False samples, as SB3's default; True takes the mode
@@ -136,8 +137,11 @@ class Model:
             state: SB3's recurrent state; ignored.
             episode_start: SB3's episode starts (for recurrent policies); ignored.
             deterministic: the mode (True) or a sample (False).
+            action_masks: the valid actions ([n] or [N, n] booleans, sb3-contrib's
+                MaskablePPO.predict's argument); an invalid action is then never returned.
         """
-        return self.agent.predict(observation, deterministic=deterministic)
+        return self.agent.predict(observation, deterministic=deterministic,
+                                  action_masks=action_masks)
 
     def get_env(self) -> Any:
         """A Gymnasium vector env of the model's env (num_envs copies, same-step autoreset),

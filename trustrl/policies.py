@@ -12,7 +12,13 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trustrl.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
+from trustrl.distributions import (
+    Bernoulli,
+    Categorical,
+    DiagGaussian,
+    MultiCategorical,
+    mask_logits,
+)
 from trustrl.envs.spaces import ActionSpec
 from trustrl.errors import ConfigError
 from trustrl.extractors import (
@@ -28,15 +34,20 @@ from trustrl.extractors import (
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-def make_dist(action: ActionSpec, out: Tensor, log_std: Tensor | None = None):
-    """The action distribution of the actor's output `out` [B, n_out]."""
+def make_dist(action: ActionSpec, out: Tensor, log_std: Tensor | None = None,
+              mask: Tensor | None = None):
+    """The action distribution of the actor's output `out` [B, n_out]; `mask` [B, n_out] bool
+    (Discrete and MultiDiscrete only): the valid actions (trustrl.distributions.mask_logits)."""
     if action.kind == "discrete":
-        return Categorical(out)
+        return Categorical(out, mask)
+    if mask is not None and action.kind != "multidiscrete":
+        raise ValueError(f"an action mask applies to Discrete and MultiDiscrete actions, not "
+                         f"{action.kind}")
     if action.kind == "box":
         assert log_std is not None
         return DiagGaussian(out, log_std)
     if action.kind == "multidiscrete":
-        return MultiCategorical(out, action.nvec)
+        return MultiCategorical(out, action.nvec, mask)
     return Bernoulli(out)
 
 
@@ -85,17 +96,24 @@ class _Acting:
     action: ActionSpec
     log_std: nn.Parameter | None
 
-    def dist(self, obs: Tensor):
-        """The action distribution at each state. obs: [B, obs_dim] (the flat rows)."""
-        return make_dist(self.action, self(obs, "actor"), self.log_std)  # type: ignore[operator]
+    def dist(self, obs: Tensor, mask: Tensor | None = None):
+        """The action distribution at each state. obs: [B, obs_dim] (the flat rows); mask
+        [B, n_out] bool or None: the valid actions (Discrete, MultiDiscrete)."""
+        return make_dist(self.action, self(obs, "actor"), self.log_std,  # type: ignore[operator]
+                         mask)
 
     @torch.no_grad()
-    def sample_step(self, obs: Tensor, with_out: bool = False) -> tuple[Tensor, ...]:
+    def sample_step(self, obs: Tensor, with_out: bool = False, mask: Tensor | None = None
+                    ) -> tuple[Tensor, ...]:
         """(action, log pi(action|s), V(s)) for the rollout, one call per env step; the
         actor's output and V from one forward(obs, "both") (shared layers run once). With
         `with_out`, the actor's output (logits or means) too: the collector keeps it as
-        pi_old's, so the update need not run the actor over the whole batch again."""
+        pi_old's, so the update need not run the actor over the whole batch again. With a
+        `mask`, the invalid actions' logits are set aside (mask_logits) in the distribution
+        and in the returned output alike."""
         out, v = self(obs, "both")  # type: ignore[operator]
+        if mask is not None:
+            out = mask_logits(out, mask)
         d = make_dist(self.action, out, self.log_std)
         action = d.sample()
         if with_out:
@@ -197,9 +215,11 @@ class ActorCritic(_Acting, nn.Module):
         yield from self.value_head.parameters()
 
     # --- forward ------------------------------------------------------------------------------
-    def dist(self, obs: Tensor) -> Categorical | DiagGaussian | MultiCategorical | Bernoulli:
-        """The action distribution at each state. obs: [B, obs_dim]."""
-        return make_dist(self.action, self.forward(obs), self.log_std)
+    def dist(self, obs: Tensor, mask: Tensor | None = None
+             ) -> Categorical | DiagGaussian | MultiCategorical | Bernoulli:
+        """The action distribution at each state. obs: [B, obs_dim]; mask [B, n_out] bool or
+        None: the valid actions (Discrete, MultiDiscrete)."""
+        return make_dist(self.action, self.forward(obs), self.log_std, mask)
 
     def forward(self, obs: Tensor, part: str = "actor") -> Any:
         """The actor's output (logits or Gaussian means) for part "actor", V(s) for "critic",

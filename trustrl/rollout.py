@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from trustrl.agent import Agent
+from trustrl.envs import masks
 from trustrl.envs.make import obs_to_array, pixel_rows
 from trustrl.envs.spaces import stack_obs
 from trustrl.errors import NonFiniteError
@@ -36,7 +37,10 @@ class Rollout:
     truncated: Tensor
     actor_out: Tensor | None = None
     """pi_old's output (logits or Gaussian means) [T, N, k] from the rollout's own forward
-    passes, when the policy gave it (sample_step with_out)."""
+    passes, when the policy gave it (sample_step with_out); masked logits on a masked run."""
+    action_mask: Tensor | None = None
+    """The valid actions [T, N, n] (bool) each action was sampled under, on a masked run: the
+    update's log-probs, entropy and KLs use the same masks (trustrl.envs.masks)."""
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """[T, N] -> [B = T*N], with the GAE advantages and critic targets attached."""
@@ -50,6 +54,7 @@ class Rollout:
             returns=returns.reshape(n),
             old_out=None if self.actor_out is None else self.actor_out.reshape(
                 n, *self.actor_out.shape[2:]),
+            action_mask=None if self.action_mask is None else self.action_mask.reshape(n, -1),
         )
 
 
@@ -64,6 +69,7 @@ class Batch:
     advantages: Tensor
     returns: Tensor
     old_out: Tensor | None = None
+    action_mask: Tensor | None = None
 
     def __len__(self) -> int:
         return self.logp_old.shape[0]
@@ -85,6 +91,9 @@ class RolloutState:
     ep_return: np.ndarray
     ep_length: np.ndarray
     global_step: int = 0
+    next_mask: np.ndarray | None = None
+    """The action masks of next_obs [N, n] on a masked run whose env gives them in its info
+    (an action_masks() method is asked at each step instead)."""
 
 
 class Collector:
@@ -97,6 +106,7 @@ class Collector:
         state: RolloutState,
         game_episodes: bool = False,
         acting: Any = None,
+        mask_source: str | None = None,
     ):
         self.envs, self.agent, self.num_steps = envs, agent, num_steps
         self.reward_scaler, self.state = reward_scaler, state
@@ -112,15 +122,30 @@ class Collector:
         # to the float32 values of the float rows): an Atari batch is 29 MB instead of 115,
         # in the rollout, in each epoch's shuffled copy and in the CNN's layout change
         self.pixels = acting is None and agent.obs_normalizer is None and pixel_rows(agent.spec)
+        # where the action masks come from ('method', 'info': trustrl.envs.masks), or None;
+        # the compiled per-step policy does not mask
+        self.mask_source = mask_source
+        if mask_source is not None and acting is not None:
+            raise ValueError("the compiled per-step policy does not take action masks")
+
+    def _masks(self, info: dict[str, Any]) -> np.ndarray:
+        """The masks of the current observations [N, n] (an EnvError for a bad one)."""
+        assert self.mask_source is not None
+        return masks.read_masks(self.envs, self.mask_source, info, self.agent.spec.action,
+                                f"env {self.agent.spec.env_id!r}")
 
     @staticmethod
-    def start(envs: Any, agent: Agent, seed: int) -> RolloutState:
-        """Reset the envs with seeds seed, seed+1, ... and start the trackers."""
-        obs, _ = envs.reset(seed=[seed + i for i in range(envs.num_envs)])
+    def start(envs: Any, agent: Agent, seed: int, mask_source: str | None = None
+              ) -> RolloutState:
+        """Reset the envs with seeds seed, seed+1, ... and start the trackers (and, on a masked
+        run, check and keep the first observations' masks)."""
+        obs, info = envs.reset(seed=[seed + i for i in range(envs.num_envs)])
         if agent.obs_normalizer is not None:
             agent.obs_normalizer.update(obs_to_array(obs, agent.spec))
         n = envs.num_envs
-        return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0)
+        mask = None if mask_source is None else masks.read_masks(
+            envs, mask_source, info, agent.spec.action, f"env {agent.spec.env_id!r}")
+        return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0, mask)
 
     def _check_finite(self, what: str, rows: np.ndarray, env_index: np.ndarray | None = None
                       ) -> None:
@@ -167,6 +192,10 @@ class Collector:
         if acting is not None:
             out_buf = torch.zeros((T, N, acting.net.n_out))
             acting.begin(obs_buf, act_buf, logp_buf, val_buf, out_buf)
+        mask_buf: Tensor | None = None
+        if self.mask_source is not None:
+            n_mask = masks.mask_size(agent.spec.action)
+            mask_buf = torch.zeros((T, N, n_mask), dtype=torch.bool, device=device)
 
         obs_t = self._tensor(obs_to_array(st.next_obs, agent.spec, self.pixels))
         for t in range(T):
@@ -175,8 +204,14 @@ class Collector:
             else:
                 # = dist(obs).sample(), .log_prob(action), value(obs), without module
                 # overhead; the actor's output kept as pi_old's (a policy may give only the
-                # first three)
-                action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
+                # first three); on a masked run, under the current observations' masks
+                if mask_buf is None:  # (a policy's own sample_step need not take masks)
+                    action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
+                else:
+                    mask = st.next_mask if self.mask_source == "info" else self._masks({})
+                    mask_buf[t] = mask_t = torch.as_tensor(mask, device=device)
+                    action, logp, value, *out = policy.sample_step(obs_t, with_out=True,
+                                                                   mask=mask_t)
                 obs_buf[t], act_buf[t] = obs_t, action
                 logp_buf[t], val_buf[t] = logp, value
                 if out:
@@ -225,6 +260,8 @@ class Collector:
                 term_buf[t] = torch.as_tensor(term, device=device)
                 trunc_buf[t] = torch.as_tensor(trunc, device=device)
             st.next_obs = next_obs
+            if self.mask_source == "info":  # the masks of next_obs (SAME_STEP: the reset's
+                st.next_mask = self._masks(info)  # where an episode ended)
             obs_t = self._tensor(next_x)
 
         last_val = policy.value(obs_t)
@@ -233,6 +270,6 @@ class Collector:
         next_values = torch.where(term_buf, torch.zeros_like(next_values), next_values)
         return (
             Rollout(obs_buf, act_buf, logp_buf, val_buf, rew_buf, next_values, term_buf, trunc_buf,
-                    out_buf),
+                    out_buf, mask_buf),
             episodes,
         )

@@ -451,6 +451,8 @@ class RunnerLearner(GymLearner):
     RunnerPool: the rollout on `runners` runners. Its metrics.csv has one more column,
     runner_restarts (runners restarted in that iteration)."""
 
+    masks_supported = False  # the runners' segments do not carry action masks yet
+
     kind = "runners"
 
     def __init__(self, cfg: RunConfig):

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from trustrl import rng
 from trustrl.backends import Backend, Heads, LossTerms
+from trustrl.distributions import mask_logits
 from trustrl.losses import value_error, value_error_grad
 from trustrl.optim import PopAdam
 from trustrl.popnet import PopNet
@@ -58,15 +59,17 @@ def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old
 
     approx_kl (k3) and approx_kl_k1 from the stored logp_old; kl_exact, the analytic mean
     KL(pi_old || pi); clip fraction with the band clip_eps (reported even by methods that do
-    not clip); ratio quantiles; entropy of the updated policy. A backend with a `diagnostics`
-    of its own (the compiled backend's kernel) computes them where it can.
+    not clip); ratio quantiles; entropy of the updated policy. On a masked batch (an
+    "action_mask" entry) every term is over the valid actions of its sample. A backend with
+    a `diagnostics` of its own (the compiled backend's kernel) computes them where it can.
     """
     compiled = getattr(backend, "diagnostics", None)
-    if compiled is not None:
+    if compiled is not None and "action_mask" not in batch:
         d = compiled(net, batch, old_out, flat_old, clip_eps, QUANTILES)
         if d is not None:
             return d
-    out = net.actor(batch["obs"])  # type: ignore[attr-defined]
+    # masked run: the valid actions the batch was sampled under, as old_out's logits were
+    out = mask_logits(net.actor(batch["obs"]), batch.get("action_mask"))  # type: ignore[attr-defined]
     logp, ent = net.log_prob_entropy(out, batch["actions"])
     log_ratio = logp - batch["logp_old"]
     ratio = log_ratio.exp()
@@ -95,7 +98,8 @@ def clip_grad_norm(g: Tensor, max_norm: float) -> tuple[Tensor, Tensor]:
     return g, norm
 
 
-PER_SAMPLE = ("obs", "actions", "logp_old", "values_old", "advantages", "returns", "old_out")
+PER_SAMPLE = ("obs", "actions", "logp_old", "values_old", "advantages", "returns", "old_out",
+              "action_mask")
 """The batch entries with one row per sample [P, B, ...]; anything else passes through."""
 
 
