@@ -107,9 +107,14 @@ class Agent:
         return a if self._shape is None else a.reshape(len(a), *self._shape)
 
     def mask_tensor(self, action_masks: Any, n: int) -> torch.Tensor | None:
-        """Action masks for n observations ([n_actions] for one, [n, n_actions] for a batch;
-        MultiDiscrete: sum(nvec) per row) as a bool tensor [n, n_actions], checked
-        (trustrl.envs.masks.check_masks: an EnvError for a bad one); None stays None."""
+        """Action masks for n observations as a bool tensor [n, n_actions], checked
+        (trustrl.envs.masks.check_masks: an EnvError for a bad one).
+
+        Args:
+            action_masks: [n_actions] for one observation, [n, n_actions] for a batch
+                (MultiDiscrete: sum(nvec) per row), or None (then None is returned).
+            n: how many observations.
+        """
         if action_masks is None:
             return None
         if masks.mask_size(self.spec.action) is None:
