@@ -133,6 +133,22 @@ def run_study(cfg: StudyConfig, echo: Callable[[str], None] = print) -> Path:
              if cfg.variants else [*PPO_VARIANTS, *GRPO_VARIANTS])
     index: dict[str, Any] = {"seeds": {}, "config": cfg.__dict__}
     t0 = time.perf_counter()
+    try:
+        _run_jobs(cfg, names, runs_dir, index, echo, t0)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the CLI's one line says what is left
+        e.left = (f"the study's runs so far are under {runs_dir} (those cut short keep "  # type: ignore[attr-defined]
+                  "status 'running': their workers were stopped); a study does not resume: "
+                  "start it again")
+        raise
+    index["wall_time_s"] = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    return write_report(out)
+
+
+def _run_jobs(cfg: StudyConfig, names: list[str], runs_dir: str, index: dict[str, Any],
+              echo: Callable[[str], None], t0: float) -> None:
+    """Every stage for every seed in a pool of cfg.workers processes; index filled."""
     with child_pool(cfg.workers) as pool:  # workers die with this process
         sfts = {s: pool.submit(job_sft, s, cfg.sft_steps, runs_dir) for s in cfg.seeds}
         sft_paths = {s: f.result() for s, f in sfts.items()}
@@ -154,10 +170,6 @@ def run_study(cfg: StudyConfig, echo: Callable[[str], None] = print) -> Path:
         for (n, s), f in jobs.items():
             index["seeds"][str(s)]["runs"][n] = f.result()
             echo(f"study: {n} seed {s} done ({time.perf_counter() - t0:.0f} s)")
-    index["wall_time_s"] = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "index.json").write_text(json.dumps(index, indent=2) + "\n")
-    return write_report(out)
 
 
 # --- report --------------------------------------------------------------------------------------
