@@ -261,3 +261,32 @@ def test_sigterm_stops_a_command_with_children_in_one_line(command, tmp_path):
             [p for p in kids if alive(p)]
     finally:
         cleanup(kids | {proc.pid})
+
+
+def test_async_env_workers_in_a_step_that_never_returns_die_with_a_killed_parent(tmp_path):
+    """`train --vector async`: Gymnasium's workers are forked with a parent-death signal
+    (trustrl.lifeline), so kill -9 of trustrl ends them even inside a step that never
+    returns (their pipe would tell them only at their next wait)."""
+    env = dict(os.environ, TRUSTRL_TEST_STUCK=str(tmp_path / "stuck"))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trustrl", "train", "--env", "helper_envs:StuckCartPole-v0",
+         "--vector", "async", "--set", "num_envs=2", "--total-steps", "100000000",
+         "--runs-dir", "runs", "--quiet", "--set", "tensorboard=false"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: set[int] = set()
+    try:
+        running = tmp_path / "runs"
+        assert wait_for(lambda: proc.poll() is not None or (running.is_dir() and any(
+            running.glob("*/metrics.csv"))), 240, 0.2), "never started"
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        kids = descendants(proc.pid)
+        assert len(kids) >= 2, kids  # the two env workers
+        (tmp_path / "stuck").touch()
+        time.sleep(1.0)  # the workers are now inside a step that sleeps 10 minutes
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+    finally:
+        cleanup(kids | {proc.pid})
