@@ -290,3 +290,45 @@ def test_async_env_workers_in_a_step_that_never_returns_die_with_a_killed_parent
             [p for p in kids if alive(p)]
     finally:
         cleanup(kids | {proc.pid})
+
+
+TUNE_SPEC = """\
+name: long
+algo: ppo
+env: CartPole-v1
+total_steps: 100000000
+trials: 2
+common: {eval_every: 2, eval_episodes: 1, num_envs: 1, num_steps: 64, checkpoint_every: 1,
+         vector: sync, tensorboard: false}
+space:
+  lr: {log-float: [1.0e-4, 1.0e-3]}
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_tune_study_in_one_line_with_its_trial_kept(tmp_path):
+    """`trustrl tune`: SIGTERM to the driver alone ends in one line naming `tune --resume`, no
+    worker outlives it, and the cut trial keeps its checkpoint in a study folder that opens."""
+    pytest.importorskip("optuna")
+    from trustrl.sweep.folder import SweepFolder
+
+    (tmp_path / "spec.yaml").write_text(TUNE_SPEC)
+    proc = _start(["tune", "spec.yaml", "--out", "study", "--workers", "1"], tmp_path)
+    kids: set[int] = set()
+
+    def running() -> bool:
+        kids.update(descendants(proc.pid))
+        return any((tmp_path / "study").glob("trials/*/*/checkpoints/latest.pt"))
+
+    try:
+        out, err = _sigterm_when(proc, running)
+        lines = err.strip().splitlines()
+        assert proc.returncode == 143 and len(lines) == 1, err[-3000:]
+        assert "SIGTERM" in lines[0] and "trustrl tune --resume" in lines[0], lines
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+        folder = SweepFolder.open(tmp_path / "study")
+        assert folder.trials and any((tmp_path / "study").glob(
+            "trials/*/*/checkpoints/latest.pt"))
+    finally:
+        cleanup(kids | {proc.pid})
