@@ -200,7 +200,7 @@ def _one_line(proc: subprocess.Popen, err: str, needle: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("stage", ["sft", "grpo"])
+@pytest.mark.parametrize("stage", ["sft", pytest.param("grpo", marks=pytest.mark.slow)])
 def test_sigterm_stops_an_rlhf_run_marked_stopped_and_says_where(stage, tmp_path):
     """`trustrl rlhf sft | grpo` (ppo, rloo and a Hugging Face model's run share grpo's loop):
     SIGTERM ends in one line naming the folder; its status.json says "stopped" at the
@@ -231,10 +231,12 @@ def test_sigterm_stops_an_rlhf_run_marked_stopped_and_says_where(stage, tmp_path
         (st, line)
 
 
-@pytest.mark.parametrize("command", ["rlhf-study", "reproduce", "lab-check"])
+@pytest.mark.parametrize("command", [pytest.param("rlhf-study", marks=pytest.mark.slow),
+                                     "reproduce",
+                                     pytest.param("lab-check", marks=pytest.mark.slow)])
 def test_sigterm_stops_a_command_with_children_in_one_line(command, tmp_path):
     """The commands that work in child processes: SIGTERM to the parent alone ends in one line
-    saying what is left, and no child outlives it."""
+    saying what is left, and no child outlives it; the study's runs cut short say "stopped"."""
     if command == "lab-check":
         init = subprocess.run([sys.executable, "-m", "trustrl", "lab", "init", "lab"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -251,6 +253,9 @@ def test_sigterm_stops_a_command_with_children_in_one_line(command, tmp_path):
 
     def busy() -> bool:
         kids.update(descendants(proc.pid))
+        if command == "rlhf-study" and not any(
+                len(_rows(p)) for p in (tmp_path / "st").glob("runs/*/metrics.csv")):
+            return False  # until a worker's run has logged a row
         return len(kids) >= (1 if command == "lab-check" else 2)
 
     try:
@@ -259,6 +264,10 @@ def test_sigterm_stops_a_command_with_children_in_one_line(command, tmp_path):
         assert proc.returncode == 143 and len(lines) == 1 and needle in lines[0], err[-3000:]
         assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
             [p for p in kids if alive(p)]
+        if command == "rlhf-study":  # the runs the workers were training say so
+            states = [json.loads(p.read_text())["status"]
+                      for p in (tmp_path / "st").glob("runs/*/status.json")]
+            assert states and set(states) == {"stopped"}, states
     finally:
         cleanup(kids | {proc.pid})
 

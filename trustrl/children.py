@@ -29,7 +29,7 @@ from typing import Any
 
 from trustrl.lifeline import die_with_parent
 
-__all__ = ["child_pool", "die_with_parent", "pool_initializer", "stop_pool",
+__all__ = ["child_pool", "die_with_parent", "pool_initializer", "run_stoppable", "stop_pool",
            "terminate_like_ctrl_c"]
 
 
@@ -72,6 +72,18 @@ def child_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         stop_pool(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def run_stoppable(fn: Callable[..., Any], *args: Any) -> Any:
+    """In a pool worker: fn(*args) with SIGTERM taken as Ctrl-C, so that stop_pool's
+    terminate stops the task as Ctrl-C would (its run marked "stopped"); an idle worker keeps
+    the default (it just exits). Submit as pool.submit(run_stoppable, fn, *args)."""
+    previous = terminate_like_ctrl_c()
+    try:
+        return fn(*args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def terminate_like_ctrl_c() -> Any:

@@ -396,10 +396,10 @@ def run_rl_loop(stage: str, trainer: Any, run: Any, iterations: int,
     `log_every`), `checkpoint(it)` after each, then `finish()` (evaluation, saving) and the
     status. A run that raises is marked failed (stopped on Ctrl-C or SIGTERM) and keeps its
     files; `again` says how to go on (common.status_on_exit)."""
-    echo(f"{stage}: run folder {run.path}")
     t0 = time.perf_counter()
     done = start
     with status_on_exit(run, lambda: done, again):
+        echo(f"{stage}: run folder {run.path}")
         for it in range(start + 1, iterations + 1):
             row = trainer.step()
             row["wall_time"] = time.perf_counter() - t0

@@ -128,12 +128,12 @@ def train_reward_model(cfg: RewardModelConfig, echo=print) -> Path:
                               f"score (ties are dropped); sample more prompts ({asked}) or use "
                               f"an SFT model whose answers vary")
     rm = sft.with_head(1)
-    run = make_run(cfg.runs_dir, "reward-model", cfg.seed, cfg, RM_COLUMNS)
-    echo(f"reward model: {len(prompts)} training pairs, {len(h_prompts)} held-out, "
-         f"run folder {run.path}")
     opt = torch.optim.Adam(rm.parameters(), lr=cfg.lr)
     t0, m, heldout, done = time.perf_counter(), len(prompts), 0.0, 0
+    run = make_run(cfg.runs_dir, "reward-model", cfg.seed, cfg, RM_COLUMNS)
     with status_on_exit(run, lambda: done):  # Ctrl-C, SIGTERM, an error: said, in status.json
+        echo(f"reward model: {len(prompts)} training pairs, {len(h_prompts)} held-out, "
+             f"run folder {run.path}")
         for epoch in range(1, cfg.epochs + 1):
             perm = torch.randperm(m, generator=gen)
             losses = []

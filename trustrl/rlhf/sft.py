@@ -90,13 +90,13 @@ def train_sft(cfg: SFTConfig, echo=print) -> Path:
     cfg.model.vocab, cfg.model.max_len, cfg.model.out_dim = VOCAB, task.seq_len, VOCAB
     gen = seed_everything(cfg.seed)
     model = TinyLM(cfg.model)
-    run = make_run(cfg.runs_dir, "sft", cfg.seed, cfg, SFT_COLUMNS)
-    echo(f"sft: {n_params(model)} parameters, run folder {run.path}")
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * s / cfg.steps)))
     t0, done = time.perf_counter(), 0
+    run = make_run(cfg.runs_dir, "sft", cfg.seed, cfg, SFT_COLUMNS)
     with status_on_exit(run, lambda: done):  # Ctrl-C, SIGTERM, an error: said, in status.json
+        echo(f"sft: {n_params(model)} parameters, run folder {run.path}")
         for step in range(1, cfg.steps + 1):
             prompts = task.sample_prompts(cfg.batch_size, gen)
             answers = task.teacher_answers(prompts, gen, cfg.p_correct)
