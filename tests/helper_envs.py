@@ -75,6 +75,20 @@ class SlowCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class StuckCartPole(CartPoleEnv):
+    """CartPole whose step never returns (sleeps 10 min) once the file named by
+    $TRUSTRL_TEST_STUCK exists: a worker busy when its parent dies."""
+
+    def step(self, action):
+        import os
+        import time
+
+        flag = os.environ.get("TRUSTRL_TEST_STUCK")
+        if flag and os.path.exists(flag):
+            time.sleep(600)
+        return super().step(action)
+
+
 class EvalRaisesCartPole(CartPoleEnv):
     """CartPole whose reset raises for the evaluation seeds (>= 10,000): a run whose initial
     greedy evaluation fails after the run folder exists."""
@@ -109,6 +123,7 @@ class EzCartPole(CartPoleEnv, gym.utils.EzPickle):
 for _id, _entry, _kw in (
     ("SlowCartPole-v0", SlowCartPole, {"max_episode_steps": 500}),
     ("EvalRaisesCartPole-v0", EvalRaisesCartPole, {"max_episode_steps": 500}),
+    ("StuckCartPole-v0", StuckCartPole, {"max_episode_steps": 500}),
     ("NaNCartPole-v0", NaNCartPole, {"max_episode_steps": 500}),
     ("MultiDiscreteToy-v0", MultiDiscreteEnv, {"max_episode_steps": 10}),
     ("TextObsToy-v0", TextObsEnv, {"max_episode_steps": 10}),

@@ -5,6 +5,7 @@ reaches its end (a pipe to `tee` does not hang); SIGTERM stops a command like Ct
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -166,3 +167,177 @@ def test_sigterm_stops_a_command_like_ctrl_c(command, tmp_path):
         assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err, (out, err)
     finally:
         cleanup({proc.pid})
+
+
+def _rows(csv_path: Path) -> list[str]:
+    return csv_path.read_text().splitlines()[1:] if csv_path.is_file() else []
+
+
+def _first_run(root: Path) -> Path | None:
+    runs = sorted(p.parent for p in root.glob("**/status.json")) if root.is_dir() else []
+    return runs[0] if runs else None
+
+
+def _sigterm_when(proc: subprocess.Popen, ready, timeout: float = 240) -> tuple[str, str]:
+    """SIGTERM to proc once ready() holds; (stdout, stderr) after it exits."""
+    if not wait_for(lambda: ready() or proc.poll() is not None, timeout, 0.2) or \
+            proc.poll() is not None:
+        out, err = proc.communicate(timeout=60)
+        raise AssertionError(f"never ready (exit {proc.returncode}): {err[-2000:]}")
+    os.kill(proc.pid, signal.SIGTERM)
+    return proc.communicate(timeout=120)
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "trustrl", *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _one_line(proc: subprocess.Popen, err: str, needle: str) -> str:
+    lines = err.strip().splitlines()
+    assert proc.returncode == 143 and len(lines) == 1, (proc.returncode, err[-3000:])
+    assert lines[0].startswith("trustrl: terminated; ") and needle in lines[0], lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("stage", ["sft", pytest.param("grpo", marks=pytest.mark.slow)])
+def test_sigterm_stops_an_rlhf_run_marked_stopped_and_says_where(stage, tmp_path):
+    """`trustrl rlhf sft | grpo` (ppo, rloo and a Hugging Face model's run share grpo's loop):
+    SIGTERM ends in one line naming the folder; its status.json says "stopped" at the
+    iteration reached, never "running"."""
+    args = ["--runs-dir", "runs", "--quiet"]
+    if stage == "grpo":
+        sft = subprocess.run([sys.executable, "-m", "trustrl", "rlhf", "sft", "--steps", "2",
+                              "--runs-dir", "sft", "--quiet", "--set", "eval_every=1"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert sft.returncode == 0, sft.stderr
+        args += ["--sft", str(_first_run(tmp_path / "sft")), "--iterations", "100000"]
+    else:
+        args += ["--steps", "1000000", "--set", "eval_every=2"]
+    proc = _start(["rlhf", stage, *args], tmp_path)
+    try:
+        out, err = _sigterm_when(proc, lambda: (r := _first_run(tmp_path / "runs")) is not None
+                                 and len(_rows(r / "metrics.csv")) >= 2)
+    finally:
+        cleanup({proc.pid})
+    run = _first_run(tmp_path / "runs")
+    line = _one_line(proc, err, f"{run.relative_to(tmp_path)} is kept with status 'stopped'")
+    assert "do not resume" in line
+    st = json.loads((run / "status.json").read_text())
+    last = int(_rows(run / "metrics.csv")[-1].split(",")[1 if stage == "sft" else 0])
+    assert st["status"] == "stopped" and "SIGTERM" in st["message"], st
+    # the iterations done (SFT steps: a row every eval_every of them) and not more
+    assert last <= st["iteration"] < last + 2 and f"at iteration {st['iteration']}:" in line, \
+        (st, line)
+
+
+@pytest.mark.parametrize("command", [pytest.param("rlhf-study", marks=pytest.mark.slow),
+                                     "reproduce",
+                                     pytest.param("lab-check", marks=pytest.mark.slow)])
+def test_sigterm_stops_a_command_with_children_in_one_line(command, tmp_path):
+    """The commands that work in child processes: SIGTERM to the parent alone ends in one line
+    saying what is left, and no child outlives it; the study's runs cut short say "stopped"."""
+    if command == "lab-check":
+        init = subprocess.run([sys.executable, "-m", "trustrl", "lab", "init", "lab"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert init.returncode == 0, init.stderr
+        args, needle = ["lab", "check", "lab"], "trustrl: terminated"
+    elif command == "reproduce":
+        args, needle = ["reproduce", "--only", "000.lab", "--quick", "--out", "rep"], \
+            "no report written"
+    else:
+        args, needle = ["rlhf", "study", "--out", "st", "--seeds", "1", "--workers", "2",
+                        "--set", "sft_steps=1000000"], "a study does not resume"
+    proc = _start(args, tmp_path)
+    kids: set[int] = set()
+
+    def busy() -> bool:
+        kids.update(descendants(proc.pid))
+        if command == "rlhf-study" and not any(
+                len(_rows(p)) for p in (tmp_path / "st").glob("runs/*/metrics.csv")):
+            return False  # until a worker's run has logged a row
+        return len(kids) >= (1 if command == "lab-check" else 2)
+
+    try:
+        out, err = _sigterm_when(proc, busy)
+        lines = err.strip().splitlines()
+        assert proc.returncode == 143 and len(lines) == 1 and needle in lines[0], err[-3000:]
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+        if command == "rlhf-study":  # the runs the workers were training say so
+            states = [json.loads(p.read_text())["status"]
+                      for p in (tmp_path / "st").glob("runs/*/status.json")]
+            assert states and set(states) == {"stopped"}, states
+    finally:
+        cleanup(kids | {proc.pid})
+
+
+def test_async_env_workers_in_a_step_that_never_returns_die_with_a_killed_parent(tmp_path):
+    """`train --vector async`: Gymnasium's workers are forked with a parent-death signal
+    (trustrl.lifeline), so kill -9 of trustrl ends them even inside a step that never
+    returns (their pipe would tell them only at their next wait)."""
+    env = dict(os.environ, TRUSTRL_TEST_STUCK=str(tmp_path / "stuck"))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trustrl", "train", "--env", "helper_envs:StuckCartPole-v0",
+         "--vector", "async", "--set", "num_envs=2", "--total-steps", "100000000",
+         "--runs-dir", "runs", "--quiet", "--set", "tensorboard=false"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: set[int] = set()
+    try:
+        running = tmp_path / "runs"
+        assert wait_for(lambda: proc.poll() is not None or (running.is_dir() and any(
+            running.glob("*/metrics.csv"))), 240, 0.2), "never started"
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        kids = descendants(proc.pid)
+        assert len(kids) >= 2, kids  # the two env workers
+        (tmp_path / "stuck").touch()
+        time.sleep(1.0)  # the workers are now inside a step that sleeps 10 minutes
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+    finally:
+        cleanup(kids | {proc.pid})
+
+
+TUNE_SPEC = """\
+name: long
+algo: ppo
+env: CartPole-v1
+total_steps: 100000000
+trials: 2
+common: {eval_every: 2, eval_episodes: 1, num_envs: 1, num_steps: 64, checkpoint_every: 1,
+         vector: sync, tensorboard: false}
+space:
+  lr: {log-float: [1.0e-4, 1.0e-3]}
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_tune_study_in_one_line_with_its_trial_kept(tmp_path):
+    """`trustrl tune`: SIGTERM to the driver alone ends in one line naming `tune --resume`, no
+    worker outlives it, and the cut trial keeps its checkpoint in a study folder that opens."""
+    pytest.importorskip("optuna")
+    from trustrl.sweep.folder import SweepFolder
+
+    (tmp_path / "spec.yaml").write_text(TUNE_SPEC)
+    proc = _start(["tune", "spec.yaml", "--out", "study", "--workers", "1"], tmp_path)
+    kids: set[int] = set()
+
+    def running() -> bool:
+        kids.update(descendants(proc.pid))
+        return any((tmp_path / "study").glob("trials/*/*/checkpoints/latest.pt"))
+
+    try:
+        out, err = _sigterm_when(proc, running)
+        lines = err.strip().splitlines()
+        assert proc.returncode == 143 and len(lines) == 1, err[-3000:]
+        assert "SIGTERM" in lines[0] and "trustrl tune --resume" in lines[0], lines
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+        folder = SweepFolder.open(tmp_path / "study")
+        assert folder.trials and any((tmp_path / "study").glob(
+            "trials/*/*/checkpoints/latest.pt"))
+    finally:
+        cleanup(kids | {proc.pid})

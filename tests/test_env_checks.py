@@ -6,6 +6,7 @@ against the memory available, and `--env module:Class` with no env_kwargs makes 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -130,3 +131,49 @@ def test_env_module_class_without_kwargs_from_the_cli(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and "reset returned" in lines[0], proc.stderr
     proc = run("test_env_checks:Base")  # the README's form: a class, no env_kwargs
     assert proc.returncode == 0, proc.stderr[-1500:]
+
+
+class Changing(Base):
+    """An env whose code changed between a run and its resume (`broken` set by the test)."""
+
+    broken = False
+
+    def step(self, action):
+        return self.obs(), float("nan") if Changing.broken else 1.0, False, False, {}
+
+
+def _stopped_run(tmp_path: Path, env) -> Path:
+    c = cfg(env, tmp_path / "runs")
+    c.total_steps, c.checkpoint_every = 128, 1
+    trustrl.train(c, callback=lambda row: row["iteration"] < 1)  # stopped after iteration 1
+    (run,) = (tmp_path / "runs").iterdir()
+    return run
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*"))
+            if p.is_file() and p.name != ".trustrl.lock"}  # the lock: who holds the run now
+
+
+def test_a_resume_checks_the_memory_and_the_env_first(tmp_path, monkeypatch):
+    """The batch checked against the memory available now, and the env's first return values,
+    before a resume touches the run: one line, the folder unchanged (status "stopped")."""
+    from trustrl.envs import make
+
+    run = _stopped_run(tmp_path / "a", Base)
+    before = _files(run)
+    monkeypatch.setattr(make, "available_memory", lambda: 1000)
+    with pytest.raises(EnvError, match=r"need about .* GiB for a batch of 64") as e:
+        trustrl.resume(run)
+    assert "\n" not in str(e.value) and _files(run) == before
+    monkeypatch.undo()
+
+    run = _stopped_run(tmp_path / "b", Changing)
+    before = _files(run)
+    monkeypatch.setattr(Changing, "broken", True)
+    with pytest.raises(EnvError, match=r"Changing.*non-finite reward"):
+        trustrl.resume(run)
+    assert _files(run) == before
+    monkeypatch.setattr(Changing, "broken", False)
+    trustrl.resume(run)
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"

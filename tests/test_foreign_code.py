@@ -224,3 +224,45 @@ def test_a_foreign_sweep_folder_naming_code_runs_nothing(world, monkeypatch):
     proc = cli(world, ["sweep", "--resume", str(folder.path), "--workers", "1",
                        "--trust-files"])
     assert world["marker"].exists(), proc.stderr
+
+
+def test_the_readers_plot_report_and_demo_import_nothing_a_foreign_folder_names(
+        world, monkeypatch):
+    """plot, report and the demo server read a foreign run or sweep folder that names a
+    policy module and an env id 'module:Env-v0' as data: they import nothing of it."""
+    import urllib.request
+
+    from trustrl.sweep.folder import SweepFolder
+    from trustrl.sweep.spec import parse_spec
+
+    def both(d):
+        set_policy(d)
+        set_env(d)
+
+    run = foreign_copy(world, "run_read", monkeypatch, config=both,
+                       agent=lambda s: (custom_policy(s), agent_env(s)))
+    proc = cli(world, ["plot", str(run), "--out", str(world["tmp"] / "curve.png")])
+    assert proc.returncode == 0 and (world["tmp"] / "curve.png").is_file(), proc.stderr
+    spec = parse_spec({"name": "s", "seeds": [0], "total_steps": 64, "envs": ["CartPole-v1"],
+                       "algos": {"ppo": {"num_steps": 64, "num_envs": 1, "vector": "sync"}}})
+    monkeypatch.setenv("TRUSTRL_KEY_FILE", world["attacker"])
+    both(spec.trials[0].config)
+    folder = SweepFolder.create(world["tmp"] / "sweep", spec, "name: s\n")
+    folder.unlock()
+    monkeypatch.setenv("TRUSTRL_KEY_FILE", world["victim_key"])
+    proc = cli(world, ["report", str(folder.path), "--out", str(world["tmp"] / "rep")])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not world["marker"].exists(), "plot or report ran the payload"
+    demo = subprocess.Popen([sys.executable, "-m", "trustrl", "demo", "--port", "0", "--runs",
+                             str(world["tmp"])], env=world["env"], cwd=world["tmp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = demo.stdout.readline().split("serving on ", 1)[1].split()[0].rstrip("/")
+        for path in ("/api/runs", f"/api/runs/{run.name}/info", f"/files/{run.name}/config.json",
+                     "/dashboard"):
+            with urllib.request.urlopen(url + path, timeout=30) as r:
+                assert r.status == 200, path
+    finally:
+        demo.terminate()
+        demo.communicate(timeout=60)
+    assert not world["marker"].exists(), "the demo ran the payload"

@@ -14,7 +14,7 @@ ROOT = Path(trustrl.__file__).parent
 
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("errors", "seeding", "safeio", "locks", "progress", "importing",
-        "rebind"),
+        "rebind", "lifeline"),
     1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "rng",
         "optim"),
     2: ("envs",),

@@ -272,3 +272,24 @@ def test_reward_model_with_no_usable_pairs_is_one_line_exit_2(capsys, tmp_path):
     assert err.startswith("trustrl: error: no usable training preference pairs")
     assert err.strip().count("\n") == 0
     assert not runs.exists() or not list(runs.iterdir())
+
+
+def test_an_rlhf_run_that_fails_is_one_line_and_marked_failed(tmp_path, monkeypatch, capsys):
+    """An error inside an RLHF run: one line naming the folder (no traceback), status.json
+    "failed" with the error's first line."""
+    import json
+
+    from trustrl.rlhf import sft
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the evaluation broke\nsecond line")
+
+    monkeypatch.setattr(sft, "evaluate_gold", broken)
+    code = main(["rlhf", "sft", "--steps", "2", "--set", "eval_every=1", "--quiet",
+                 "--runs-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    (run,) = tmp_path.iterdir()
+    assert code == 2 and len(err) == 1, err
+    assert "the evaluation broke" in err[0] and f"{run} is kept with status 'failed'" in err[0]
+    st = json.loads((run / "status.json").read_text())
+    assert st["status"] == "failed" and st["message"] == "the evaluation broke", st

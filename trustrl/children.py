@@ -19,33 +19,18 @@ terminated instead of being waited for.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+from trustrl.lifeline import die_with_parent
 
-
-def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGKILL) -> bool:
-    """In a child process: have the kernel send `sig` when the parent dies (Linux), and exit
-    at once when `parent_pid` is given and is no longer the parent (it died before this
-    call). Returns whether the kernel took the request (False on other platforms)."""
-    ok = False
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            ok = libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            ok = False
-    if parent_pid is not None and os.getppid() != parent_pid:
-        os._exit(1)
-    return ok
+__all__ = ["child_pool", "die_with_parent", "pool_initializer", "run_stoppable", "stop_pool",
+           "terminate_like_ctrl_c"]
 
 
 def _init(parent_pid: int, then: Callable[..., Any] | None, args: tuple[Any, ...]) -> None:
@@ -87,6 +72,18 @@ def child_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         stop_pool(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def run_stoppable(fn: Callable[..., Any], *args: Any) -> Any:
+    """In a pool worker: fn(*args) with SIGTERM taken as Ctrl-C, so that stop_pool's
+    terminate stops the task as Ctrl-C would (its run marked "stopped"); an idle worker keeps
+    the default (it just exits). Submit as pool.submit(run_stoppable, fn, *args)."""
+    previous = terminate_like_ctrl_c()
+    try:
+        return fn(*args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def terminate_like_ctrl_c() -> Any:

@@ -358,8 +358,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"{c.id:32s} {c.cost:6s} {c.source}: {c.title}")
         return 0
     t0 = time.perf_counter()
-    outcomes = run_claims(claims, Path(args.out), args.quick,
-                          echo=lambda s: print(s, flush=True))
+    try:
+        outcomes = run_claims(claims, Path(args.out), args.quick,
+                              echo=lambda s: print(s, flush=True))
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the one line says what is left
+        e.left = (f"no report written; the figures made so far are under "  # type: ignore[attr-defined]
+                  f"{Path(args.out) / 'figures'}: run it again (--only the claims not shown)")
+        raise
     report = write_report(outcomes, Path(args.out), args.quick, time.perf_counter() - t0)
     open_ = [o.claim.id for o in outcomes if o.result.unexplained]
     print(f"report: {report}")
@@ -417,9 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         from trustrl.train import Terminated
 
-        run = getattr(e, "run_dir", None)
+        run, left = getattr(e, "run_dir", None), getattr(e, "left", None)
         what = "terminated" if isinstance(e, Terminated) else "interrupted"
-        if run is not None:  # printed with --quiet too: the way back to the run
+        if left is not None:  # what the command left and how to go on
+            print(f"trustrl: {what}; {left}", file=sys.stderr)
+        elif run is not None:  # printed with --quiet too: the way back to the run
             print(f"trustrl: {what}; the run is saved as stopped in {run}: continue with "
                   f"`trustrl train --resume {run}`", file=sys.stderr)
         else:
@@ -438,7 +445,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except Exception as e:
-        run = getattr(e, "run_dir", None)
+        run, left = getattr(e, "run_dir", None), getattr(e, "left", None)
+        if left is not None:  # an error during a run that says what it left
+            msg = (str(e).splitlines() or [""])[0] or type(e).__name__
+            print(f"trustrl: error: {type(e).__name__}: {msg[:200]}; {left}", file=sys.stderr)
+            return 2
         if run is None and isinstance(e, OSError):  # a full or read-only disk, say
             where = f" ({e.filename})" if e.filename else ""
             print(f"trustrl: error: {e.strerror or e}{where}", file=sys.stderr)

@@ -725,6 +725,9 @@ def resume(
         if len(members) != len(seeds):
             raise RunError(f"{root.path}: population.json lists {len(members)} members for "
                            f"{len(seeds)} seeds")
+    # the env's return values and the batch's size against the memory, as at the start: the
+    # env or the machine may have changed since (before anything of the run is touched)
+    check_memory(check_env(env_factory(cfg)), cfg.batch_size * len(seeds))
     fresh = not root.checkpoint_path.is_file()
     ck = None if fresh else root.load_checkpoint()
     if ck is not None and total_steps is not None:

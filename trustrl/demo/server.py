@@ -21,11 +21,16 @@ the pages), and when the server listens on a loopback address it only answers re
 Host is a loopback name (so a web page elsewhere cannot reach it through DNS rebinding).
 
 Bounds (the defaults below; make_server takes others): a connection must deliver its whole
-request within REQUEST_TIMEOUT seconds (a total deadline, not per read, so a client that
-trickles bytes is dropped too) and a response write gets as long; at most MAX_CONNECTIONS
-connections are handled at once, and one more is answered 503 at once by the accepting thread;
-at most MAX_COMPUTATIONS of /api/kepoch, /api/clip and /api/natural compute at once, and one
-that waits more than COMPUTE_WAIT seconds for its turn is answered 503. The costliest request,
+request head within REQUEST_TIMEOUT seconds (a total deadline, not per read, so a client that
+trickles bytes is dropped too) and a response write gets as long. Request heads are read by
+one thread for all connections (a selector), so a slow or idle client holds a socket, not a
+handler: at most MAX_PENDING_PER_ADDRESS connections of one address wait for their head (a new
+one closes that address's oldest: a browser's next request gets in however many slow
+connections the same address holds), MAX_PENDING of all addresses (a new one closes the oldest
+of the address holding most). A complete request goes to a handler thread; at most
+MAX_CONNECTIONS are handled at once, and one more is answered 503 at once. At most
+MAX_COMPUTATIONS of /api/kepoch, /api/clip and /api/natural compute at once, and one that
+waits more than COMPUTE_WAIT seconds for its turn is answered 503. The costliest request,
 /api/kepoch at K=100, N=256, iterations=30, takes about half a second of CPU.
 
 Standard library only at import time; numpy/torch are imported by the /api/kepoch, /api/clip
@@ -38,13 +43,16 @@ import io
 import ipaddress
 import json
 import mimetypes
+import selectors
 import socket
 import sys
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -63,7 +71,10 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 
 REQUEST_TIMEOUT = 10.0  # seconds for a connection to deliver its request (and for the reply)
-MAX_CONNECTIONS = 64  # connections handled at once (one thread each); more: 503
+MAX_CONNECTIONS = 64  # complete requests handled at once (one thread each); more: 503
+MAX_PENDING_PER_ADDRESS = 128  # connections of one address waiting for their request head
+MAX_PENDING = 512  # of all addresses (each holds one file descriptor)
+MAX_HEAD = 65536 + 100 * 1024  # bytes of a request head read before a handler takes over
 MAX_COMPUTATIONS = 2  # /api/kepoch, /api/clip, /api/natural computing at once
 COMPUTE_WAIT = 5.0  # seconds a computation waits for its turn before a 503
 
@@ -123,6 +134,153 @@ class _Slot:
         self._sem.release()
 
 
+@dataclass
+class _Pending:
+    """A connection whose request head has not all arrived."""
+
+    address: str
+    deadline: float
+    head: bytearray = field(default_factory=bytearray)
+
+
+class _HeadReader:
+    """One thread that reads the request heads of all new connections (non-blocking, under a
+    selector) and hands each complete one to `dispatch(sock, client_address, head, deadline)`;
+    a connection past its deadline, closed by its client or evicted by the bounds is closed."""
+
+    def __init__(self, dispatch: Any, per_address: int, total: int):
+        self._dispatch, self.per_address, self.total = dispatch, per_address, total
+        self._selector = selectors.DefaultSelector()
+        self._pending: OrderedDict[socket.socket, _Pending] = OrderedDict()  # oldest first
+        self._addresses: dict[socket.socket, Any] = {}
+        self._new: list[tuple[socket.socket, Any, float]] = []
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="demo-heads")
+        self._thread.start()
+
+    def add(self, sock: socket.socket, client_address: Any, deadline: float) -> None:
+        """From the accepting thread: a new connection to read the head of."""
+        with self._lock:
+            self._new.append((sock, client_address, deadline))
+        try:
+            self._wake_w.send(b"x")
+        except OSError:  # the wake-up pipe is full: the loop is awake anyway
+            pass
+
+    def pending(self, address: str | None = None) -> int:
+        """Connections waiting for their head (of `address`)."""
+        with self._lock:
+            return sum(1 for p in self._pending.values()
+                       if address is None or p.address == address)
+
+    def stop(self) -> None:
+        self._stopped = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        self._thread.join(5)
+
+    # --- the loop (its own thread) -----------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while not self._stopped:
+                self._take_new()
+                now = time.monotonic()
+                for sock in [s for s, p in self._pending.items() if p.deadline <= now]:
+                    self._drop(sock)
+                wait = min((p.deadline for p in self._pending.values()), default=now + 1.0)
+                for key, _ in self._selector.select(max(0.0, min(wait - now, 1.0))):
+                    if key.fileobj is self._wake_r:
+                        try:
+                            while self._wake_r.recv(4096):
+                                pass
+                        except OSError:
+                            pass
+                    else:
+                        self._read(key.fileobj)  # type: ignore[arg-type]
+        finally:
+            for sock in list(self._pending):
+                self._drop(sock)
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _take_new(self) -> None:
+        with self._lock:
+            new, self._new = self._new, []
+        for sock, client_address, deadline in new:
+            address = str(client_address[0]) if client_address else ""
+            mine = [s for s, p in self._pending.items() if p.address == address]
+            if len(mine) >= self.per_address:
+                self._drop(mine[0])  # this address's oldest
+            elif len(self._pending) >= self.total:
+                counts: dict[str, int] = {}
+                for p in self._pending.values():
+                    counts[p.address] = counts.get(p.address, 0) + 1
+                most = max(counts, key=counts.__getitem__)
+                self._drop(next(s for s, p in self._pending.items() if p.address == most))
+            try:
+                sock.setblocking(False)
+                self._selector.register(sock, selectors.EVENT_READ)
+            except (OSError, ValueError):
+                self._close(sock)
+                continue
+            with self._lock:
+                self._pending[sock] = _Pending(address, deadline)
+            self._addresses[sock] = client_address
+
+    def _read(self, sock: socket.socket) -> None:
+        pending = self._pending.get(sock)
+        if pending is None:
+            return
+        try:
+            data = sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(sock)
+            return
+        if not data:  # the client closed before its request was complete
+            self._drop(sock)
+            return
+        pending.head += data
+        if b"\r\n\r\n" in pending.head or b"\n\n" in pending.head or \
+                len(pending.head) >= MAX_HEAD:
+            self._forget(sock)
+            client_address = self._addresses.pop(sock, None)
+            try:
+                self._dispatch(sock, client_address, bytes(pending.head), pending.deadline)
+            except Exception:  # noqa: BLE001 - a bug: this connection, not the reader, ends
+                traceback.print_exc(file=sys.stderr)
+                self._close(sock)
+
+    def _forget(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._pending.pop(sock, None)
+        try:
+            self._selector.unregister(sock)
+        except (KeyError, ValueError, OSError):
+            pass
+
+    def _drop(self, sock: socket.socket) -> None:
+        self._forget(sock)
+        self._addresses.pop(sock, None)
+        self._close(sock)
+
+    @staticmethod
+    def _close(sock: socket.socket) -> None:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+
 class DemoServer(ThreadingHTTPServer):
     """ThreadingHTTPServer that knows the runs root and whether it listens on loopback only,
     and bounds its connections (one thread each) and its computations."""
@@ -134,7 +292,9 @@ class DemoServer(ThreadingHTTPServer):
     def __init__(self, host: str, port: int, runs_root: Path, log_requests: bool = False, *,
                  request_timeout: float = REQUEST_TIMEOUT,
                  max_connections: int = MAX_CONNECTIONS,
-                 max_computations: int = MAX_COMPUTATIONS, compute_wait: float = COMPUTE_WAIT):
+                 max_computations: int = MAX_COMPUTATIONS, compute_wait: float = COMPUTE_WAIT,
+                 max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
+                 max_pending: int = MAX_PENDING):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.runs_root = Path(runs_root).resolve()
         self.loopback_only = is_loopback(host)
@@ -145,25 +305,49 @@ class DemoServer(ThreadingHTTPServer):
         self.compute_wait = float(compute_wait)
         self._connections = threading.BoundedSemaphore(self.max_connections)
         self._computations = threading.BoundedSemaphore(int(max_computations))
+        self._heads_lock = threading.Lock()
+        self._heads: dict[socket.socket, tuple[bytes, float]] = {}
         super().__init__((host.strip("[]"), port), DemoHandler)
+        self.head_reader = _HeadReader(self._handle_head, int(max_pending_per_address),
+                                       int(max_pending))
 
-    # --- the bound on connections -----------------------------------------------------------
+    def server_close(self) -> None:
+        super().server_close()
+        if hasattr(self, "head_reader"):
+            self.head_reader.stop()
+
+    # --- the bounds on connections ----------------------------------------------------------
     def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection while fewer than max_connections are open; otherwise a
-        503 from this (the accepting) thread, without reading the request."""
+        """The request head is read by the head reader (no thread per waiting client)."""
+        self.head_reader.add(request, client_address, time.monotonic() + self.request_timeout)
+
+    def _handle_head(self, request: Any, client_address: Any, head: bytes,
+                     deadline: float) -> None:
+        """A complete request head: one thread to handle it while fewer than max_connections
+        are handled; otherwise a 503 from this (the head reader's) thread."""
+        try:
+            request.setblocking(True)
+        except OSError:
+            self.shutdown_request(request)
+            return
         if not self._connections.acquire(blocking=False):
             self._refuse(request)
             return
+        with self._heads_lock:
+            self._heads[request] = (head, deadline)
         slot = _Slot(self._connections)
         t = threading.Thread(target=self._serve_connection, args=(request, client_address, slot),
                              daemon=self.daemon_threads)
         try:
             t.start()
-        except BaseException:
-            # e.g. Ctrl-C while start() waits for the thread: it may be running already, and
-            # then gives the slot back too; the slot is given back once either way
+        except Exception:
+            # e.g. no thread to be had; or start() failed after the thread began to run, and
+            # then it gives the slot back too: the slot is given back once either way, and
+            # the head reader (this thread) goes on
             slot.release()
-            raise
+            if t.ident is None:  # it never ran: the connection is ours to close
+                self.take_head(request)
+                self.shutdown_request(request)
 
     def _serve_connection(self, request: Any, client_address: Any, slot: _Slot) -> None:
         """socketserver.ThreadingMixIn.process_request_thread, then the slot given back."""
@@ -172,8 +356,14 @@ class DemoServer(ThreadingHTTPServer):
         except Exception:
             self.handle_error(request, client_address)
         finally:
+            self.take_head(request)
             self.shutdown_request(request)
             slot.release()
+
+    def take_head(self, request: Any) -> tuple[bytes, float]:
+        """The request head the head reader read for this connection, and its deadline."""
+        with self._heads_lock:
+            return self._heads.pop(request, (b"", time.monotonic() + self.request_timeout))
 
     def _refuse(self, request: socket.socket) -> None:
         body = json.dumps({"error": f"server busy: {self.max_connections} connections are "
@@ -222,14 +412,21 @@ class _DeadlineReader(io.RawIOBase):
     """A socket's reading side with one deadline for all reads: each recv may only wait for
     what is left of it (then TimeoutError, which http.server answers by closing)."""
 
-    def __init__(self, sock: socket.socket, deadline: float, write_timeout: float):
+    def __init__(self, sock: socket.socket, deadline: float, write_timeout: float,
+                 head: bytes = b""):
         super().__init__()
         self._sock, self._deadline, self._write_timeout = sock, deadline, write_timeout
+        self._head = memoryview(head)  # what the head reader has read already
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buf: Any) -> int:
+        if len(self._head):
+            n = min(len(buf), len(self._head))
+            buf[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("the request did not arrive in time")
@@ -251,8 +448,9 @@ class DemoHandler(BaseHTTPRequestHandler):
         self.timeout = self.server.request_timeout
         super().setup()
         self.rfile.close()
+        head, deadline = self.server.take_head(self.connection)
         self.rfile = io.BufferedReader(_DeadlineReader(
-            self.connection, time.monotonic() + self.timeout, self.timeout))
+            self.connection, deadline, self.timeout, head))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         if self.server.log_requests:

@@ -20,6 +20,7 @@ from trustrl.envs.spaces import (
     top_kind,
 )
 from trustrl.errors import EnvError, TrustrlError
+from trustrl.lifeline import forks_die_with_parent
 
 SUPPORTED_ACTIONS = "Discrete, Box (any shape), MultiDiscrete (1-D), MultiBinary"
 SUPPORTED_OBS = ("Box (any shape; uint8 images to a CNN), Discrete and MultiDiscrete (one-hot), "
@@ -375,7 +376,8 @@ def make_vec_env(env_id: str | EnvFactory, num_envs: int, vector: str = "sync"
     _make_one(env_id).close()  # turns a bad id into EnvError before workers start
     factory = as_factory(env_id)
     mode = gym.vector.AutoresetMode.SAME_STEP
-    with warnings.catch_warnings():
+    # async workers are forked here: they die with this process (kill -9 included)
+    with warnings.catch_warnings(), forks_die_with_parent():
         warnings.simplefilter("ignore")
         if factory.plain_id is None:
             cls = gym.vector.SyncVectorEnv if vector == "sync" else gym.vector.AsyncVectorEnv

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,38 @@ def make_run(runs_dir: str | Path, stage: str, seed: int, cfg: Any,
     run = RunDir.create(runs_dir, TASK_ID, stage, seed, asdict(cfg))
     run.metric_columns = list(columns)
     return run
+
+
+SORT_AGAIN = "the sort task's runs do not resume: start it again"
+
+
+@contextmanager
+def status_on_exit(run: RunDir, done: Callable[[], int], again: str = SORT_AGAIN
+                   ) -> Iterator[None]:
+    """A run that ends early says so in its status.json and to the user: "stopped" on Ctrl-C
+    or SIGTERM, "failed" (with the error's first line) on an error, at `done()` iterations
+    completed; the exception carries `left` (the folder, its status, `again`: how to go on),
+    which `trustrl` prints as its one line."""
+    try:
+        yield
+    except BaseException as e:
+        stopped = isinstance(e, KeyboardInterrupt)
+        status = "stopped" if stopped else "failed"
+        if stopped:
+            message = "terminated (SIGTERM)" if type(e).__name__ == "Terminated" else \
+                "interrupted"
+        else:
+            message = ((str(e).splitlines() or [""])[0] or type(e).__name__)[:300]
+        try:
+            run.set_status(status, done(), message)
+        except OSError:  # a full disk: the run's own error is the one to report
+            pass
+        try:
+            e.left = (f"{run.path} is kept with status '{status}' at iteration "  # type: ignore[attr-defined]
+                      f"{done()}: {again}")
+        except AttributeError:
+            pass
+        raise
 
 
 def check_positive(name: str, value: float, allow_zero: bool = False) -> None:

@@ -267,7 +267,9 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
                        lambda r: f"reward {r[key]:+.3f} {kl} {r[kl]:.3f} "
                        f"kl_ref/exact {r['kl_ref/exact']:.4f} kl_old/k3 {r['kl_old/k3']:.4f} "
                        f"length {r['completions/mean_length']:.1f}",
-                       start=start, checkpoint=checkpoint)
+                       start=start, checkpoint=checkpoint,
+                       again=f"continue with `trustrl rlhf {algo} --resume {run.path}` (its "
+                       "--reward functions given again)")
 
 
 def read_run(path: str) -> tuple[str, GRPOConfig | PPOConfig, HFConfig]:

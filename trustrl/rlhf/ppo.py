@@ -34,7 +34,13 @@ from trustrl.advantages import gae
 from trustrl.diagnostics import approx_kl, clip_fraction, explained_variance
 from trustrl.errors import ConfigError
 from trustrl.losses import clipped_surrogate_objective, surrogate_objective, value_loss
-from trustrl.rlhf.common import check_positive, make_run, seed_everything
+from trustrl.rlhf.common import (
+    SORT_AGAIN,
+    check_positive,
+    make_run,
+    seed_everything,
+    status_on_exit,
+)
 from trustrl.rlhf.kl import AdaptiveKLController, check_kl_option, exact_kl, kl_to_ref
 from trustrl.rlhf.model import (
     TINY_IO,
@@ -383,15 +389,17 @@ def train_ppo(cfg: PPOConfig, echo: Callable[[str], None] = print,
 def run_rl_loop(stage: str, trainer: Any, run: Any, iterations: int,
                 echo: Callable[[str], None], log_every: int, finish: Callable[[], None],
                 line: Callable[[dict[str, Any]], str], start: int = 0,
-                checkpoint: Callable[[int], None] | None = None) -> Path:
+                checkpoint: Callable[[int], None] | None = None,
+                again: str = SORT_AGAIN) -> Path:
     """The loop every RL run shares (PPO, GRPO and RLOO; the sort study and a Hugging Face
     model): trainer steps start + 1 .. iterations logged to the run folder (a line echoed every
     `log_every`), `checkpoint(it)` after each, then `finish()` (evaluation, saving) and the
-    status. A run that raises is marked failed (stopped on Ctrl-C) and keeps its files."""
-    echo(f"{stage}: run folder {run.path}")
+    status. A run that raises is marked failed (stopped on Ctrl-C or SIGTERM) and keeps its
+    files; `again` says how to go on (common.status_on_exit)."""
     t0 = time.perf_counter()
-    it = start
-    try:
+    done = start
+    with status_on_exit(run, lambda: done, again):
+        echo(f"{stage}: run folder {run.path}")
         for it in range(start + 1, iterations + 1):
             row = trainer.step()
             row["wall_time"] = time.perf_counter() - t0
@@ -400,13 +408,8 @@ def run_rl_loop(stage: str, trainer: Any, run: Any, iterations: int,
                 echo(f"{stage} {it}: {line(row)}")
             if checkpoint is not None:
                 checkpoint(it)
+            done = it
         finish()
-    except KeyboardInterrupt:
-        run.set_status("stopped", it - 1, "interrupted")
-        raise
-    except Exception as e:
-        run.set_status("failed", it - 1, (str(e).splitlines() or [type(e).__name__])[0][:300])
-        raise
     run.set_status("finished", iterations)
     return run.path
 

@@ -17,7 +17,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from trustrl.errors import ConfigError
-from trustrl.rlhf.common import check_fraction, check_positive, make_run, seed_everything
+from trustrl.rlhf.common import (
+    check_fraction,
+    check_positive,
+    make_run,
+    seed_everything,
+    status_on_exit,
+)
 from trustrl.rlhf.model import TinyLM, load_model, sample, save_model, sequence_scores
 from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
 
@@ -122,38 +128,40 @@ def train_reward_model(cfg: RewardModelConfig, echo=print) -> Path:
                               f"score (ties are dropped); sample more prompts ({asked}) or use "
                               f"an SFT model whose answers vary")
     rm = sft.with_head(1)
-    run = make_run(cfg.runs_dir, "reward-model", cfg.seed, cfg, RM_COLUMNS)
-    echo(f"reward model: {len(prompts)} training pairs, {len(h_prompts)} held-out, "
-         f"run folder {run.path}")
     opt = torch.optim.Adam(rm.parameters(), lr=cfg.lr)
-    t0, m, heldout = time.perf_counter(), len(prompts), 0.0
-    for epoch in range(1, cfg.epochs + 1):
-        perm = torch.randperm(m, generator=gen)
-        losses = []
-        for i in range(0, m, cfg.batch_size):
-            idx = perm[i: i + cfg.batch_size]
-            loss = bradley_terry_loss(raw_scores(rm, prompts[idx], chosen[idx]),
-                                      raw_scores(rm, prompts[idx], rejected[idx]))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
+    t0, m, heldout, done = time.perf_counter(), len(prompts), 0.0, 0
+    run = make_run(cfg.runs_dir, "reward-model", cfg.seed, cfg, RM_COLUMNS)
+    with status_on_exit(run, lambda: done):  # Ctrl-C, SIGTERM, an error: said, in status.json
+        echo(f"reward model: {len(prompts)} training pairs, {len(h_prompts)} held-out, "
+             f"run folder {run.path}")
+        for epoch in range(1, cfg.epochs + 1):
+            perm = torch.randperm(m, generator=gen)
+            losses = []
+            for i in range(0, m, cfg.batch_size):
+                idx = perm[i: i + cfg.batch_size]
+                loss = bradley_terry_loss(raw_scores(rm, prompts[idx], chosen[idx]),
+                                          raw_scores(rm, prompts[idx], rejected[idx]))
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+            rm.eval()
+            heldout = pair_accuracy(rm, h_prompts, h_chosen, h_rejected)
+            row = {"epoch": epoch, "iteration": epoch, "global_step": epoch * m,
+                   "wall_time": time.perf_counter() - t0, "loss": sum(losses) / len(losses),
+                   "train_accuracy": pair_accuracy(rm, prompts, chosen, rejected),
+                   "heldout_accuracy": heldout}
+            rm.train()
+            run.log_metrics(row)
+            echo(f"reward model epoch {epoch}: loss {row['loss']:.3f} train acc "
+                 f"{row['train_accuracy']:.3f} held-out acc {heldout:.3f}")
+            done = epoch
         rm.eval()
-        heldout = pair_accuracy(rm, h_prompts, h_chosen, h_rejected)
-        row = {"epoch": epoch, "iteration": epoch, "global_step": epoch * m,
-               "wall_time": time.perf_counter() - t0, "loss": sum(losses) / len(losses),
-               "train_accuracy": pair_accuracy(rm, prompts, chosen, rejected),
-               "heldout_accuracy": heldout}
-        rm.train()
-        run.log_metrics(row)
-        echo(f"reward model epoch {epoch}: loss {row['loss']:.3f} train acc "
-             f"{row['train_accuracy']:.3f} held-out acc {heldout:.3f}")
-    rm.eval()
-    with torch.no_grad():
-        p = task.sample_prompts(2048, gen)
-        s = raw_scores(rm, p, sample(sft, p, task.max_new, 1.0, gen))
-    save_model(rm, str(run.path / "reward_model.pt"),
-               {"task_n": task.n, "score_mean": float(s.mean()), "score_std": float(s.std()),
-                "heldout_accuracy": heldout})
+        with torch.no_grad():
+            p = task.sample_prompts(2048, gen)
+            s = raw_scores(rm, p, sample(sft, p, task.max_new, 1.0, gen))
+        save_model(rm, str(run.path / "reward_model.pt"),
+                   {"task_n": task.n, "score_mean": float(s.mean()), "score_std": float(s.std()),
+                    "heldout_accuracy": heldout})
     run.set_status("finished", cfg.epochs)
     return run.path

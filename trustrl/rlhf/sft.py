@@ -15,7 +15,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from trustrl.rlhf.common import check_fraction, check_positive, make_run, seed_everything
+from trustrl.rlhf.common import (
+    check_fraction,
+    check_positive,
+    make_run,
+    seed_everything,
+    status_on_exit,
+)
 from trustrl.rlhf.model import (
     ModelConfig,
     TinyLM,
@@ -84,30 +90,32 @@ def train_sft(cfg: SFTConfig, echo=print) -> Path:
     cfg.model.vocab, cfg.model.max_len, cfg.model.out_dim = VOCAB, task.seq_len, VOCAB
     gen = seed_everything(cfg.seed)
     model = TinyLM(cfg.model)
-    run = make_run(cfg.runs_dir, "sft", cfg.seed, cfg, SFT_COLUMNS)
-    echo(f"sft: {n_params(model)} parameters, run folder {run.path}")
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * s / cfg.steps)))
-    t0 = time.perf_counter()
-    for step in range(1, cfg.steps + 1):
-        prompts = task.sample_prompts(cfg.batch_size, gen)
-        answers = task.teacher_answers(prompts, gen, cfg.p_correct)
-        logits = answer_logits(model, prompts, answers)
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), answers.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            model.eval()
-            row = {"step": step, "iteration": step, "global_step": step * cfg.batch_size,
-                   "wall_time": time.perf_counter() - t0, "loss": float(loss.detach()),
-                   **evaluate_gold(model, task, cfg.eval_prompts, cfg.seed + EVAL_SEED)}
-            model.train()
-            run.log_metrics(row)
-            echo(f"sft step {step}: loss {row['loss']:.3f} gold/exact {row['gold/exact']:.3f} "
-                 f"gold/perm {row['gold/perm']:.3f}")
-    save_model(model, str(run.path / "model.pt"), {"task_n": cfg.n})
+    t0, done = time.perf_counter(), 0
+    run = make_run(cfg.runs_dir, "sft", cfg.seed, cfg, SFT_COLUMNS)
+    with status_on_exit(run, lambda: done):  # Ctrl-C, SIGTERM, an error: said, in status.json
+        echo(f"sft: {n_params(model)} parameters, run folder {run.path}")
+        for step in range(1, cfg.steps + 1):
+            prompts = task.sample_prompts(cfg.batch_size, gen)
+            answers = task.teacher_answers(prompts, gen, cfg.p_correct)
+            logits = answer_logits(model, prompts, answers)
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), answers.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                model.eval()
+                row = {"step": step, "iteration": step, "global_step": step * cfg.batch_size,
+                       "wall_time": time.perf_counter() - t0, "loss": float(loss.detach()),
+                       **evaluate_gold(model, task, cfg.eval_prompts, cfg.seed + EVAL_SEED)}
+                model.train()
+                run.log_metrics(row)
+                echo(f"sft step {step}: loss {row['loss']:.3f} gold/exact {row['gold/exact']:.3f} "
+                     f"gold/perm {row['gold/perm']:.3f}")
+            done = step
+        save_model(model, str(run.path / "model.pt"), {"task_n": cfg.n})
     run.set_status("finished", cfg.steps)
     return run.path

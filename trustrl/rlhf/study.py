@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trustrl.children import child_pool
+from trustrl.children import child_pool, run_stoppable
 from trustrl.errors import ConfigError
 
 # name -> (algorithm, options): the study's comparison, in report order
@@ -133,31 +133,44 @@ def run_study(cfg: StudyConfig, echo: Callable[[str], None] = print) -> Path:
              if cfg.variants else [*PPO_VARIANTS, *GRPO_VARIANTS])
     index: dict[str, Any] = {"seeds": {}, "config": cfg.__dict__}
     t0 = time.perf_counter()
+    try:
+        _run_jobs(cfg, names, runs_dir, index, echo, t0)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the CLI's one line says what is left
+        e.left = (f"the study's runs so far are under {runs_dir} (those cut short: status "  # type: ignore[attr-defined]
+                  "'stopped'); a study does not resume: start it again")
+        raise
+    index["wall_time_s"] = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    return write_report(out)
+
+
+def _run_jobs(cfg: StudyConfig, names: list[str], runs_dir: str, index: dict[str, Any],
+              echo: Callable[[str], None], t0: float) -> None:
+    """Every stage for every seed in a pool of cfg.workers processes; index filled."""
     with child_pool(cfg.workers) as pool:  # workers die with this process
-        sfts = {s: pool.submit(job_sft, s, cfg.sft_steps, runs_dir) for s in cfg.seeds}
+        sfts = {s: pool.submit(run_stoppable, job_sft, s, cfg.sft_steps, runs_dir)
+                for s in cfg.seeds}
         sft_paths = {s: f.result() for s, f in sfts.items()}
         echo(f"study: SFT done for seeds {cfg.seeds} ({time.perf_counter() - t0:.0f} s)")
-        rms = {s: pool.submit(job_rm, s, sft_paths[s], cfg.rm_pairs, runs_dir)
+        rms = {s: pool.submit(run_stoppable, job_rm, s, sft_paths[s], cfg.rm_pairs, runs_dir)
                for s in cfg.seeds}
-        evals = {s: pool.submit(job_sft_eval, sft_paths[s], s) for s in cfg.seeds}
+        evals = {s: pool.submit(run_stoppable, job_sft_eval, sft_paths[s], s)
+                 for s in cfg.seeds}
         rm_paths = {s: f.result() for s, f in rms.items()}
         echo(f"study: reward models done ({time.perf_counter() - t0:.0f} s)")
         jobs = {}
         for s in cfg.seeds:
             for n in names:
                 iters = cfg.ppo_iterations if n in PPO_VARIANTS else cfg.grpo_iterations
-                jobs[(n, s)] = pool.submit(job_rl, n, s, sft_paths[s], rm_paths[s], iters,
-                                           runs_dir)
+                jobs[(n, s)] = pool.submit(run_stoppable, job_rl, n, s, sft_paths[s],
+                                           rm_paths[s], iters, runs_dir)
         for s in cfg.seeds:
             index["seeds"][str(s)] = {"sft": sft_paths[s], "reward_model": rm_paths[s],
                                       "sft_eval": evals[s].result(), "runs": {}}
         for (n, s), f in jobs.items():
             index["seeds"][str(s)]["runs"][n] = f.result()
             echo(f"study: {n} seed {s} done ({time.perf_counter() - t0:.0f} s)")
-    index["wall_time_s"] = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "index.json").write_text(json.dumps(index, indent=2) + "\n")
-    return write_report(out)
 
 
 # --- report --------------------------------------------------------------------------------------
