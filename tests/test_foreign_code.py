@@ -266,3 +266,41 @@ def test_the_readers_plot_report_and_demo_import_nothing_a_foreign_folder_names(
         demo.terminate()
         demo.communicate(timeout=60)
     assert not world["marker"].exists(), "the demo ran the payload"
+
+
+def user_extractor(state):
+    kw = state["policy_kwargs"]
+    kw["extractor"] = {"kind": "user", "factory": "payloadpkg:net", "layout": []}
+
+
+def set_algo_class(d):
+    d["algo_class"] = "payloadpkg:net"
+
+
+@pytest.mark.parametrize("name,config,agent,needle", [
+    ("run_extractor", None, user_extractor, "payloadpkg:net"),  # an extractor's factory
+    ("run_algo_class", set_algo_class, None, "payloadpkg:net"),  # a user's algorithm class
+])
+def test_an_extractor_factory_or_algo_class_from_a_foreign_run_is_not_imported(
+        world, monkeypatch, name, config, agent, needle):
+    run = foreign_copy(world, name, monkeypatch, config=config, agent=agent)
+    for args in (["eval", str(run), "--episodes", "1"],
+                 ["eval", str(run / "agent.pt"), "--episodes", "1"],
+                 ["train", "--resume", str(run), "--total-steps", "128"]):
+        refused(world, cli(world, args), needle)
+
+
+def test_an_rlhf_run_folder_naming_reward_code_imports_nothing_on_resume(world):
+    """An RLHF run folder names its reward functions in config.json; a resume imports only
+    the functions given again on the command line (the folder's are data): without them, or
+    with others, it is refused in one line before any import."""
+    run = world["tmp"] / "rlhf_run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({
+        "algo": "grpo", "config": {}, "hf": {"reward": ["payloadpkg:net"], "model": "m"}}))
+    for extra in ([], ["--reward", "payloadpkg_other:net"]):
+        proc = cli(world, ["rlhf", "grpo", "--resume", str(run), *extra])
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+        assert "resume needs the run's reward functions on the command line" in lines[0]
+        assert not world["marker"].exists(), "the payload ran"
