@@ -23,3 +23,8 @@ def cli_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     return env
+
+
+# a new run's learner does not depend on what this machine's Numba cache holds (trustrl.train:
+# TRUSTRL_COMPILE; tests/test_cold_start.py unsets it where it tests the rule itself)
+os.environ.setdefault("TRUSTRL_COMPILE", "always")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import sys
 from typing import Any, Protocol
 
 import numpy as np
@@ -127,10 +128,11 @@ def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:
     return available_cores()
 
 
-def make_learner(cfg: RunConfig, seeds: list[int]) -> Learner:
-    """The learner for a config whose `vector` is resolved ('auto' already decided)."""
+def make_learner(cfg: RunConfig, seeds: list[int], cold_start: bool = False) -> Learner:
+    """The learner for a config whose `vector` is resolved ('auto' already decided);
+    `cold_start`: BatchedLearner's (a new run, not a resume)."""
     if cfg.vector == "torch":
-        return BatchedLearner(cfg, seeds)
+        return BatchedLearner(cfg, seeds, cold_start=cold_start)
     if len(seeds) != 1:
         raise RunError("a population of seeds runs on the batched collector (vector 'torch')")
     return GymLearner(cfg)
@@ -165,7 +167,8 @@ MASKED_ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "ppo-penalty", "pg")
 value_and_grad; TRPO's and NPG's policy gradient and Fisher products do not yet)."""
 
 
-def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False) -> Algorithm:
+def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
+               prepare: bool = True) -> Algorithm:
     if masked and cfg.algo not in MASKED_ALGOS:
         raise ConfigError(f"the env gives action masks and {cfg.algo} does not use them yet "
                           f"(masked: {', '.join(MASKED_ALGOS)}); set action_mask off")
@@ -183,10 +186,41 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False) ->
     backend = (backends.pick if masked else compiled.pick)(
         net, cfg.grad_backend, compile=cfg.jit == "compile")
     algo = make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
-    prepare = getattr(backend, "prepare", None)
-    if prepare is not None:  # the compiled kernels it will call, loaded before the first update
-        prepare(net, algo.kernels)
+    if prepare:
+        _prepare(algo, net)
     return algo
+
+
+def _prepare(algo: Algorithm, net: PopNet) -> None:
+    """Load (or compile) the compiled kernels the algorithm will call, before its first
+    update."""
+    prepare = getattr(algo.backend, "prepare", None)
+    if prepare is not None:
+        prepare(net, algo.kernels)
+
+
+COMPILE_PAYS_STEPS = 750_000
+"""On a machine whose Numba cache lacks a run's kernels, `grad_backend` 'auto' compiles them
+only for a run of at least this many env steps (all members together); a shorter new run
+trains eagerly (closed form, NumPy rollout), which finishes before compiling would have.
+Measured on PPO's CartPole preset (2 idle cores, 2026-12-06): compiling took about 103 s,
+eager training ran about 5.4k steps/s and compiled about 20k, so compiling pays from about
+760k steps (docs/compiled.md, "Cold start")."""
+
+
+def cold_start_eager(cfg: Any, algo: Algorithm, members: int) -> str | None:
+    """Why a new run should train eagerly rather than compile first (a note for stderr), or
+    None: only for `grad_backend` 'auto' on the compiled backend, when some kernel the run
+    needs has no compiled code on disk and the run is shorter than COMPILE_PAYS_STEPS."""
+    if cfg.grad_backend != "auto" or algo.backend.name != "compiled":
+        return None
+    steps = cfg.total_steps * members
+    if steps >= COMPILE_PAYS_STEPS or compiled.run_cached(algo, cfg.env_id):
+        return None
+    return (f"training eagerly: the compiled kernels of this run are not on this machine yet, "
+            f"and compiling them (about a minute, once) pays off from about "
+            f"{COMPILE_PAYS_STEPS:,} steps; --set grad_backend=compiled compiles them now, "
+            "for this and every later run")
 
 
 def _rows(m: dict[str, Tensor], columns: tuple[str, ...], int_columns: tuple[str, ...]
@@ -416,7 +450,11 @@ class BatchedLearner:
     evaluator = BATCHED_EVALUATOR
     restart_note = None  # the batched envs' state is tensors: always resumed exactly
 
-    def __init__(self, cfg: RunConfig, seeds: list[int], numpy_rollout: bool | None = None):
+    def __init__(self, cfg: RunConfig, seeds: list[int], numpy_rollout: bool | None = None,
+                 cold_start: bool = False):
+        """`cold_start`: a new run (not a resume) whose `grad_backend` 'auto' may train
+        eagerly where compiling would cost more than it saves (`cold_start_eager`; the config
+        then records 'closed-form', so its resume runs the same code)."""
         self.cfg, self.seeds = cfg, list(seeds)
         torch.set_num_threads(torch_threads(cfg, len(self.seeds)))
         dev = torch.device(cfg.device)
@@ -426,7 +464,13 @@ class BatchedLearner:
         self.spec = check_env(cfg.env_id)
         net = PopActorCritic.from_policies(init_policies(self.spec, cfg, self.seeds), dev)
         self.net = net
-        self.algo = _algorithm(cfg, net, self.seeds)
+        self.algo = _algorithm(cfg, net, self.seeds, prepare=False)
+        why = cold_start_eager(cfg, self.algo, len(self.seeds)) if cold_start else None
+        if why is not None:
+            self.algo.backend = backends.pick(net, "closed-form")
+            cfg.grad_backend = "closed-form"  # recorded: a resume runs the same code
+            print(f"trustrl: note: {why}", file=sys.stderr, flush=True)
+        _prepare(self.algo, net)
         self.algo.eager = not self.graph  # type: ignore[attr-defined]
         # the compiled backend compiles the rollout too, where the NumPy rollout runs
         self.collector = BatchedCollector(

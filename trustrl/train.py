@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
@@ -564,14 +565,18 @@ def _create_folders(cfg: RunConfig, seeds: list[int], learner: Any = None
     return root, members
 
 
-def _make_learner(cfg: RunConfig, seeds: list[int]) -> Learner:
-    """The learner of a config: on runners (trustrl.runners) where it asks for them."""
+def _make_learner(cfg: RunConfig, seeds: list[int], new: bool = False) -> Learner:
+    """The learner of a config: on runners (trustrl.runners) where it asks for them. `new`: a
+    new run, which trains eagerly where compiling would cost more than it saves
+    (learners.cold_start_eager; TRUSTRL_COMPILE=always turns that off: the test suite's
+    setting, whose runs must not depend on what the machine's cache holds)."""
     if cfg.runners:
         if len(seeds) != 1:
             raise ConfigError("runners take one seed (a population runs on the batched "
                               "collector)")
         return RunnerLearner(cfg)
-    return make_learner(cfg, seeds)
+    return make_learner(cfg, seeds, cold_start=new and os.environ.get(
+        "TRUSTRL_COMPILE", "auto") != "always")
 
 
 def train(
@@ -631,7 +636,7 @@ def start(
     check_tracker(config.track, len(seeds))
     warn_if_unsigned()
     source = _load_source(config)
-    learner = _make_learner(config, seeds)  # envs and networks built before any folder
+    learner = _make_learner(config, seeds, new=True)  # envs, networks before any folder
     try:
         if source is not None:
             _init_from(learner, config, source)

@@ -635,6 +635,31 @@ def compiled_rollout(env_id: str) -> CompiledRollout:
     return r
 
 
+def run_cached(algo: Any, env_id: str) -> bool:
+    """Whether the compiled code a batched run of `algo` on `env_id` calls is on disk (Numba's
+    cache, as `_cached` tells): the algorithm's kernels (TRPO's critic fit and Fisher
+    product; PPO's epochs bound to its objective), GAE, the diagnostics, and the env's
+    compiled rollout and fused iteration where it has them. Builds no code."""
+    from trustrl.compiled import ppo
+    from trustrl.envs import classic
+
+    ks = _kernels()
+    needed = [ks[k] for k in getattr(algo, "kernels", ()) if k in ks]
+    needed += [ks["gae"], ks["ppo_diagnostics"]]
+    objective = algo.compiled_objective() if hasattr(algo, "compiled_objective") else None
+    if objective is not None:
+        try:
+            needed.append(ppo.epochs_kernel(objective.fn, objective.grad))
+        except NotCompilable:  # runs eagerly anyway, and says so
+            return True
+    if env_id in classic.DYNAMICS:
+        r = compiled_rollout(env_id)
+        needed.append(r._run)
+        if objective is not None:
+            needed.append(r.iteration(objective))
+    return all(_cached(k) for k in needed)
+
+
 def _cached(kernel: Any) -> bool:
     """Whether a kernel has compiled code on disk (Numba's cache index file), as far as can be
     told: True when unsure, so that nothing is announced wrongly."""

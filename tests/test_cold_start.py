@@ -1,0 +1,80 @@
+"""A new run on a machine whose Numba cache lacks its kernels (issue "One source, compiled",
+point 4): with grad_backend 'auto', a run shorter than COMPILE_PAYS_STEPS trains eagerly
+instead of compiling first, says so in one line, and records 'closed-form' so that its resume
+runs the same code; a long run, an explicit 'compiled', a resume and a warm cache compile (or
+load) as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trustrl import compiled, learners
+from trustrl.config import make_config
+
+needs_numba = pytest.mark.skipif(not compiled.available(), reason="needs trustrl[compiled]")
+
+
+def _learner(monkeypatch, cached: bool, cold_start: bool = True, **sets):
+    monkeypatch.setattr(compiled, "run_cached", lambda algo, env_id: cached)
+    cfg = make_config("ppo", env_id="CartPole-v1",
+                      sets={"num_envs": 2, "num_steps": 32, "eval_every": 0, **sets})
+    return learners.BatchedLearner(cfg, [0], cold_start=cold_start)
+
+
+@needs_numba
+def test_a_short_new_run_on_a_cold_cache_trains_eagerly_and_says_so(monkeypatch, capsys):
+    lr = _learner(monkeypatch, cached=False, total_steps=4096)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "training eagerly" in err[0], err
+    assert lr.algo.backend.name == "closed-form" and not lr.fused
+    assert lr.collector.rollout_kind == "numpy"
+    assert lr.cfg.grad_backend == "closed-form"  # what config.json records
+    lr.step()
+
+
+@needs_numba
+@pytest.mark.parametrize("case", ["warm", "long", "explicit", "resume"])
+def test_otherwise_the_compiled_backend_runs(monkeypatch, capsys, case):
+    sets = {"total_steps": learners.COMPILE_PAYS_STEPS if case == "long" else 4096}
+    if case == "explicit":
+        sets["grad_backend"] = "compiled"
+    lr = _learner(monkeypatch, cached=case == "warm", cold_start=case != "resume", **sets)
+    assert "training eagerly" not in capsys.readouterr().err
+    assert lr.algo.backend.name == "compiled" and lr.fused
+    assert lr.cfg.grad_backend == sets.get("grad_backend", "auto")
+
+
+@needs_numba
+def test_a_population_counts_every_members_steps(monkeypatch):
+    steps = learners.COMPILE_PAYS_STEPS // 4
+    assert _learner(monkeypatch, cached=False, total_steps=steps).algo.backend.name \
+        == "closed-form"
+    monkeypatch.setattr(compiled, "run_cached", lambda algo, env_id: False)
+    cfg = make_config("ppo", env_id="CartPole-v1",
+                      sets={"num_envs": 2, "num_steps": 32, "eval_every": 0,
+                            "total_steps": steps})
+    assert learners.BatchedLearner(cfg, [0, 1, 2, 3], cold_start=True).algo.backend.name \
+        == "compiled"
+
+
+@needs_numba
+def test_the_cli_on_an_empty_numba_cache_trains_eagerly_and_records_it(tmp_path):
+    """Through the CLI, as a new user's first run: an empty NUMBA_CACHE_DIR, the default
+    grad_backend; one note, no compiling, and config.json says closed-form."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    env.pop("TRUSTRL_COMPILE", None)
+    p = subprocess.run([sys.executable, "-m", "trustrl", "train", "--total-steps", "2048",
+                        "--runs-dir", str(tmp_path / "runs"), "--quiet",
+                        "--set", "tensorboard=false", "--set", "eval_episodes=1"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    notes = [ln for ln in p.stderr.splitlines() if ln.startswith("trustrl:")]
+    assert len(notes) == 1 and "training eagerly" in notes[0], p.stderr
+    run = Path(next(ln for ln in p.stdout.splitlines() if ln.startswith("run: "))[5:])
+    assert json.loads((run / "config.json").read_text())["grad_backend"] == "closed-form"
