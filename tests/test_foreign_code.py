@@ -277,17 +277,27 @@ def set_algo_class(d):
     d["algo_class"] = "payloadpkg:net"
 
 
-@pytest.mark.parametrize("name,config,agent,needle", [
-    ("run_extractor", None, user_extractor, "payloadpkg:net"),  # an extractor's factory
-    ("run_algo_class", set_algo_class, None, "payloadpkg:net"),  # a user's algorithm class
+def set_wrappers(d):
+    d["wrappers"] = ["payloadpkg:net"]
+
+
+@pytest.mark.parametrize("name,config,agent,opt_in", [
+    ("run_extractor", None, user_extractor, "eval"),  # an extractor's factory (agent file)
+    ("run_algo_class", set_algo_class, None, "resume"),  # a user's algorithm class
+    ("run_wrappers", set_wrappers, None, "eval"),  # an env wrapper
 ])
-def test_an_extractor_factory_or_algo_class_from_a_foreign_run_is_not_imported(
-        world, monkeypatch, name, config, agent, needle):
+def test_an_extractor_factory_algo_class_or_wrapper_from_a_foreign_run_is_not_imported(
+        world, monkeypatch, name, config, agent, opt_in):
     run = foreign_copy(world, name, monkeypatch, config=config, agent=agent)
     for args in (["eval", str(run), "--episodes", "1"],
                  ["eval", str(run / "agent.pt"), "--episodes", "1"],
                  ["train", "--resume", str(run), "--total-steps", "128"]):
-        refused(world, cli(world, args), needle)
+        refused(world, cli(world, args), "payloadpkg:net")
+    # the opt-in imports it (the path is real code): whatever happens after that
+    args = (["eval", str(run), "--episodes", "1"] if opt_in == "eval"
+            else ["train", "--resume", str(run), "--total-steps", "128"])
+    proc = cli(world, [*args, "--trust-files"])
+    assert world["marker"].read_text() == "payloadpkg", proc.stderr[-2000:]
 
 
 def test_an_rlhf_run_folder_naming_reward_code_imports_nothing_on_resume(world):
