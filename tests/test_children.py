@@ -341,3 +341,39 @@ def test_sigterm_stops_a_tune_study_in_one_line_with_its_trial_kept(tmp_path):
             "trials/*/*/checkpoints/latest.pt"))
     finally:
         cleanup(kids | {proc.pid})
+
+
+@pytest.mark.slow
+def test_a_local_ray_instance_dies_with_a_killed_runners_driver(tmp_path):
+    """`train --set runners=2` starts a local Ray instance; after kill -9 of trustrl, every
+    process of it is gone: Ray's fate-sharing ends its GCS server and raylet, and
+    trustrl.lifeline's reaper the agents the raylet started (they outlived the driver for
+    minutes before it)."""
+    pytest.importorskip("ray")
+    proc = subprocess.Popen([sys.executable, "-m", "trustrl", "train", "--total-steps",
+                             "2000000", "--runs-dir", "runs", "--quiet", "--set", "runners=2",
+                             "--set", "tensorboard=false"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids: set[int] = set()
+
+    def names() -> set[str]:
+        out = set()
+        for p in descendants(proc.pid):
+            try:
+                out.add((Path("/proc") / str(p) / "cmdline").read_bytes().decode(
+                    errors="replace"))
+            except OSError:
+                pass
+        return out
+
+    try:
+        started = wait_for(lambda: sum("Runner" in n for n in names()) >= 2
+                           and any("RuntimeEnvAgent" in n for n in names()), 240, 0.5)
+        assert started, "Ray's runners did not start"
+        kids = descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
+            [p for p in kids if alive(p)]
+    finally:
+        cleanup(kids | {proc.pid})

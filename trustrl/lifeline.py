@@ -67,3 +67,54 @@ def forks_die_with_parent() -> Iterator[None]:
         yield
     finally:
         _forking.parent = outer
+
+
+_REAPER = r"""
+import sys
+
+import psutil
+
+procs = []
+for line in sys.stdin:  # until EOF: the parent's end of the pipe closed, so it is gone
+    pid, started = line.split()
+    procs.append((int(pid), float(started)))
+for pid, started in procs:
+    try:
+        p = psutil.Process(pid)
+        if abs(p.create_time() - started) < 0.01:  # the same process, not a reused pid
+            p.kill()
+    except psutil.Error:
+        pass
+"""
+_reapers: list[object] = []  # the reapers' Popen objects: their pipes stay open till exit
+
+
+def reap_descendants_when_gone() -> bool:
+    """Have every process now descending from this one (e.g. a local Ray instance: its GCS
+    server, raylet and the agents the raylet starts) killed once this process is gone,
+    however it ends (kill -9 included): a small reaper process reads their ids on a pipe and,
+    when the pipe closes, kills those still alive (by id and start time). Ray's own
+    fate-sharing ends the raylet and the GCS with their parent, but its agents (children of
+    the raylet) outlived a killed driver for minutes. Returns False where psutil is missing
+    (it comes with Ray) or nothing descends."""
+    try:
+        import psutil
+    except ImportError:
+        return False
+    import subprocess
+
+    try:
+        kids = psutil.Process(os.getpid()).children(recursive=True)
+        lines = "".join(f"{p.pid} {p.create_time()}\n" for p in kids)
+    except psutil.Error:
+        return False
+    if not lines:
+        return False
+    reaper = subprocess.Popen([sys.executable, "-c", _REAPER], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    assert reaper.stdin is not None
+    reaper.stdin.write(lines.encode())
+    reaper.stdin.flush()
+    _reapers.append(reaper)
+    return True

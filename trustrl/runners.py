@@ -43,6 +43,7 @@ from trustrl.envs.factory import env_factory
 from trustrl.envs.make import check_env, make_vec_env, pickle_drops_state, pixel_rows
 from trustrl.errors import ConfigError, NonFiniteError, RunError, TrustrlError
 from trustrl.learners import RESTART_SEED_STRIDE, GymLearner
+from trustrl.lifeline import reap_descendants_when_gone
 from trustrl.normalize import ObsNormalizer, RewardScaler, RunningMeanStd
 from trustrl.rollout import Collector, Episode, Rollout
 
@@ -301,6 +302,7 @@ class RunnerPool:
             else:  # one CPU a runner, even where the machine has fewer
                 ray.init(num_cpus=max(self.N, os.cpu_count() or 1), include_dashboard=False,
                          log_to_driver=False)
+                reap_descendants_when_gone()  # the instance's processes end with this one
         except Exception as e:  # noqa: BLE001 - connection errors become one line
             raise RunError(f"cannot start Ray ({addr or 'a local instance'}): "
                            f"{_first_line(e)}") from None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trustrl.errors import TrustrlError
+from trustrl.lifeline import reap_descendants_when_gone
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.local import OnResult
 from trustrl.sweep.spec import Trial
@@ -75,6 +76,7 @@ def run_ray(folder: SweepFolder, trials: list[Trial], on_result: OnResult,
                 ray.init(address=addr, log_to_driver=False)
             else:
                 ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+                reap_descendants_when_gone()  # the instance's processes end with this one
         except Exception as e:  # noqa: BLE001 - connection errors become one line
             where = addr or "a local instance"
             raise TrustrlError(f"cannot start Ray ({where}): " +
