@@ -144,3 +144,26 @@ def test_a_users_subclass_trains_from_the_cli(tmp_path):
     assert json.loads((run / "config.json").read_text())["algo_class"] == \
         "user_objective:CappedPPO"
     assert "runs eagerly" not in p.stderr
+
+
+@needs_numba
+def test_the_batched_learner_falls_back_from_the_fused_iteration_with_one_note(capsys):
+    """A torch-only objective on the batched learner: the fused iteration is tried, its
+    typing fails before anything ran, and the learner goes on unfused and eager, with one
+    note; its metrics equal a run on the eager closed form."""
+    from trustrl.learners import BatchedLearner
+
+    def run(backend):
+        cfg = make_config("ppo", env_id="CartPole-v1", sets={
+            "num_envs": 2, "num_steps": 32, "eval_every": 0, "grad_backend": backend,
+            "algo_class": "user_objective:TorchOnlyPPO"})
+        learner = BatchedLearner(cfg, [0])
+        fused = learner.fused
+        return learner, fused, torch.stack([learner.step()[0] for _ in range(2)])
+
+    lc, fused, mc = run("compiled")
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "runs eagerly" in ln]
+    assert fused and not lc.fused and lc.collector.rollout_kind == "compiled"
+    assert len(notes) == 1, notes
+    _, _, me = run("closed-form")  # the NumPy rollout: equal to the compiled one to rounding
+    torch.testing.assert_close(mc, me, rtol=1e-4, atol=1e-5, equal_nan=True)

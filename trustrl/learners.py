@@ -549,10 +549,12 @@ class BatchedLearner:
 
     def _iteration_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         if self.fused:
+            counter = int(self.collector.resets.counter)
             try:
                 return self._fused_body()
-            except NotCompilable:  # the objective's typing failed: nothing ran; the unfused
-                self.fused = False  # path's epochs then say so and run eagerly
+            except NotCompilable:  # the objective's typing failed: nothing ran but the reset
+                self.fused = False  # draws, taken back; the unfused epochs say so, eagerly
+                self.collector.resets.counter.fill_(counter)
         cfg, col = self.cfg, self.collector
         P, N, T = col.P, col.N, col.T
         r = col.collect()
