@@ -65,6 +65,20 @@ OBJECTIVE_GRAD = OBJECTIVE
 """d objective / d ratio per sample (the algorithm's `objective_grad`, compiled)."""
 
 
+@njit(cache=True, error_model="numpy")
+def _log_softmax_into(x, out):  # type: ignore[no-untyped-def]
+    """out[k] = x[k] - log sum_j exp(x[j]) for one row (max-shifted), in x's dtype."""
+    mx = x[0]
+    for k in range(1, x.shape[0]):
+        mx = max(mx, x[k])
+    se = x.dtype.type(0.0)
+    for k in range(x.shape[0]):
+        se += np.exp(x[k] - mx)
+    lse = mx + np.log(se)
+    for k in range(x.shape[0]):
+        out[k] = x[k] - lse
+
+
 def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, act_i, act_f,  # type: ignore[no-untyped-def]  # noqa: E501
               logp_old, adv, returns, values_old, order, mb, lr, b1, b2, adam_eps, clip_eps,
               vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, kl_coef,
@@ -152,16 +166,9 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 inv_std = np.empty(n, np.float32)
                 if discrete:
                     for i in range(M):
-                        mx = out[i, 0]
-                        for k in range(1, n):
-                            mx = max(mx, out[i, k])
-                        se = f32(0.0)
-                        for k in range(n):
-                            se += np.exp(out[i, k] - mx)
-                        lse = mx + np.log(se)
+                        _log_softmax_into(out[i], lpa[i])
                         h = f32(0.0)
                         for k in range(n):
-                            lpa[i, k] = out[i, k] - lse
                             prob[i, k] = np.exp(lpa[i, k])
                             h -= prob[i, k] * lpa[i, k]
                         logp[i] = lpa[i, a_i[i]]
@@ -190,23 +197,17 @@ def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, ac
                 # output minus the new one (Box)
                 beta = f32(kl_coef[p])
                 kl_mean = f32(0.0)
-                ref = np.empty((M, n), np.float32)
+                ref = np.empty((M if beta != 0.0 else 0, n), np.float32)
                 if beta != 0.0:
                     kl = np.zeros(M, np.float32)
+                    lo = np.empty(n, np.float32)
                     for i in range(M):
                         j = order[e, p, s + i]
                         if discrete:
-                            mx = old_out[p, j, 0]
-                            for k in range(1, n):
-                                mx = max(mx, old_out[p, j, k])
-                            se = f32(0.0)
+                            _log_softmax_into(old_out[p, j], lo)
                             for k in range(n):
-                                se += np.exp(old_out[p, j, k] - mx)
-                            lse = mx + np.log(se)
-                            for k in range(n):
-                                lo = old_out[p, j, k] - lse
-                                ref[i, k] = np.exp(lo)
-                                kl[i] += ref[i, k] * (lo - lpa[i, k])
+                                ref[i, k] = np.exp(lo[k])
+                                kl[i] += ref[i, k] * (lo[k] - lpa[i, k])
                         else:
                             for k in range(n):
                                 ls_n = th[ls_off + k]
