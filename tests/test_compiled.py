@@ -119,6 +119,38 @@ def test_compiled_fisher_product_equals_the_closed_form(kind, activation):
     assert bool(((u * comp(u)).sum(1) > 0).all())
 
 
+@pytest.mark.parametrize("kind", ["discrete", "box"])
+def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
+    """TRPO's CG through the compiled products' `solve` (trust.cg.cg_steps compiled, the whole
+    loop in one call) gives the eager loop's solution, iterations and residual, per member of
+    a population (one member converging earlier is frozen in both)."""
+    from trustrl.trust.cg import conjugate_gradient
+
+    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
+                                                             high=(1.0, 1.0))
+    torch.manual_seed(7)
+    net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
+                                        for _ in range(2)], "cpu")
+    flat = net.flat.detach().clone()
+    obs = torch.randn(2, 40, 3)
+    old_out = net.actor(obs, flat)
+    comp = compiled.Compiled().fisher_product(net, obs, old_out, flat, 0.1)
+    assert hasattr(comp, "solve")
+    b = torch.randn_like(flat) * net.actor_mask.float()
+    b[1] *= 1e-3  # the second member meets the tolerance sooner
+    for iters, tol in ((10, 1e-10), (25, 1e-7)):
+        got = conjugate_gradient(comp, b, iters, tol)
+        ref = conjugate_gradient(lambda v: comp(v), b, iters, tol)  # the eager loop
+        assert got.iterations.tolist() == ref.iterations.tolist()
+        # CG carries the products' float32 rounding through its iterations
+        torch.testing.assert_close(got.x, ref.x, rtol=1e-3,
+                                   atol=1e-4 * float(ref.x.abs().max()))
+        # the recursively updated residual carries float32 rounding of the whole loop
+        torch.testing.assert_close(got.residual, ref.residual, rtol=1e-3,
+                                   atol=1e-6 * float(b.norm()))
+    assert ref.iterations[1] < ref.iterations[0]
+
+
 def test_the_blas_numba_calls_runs_on_one_thread():
     """scipy's OpenBLAS (what Numba's np.dot calls) split over 2 threads rounded TRPO's Fisher
     products differently from 1 thread, so a run's numbers depended on the environment: the
@@ -587,6 +619,8 @@ def test_gymnasium_iterations_with_the_compiled_step_equal_the_eager_ones(algo, 
         for k in a:
             if a[k] is None or b[k] is None:  # metrics this setting does not have
                 assert a[k] is b[k], k
+            elif k == "cg_iters_run":  # its stop is a threshold on a rounded residual
+                assert abs(a[k] - b[k]) <= 1, k
             elif k != "cg_residual":  # CG's leftover: of the order of the rounding itself
                 assert a[k] == pytest.approx(b[k], rel=1e-3, abs=1e-5, nan_ok=True), k
     # rounding differences in the actions move the env too, and TRPO's line search and CG

@@ -110,3 +110,17 @@ def test_learner_metrics_compiled_binding_runs_the_source():
 
     for name in ("critic_stats", "episode_stats"):
         assert getattr(iteration, name).py_func.__code__ is getattr(diagnostics, name).__code__
+
+
+def test_conjugate_gradient_compiled_binding_runs_the_source():
+    """TRPO's and NPG's CG: the compiled loop is trust.cg.cg_steps's own code, its product the
+    compiled Fisher-vector product."""
+    from trustrl.trust import cg
+
+    pytest.importorskip("numba")
+    from trustrl import compiled
+    from trustrl.compiled import kernels
+
+    assert kernels.cg_steps.py_func.__code__ is cg.cg_steps.__code__
+    assert kernels.cg_steps.py_func.__globals__["product"] is kernels.fisher_product_of
+    assert compiled._kernels()["cg_steps"] is kernels.cg_steps

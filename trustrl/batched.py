@@ -342,13 +342,16 @@ class BatchedCollector:
         obs_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = recs
         out_b = np.empty((T, P, N, net.n_out), f32)
         ls_off = 0 if net.discrete else net.segments[-1].offset
+        from trustrl.compiled.records import Draws, Policy, Steps
+
+        policy = Policy(net.flat.detach().numpy(),
+                        np.array((self.D, *net.hidden_sizes, net.n_out), np.int64),
+                        net.activation == "relu", net.discrete, net.critic_slice.start, ls_off)
         x = self._compiled.run(
-            net.flat.detach().numpy(), 0, np.array((self.D, *net.hidden_sizes, net.n_out),
-                                                   np.int64),
-            net.activation == "relu", net.discrete, ls_off,
-            np.ascontiguousarray(noise.numpy(), f32), resets.numpy(), *self.rollout_state(),
-            obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
-            out_b)
+            policy, Draws(np.ascontiguousarray(noise.numpy(), f32), resets.numpy()),
+            *self.rollout_state(),
+            Steps(obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
+                  final_x, out_b))
         values = np.empty((T, P, N), f32)
         next_v = np.empty((T, P, N), f32)
         self._compiled.values(
@@ -362,19 +365,22 @@ class BatchedCollector:
                  "next_values": next_v, "old_out": out_b}
         return {k: torch.from_numpy(v) for k, v in named.items()}
 
-    def rollout_state(self) -> tuple[Any, ...]:
-        """The compiled rollout's arguments after the noise and resets: NumPy views of the
-        carried state (moved on in place by the call) and the settings of the normalisers and
-        the action bounds, in trustrl.compiled.rollout.rollout's order."""
+    def rollout_state(self) -> tuple[Any, Any]:
+        """The compiled rollout's carried state and settings (trustrl.compiled.records' Carry,
+        NumPy views of the state the call moves on in place, and EnvSettings: the
+        normalisers' settings and the action bounds)."""
+        from trustrl.compiled.records import Carry, EnvSettings
+
         cfg, f32 = self.cfg, np.float32
         bounds = self._act_bounds_np or (np.zeros(1, f32), np.zeros(1, f32))
-        return (self.env_state.numpy(), self.elapsed.numpy(), self.obs.numpy(),
-                self.ep_ret.numpy(), self.ep_len.numpy(), self.obs_mean.numpy(),
-                self.obs_var.numpy(), self.obs_count.numpy().reshape(1), self.ret_mean.numpy(),
-                self.ret_var.numpy(), self.ret_count.numpy().reshape(1),
-                self.disc_return.numpy(), bool(cfg.normalize_obs), bool(cfg.normalize_reward),
-                float(cfg.gamma), float(cfg.obs_clip), float(cfg.reward_clip), bounds[0],
-                bounds[1])
+        carry = Carry(self.env_state.numpy(), self.elapsed.numpy(), self.obs.numpy(),
+                      self.ep_ret.numpy(), self.ep_len.numpy(), self.disc_return.numpy(),
+                      self.obs_mean.numpy(), self.obs_var.numpy(),
+                      self.obs_count.numpy().reshape(1), self.ret_mean.numpy(),
+                      self.ret_var.numpy(), self.ret_count.numpy().reshape(1))
+        return carry, EnvSettings(bool(cfg.normalize_obs), bool(cfg.normalize_reward),
+                                  float(cfg.gamma), float(cfg.obs_clip),
+                                  float(cfg.reward_clip), bounds[0], bounds[1])
 
     def _draws(self) -> tuple[Tensor, Tensor]:
         """The rollout's noise [T, P, N, n_out] and reset states [T, P*N, state_dim]: one

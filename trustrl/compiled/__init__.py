@@ -43,6 +43,7 @@ from torch import Tensor
 from trustrl import losses
 from trustrl.advantages import done_masks
 from trustrl.backends import ClosedForm
+from trustrl.compiled import records
 from trustrl.errors import NotCompilable
 from trustrl.losses import Objective
 from trustrl.optim import PopAdam
@@ -61,7 +62,7 @@ STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
 
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
-_KERNEL_NAMES = ("critic_fit", "fisher_product")
+_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps")
 
 
 def _one_blas_thread() -> None:
@@ -139,7 +140,7 @@ def _kernels() -> dict[str, Any]:
         from trustrl.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        gae=k.gae_into,
+                        cg_steps=k.cg_steps, mlp_forward=k.mlp_forward, gae=k.gae_into,
                         ppo_epochs=ppo.epochs_kernel(losses.clipped_surrogate_objective,
                                                      losses.clipped_surrogate_objective_grad),
                         ppo_diagnostics=k.ppo_diagnostics)
@@ -182,10 +183,13 @@ class Compiled(ClosedForm):
             from numba.typed import List
 
             D = 2 * d + 2 + 3 * n + n
-            ks["fisher_product"](np.zeros((1, D), f32), np.array((d, 2, n), np.int64), relu,
-                                 np.zeros((1, 2, d), f32), List([np.zeros((1, 2, 2), f32)]),
-                                 np.ones((1, 2, n), f32), net.discrete, np.zeros((1, D), f32),
-                                 0.1, D - n, np.zeros((1, D), f32))
+            args = (np.zeros((1, D), f32), np.array((d, 2, n), np.int64), relu,
+                    np.zeros((1, 2, d), f32), List([np.zeros((1, 2, 2), f32)]),
+                    np.ones((1, 2, n), f32), net.discrete, 0.1, D - n)
+            ks["fisher_product"](*args[:7], np.zeros((1, D), f32), *args[7:],
+                                 np.zeros((1, D), f32))
+            if "cg_steps" in kernels:
+                ks["cg_steps"](args, np.ones((1, D), f32), 2, 1e-10, False)
         if cold:
             print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
                   flush=True)
@@ -255,22 +259,21 @@ class Compiled(ClosedForm):
 
         kernel = ppo.epochs_kernel(objective.fn, objective.grad)
         args = (
-            flat.numpy(), opt.m.numpy(), opt.v.numpy(), t, np.ascontiguousarray(_np(active)),
-            np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
-            net.activation == "relu", net.discrete, net.critic_slice.start,
-            net.segments[-1].offset if not net.discrete else 0,
-            np.ascontiguousarray(_np(batch["obs"]), f32),
-            # the actions: int64 [P, N] or float32 [P, N, n]; the other argument a placeholder
-            np.ascontiguousarray(_np(acts), np.int64) if net.discrete
-            else np.zeros((1, 1), np.int64),
-            np.zeros((1, 1, 1), f32) if net.discrete else np.ascontiguousarray(_np(acts), f32),
-            *(np.ascontiguousarray(_np(batch[k]), f32)
-              for k in ("logp_old", "advantages", "returns", "values_old")),
-            np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
-            float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
-            float(cfg.ent_coef), bool(cfg.norm_adv), tuple(map(float, objective.args)),
-            bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm), *kl_args,
-            sums)
+            _policy(net),
+            records.Adam(opt.m.numpy(), opt.v.numpy(), t, float(lr), float(b1), float(b2),
+                         float(opt.eps)),
+            records.Batch(
+                np.ascontiguousarray(_np(batch["obs"]), f32),
+                # the actions: int64 [P, N] or float32 [P, N, n]; the other a placeholder
+                np.ascontiguousarray(_np(acts), np.int64) if net.discrete
+                else np.zeros((1, 1), np.int64),
+                np.zeros((1, 1, 1), f32) if net.discrete
+                else np.ascontiguousarray(_np(acts), f32),
+                *(np.ascontiguousarray(_np(batch[k]), f32)
+                  for k in ("logp_old", "advantages", "returns", "values_old"))),
+            _loss(cfg, objective, clip_eps), records.Penalty(*kl_args),
+            np.ascontiguousarray(_np(active)), np.ascontiguousarray(_np(order)),
+            int(minibatch_size), sums)
         _compiling_objective(f"ppo_epochs:{kernel.source_tag}", "compiling PPO's update (once "
                              "per machine, about 20 s; cached on disk)", kernel, *args)
         opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
@@ -303,19 +306,17 @@ class Compiled(ClosedForm):
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
         kernel = rollout.iteration(objective)
-        args = (rollout.dynamics.k, net.flat.detach().numpy(),
-                np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
-                net.activation == "relu", net.discrete, net.critic_slice.start,
-                0 if net.discrete else net.segments[-1].offset,
-                np.ascontiguousarray(noise.numpy(), f32), resets.numpy(), *state,
-                float(cfg.gamma * cfg.gae_lambda), opt.m.numpy(), opt.v.numpy(), t,
-                np.ascontiguousarray(_np(order)), int(minibatch_size), float(lr), float(b1),
-                float(b2), float(opt.eps), float(clip_eps), float(cfg.vf_coef),
-                float(cfg.ent_coef), bool(cfg.norm_adv), tuple(map(float, objective.args)),
-                bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm),
-                target_kl is not None, float(target_kl or 0.0),
-                np.array(quantiles, np.float64), out["term"], out["trunc"], out["fin_ret"],
-                out["fin_len"], out["last"], out["epochs_run"], out["diag"], out["stats"])
+        args = (rollout.dynamics.k, _policy(net),
+                records.Draws(np.ascontiguousarray(noise.numpy(), f32), resets.numpy()),
+                *state, float(cfg.gamma * cfg.gae_lambda),
+                records.Adam(opt.m.numpy(), opt.v.numpy(), t, float(lr), float(b1), float(b2),
+                             float(opt.eps)),
+                records.Epochs(np.ascontiguousarray(_np(order)), int(minibatch_size),
+                               target_kl is not None, float(target_kl or 0.0)),
+                _loss(cfg, objective, clip_eps), np.array(quantiles, np.float64),
+                records.IterationOut(out["term"], out["trunc"], out["fin_ret"],
+                                     out["fin_len"], out["last"], out["epochs_run"],
+                                     out["diag"], out["stats"]))
         _compiling_objective(f"ppo_iteration:{rollout.dynamics.env_id}:{kernel.source_tag}",
                               f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
                               "per machine, about 60 s; cached on disk)", kernel, *args)
@@ -372,24 +373,28 @@ class Compiled(ClosedForm):
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
                        flat_old: Tensor, damping: float) -> Callable[[Tensor], Tensor]:
         """`ClosedForm.fisher_product` with each product one compiled call (the actor's
-        hidden outputs at theta_old computed once, eagerly, as there)."""
+        hidden outputs at theta_old computed once, by the compiled forward pass), and the
+        conjugate gradient on these products as one compiled call (its `solve`)."""
         if not net.hidden_sizes:
             return super().fisher_product(net, obs, old_out, flat_old, damping)
         from numba.typed import List
 
-        _, acts = net.mlp_forward("actor", obs, net.views(flat_old))
-        hidden = List([np.ascontiguousarray(_np(a)) for a in acts[1:]])
+        flat_np = np.ascontiguousarray(_np(flat_old))
+        obs_np = np.ascontiguousarray(_np(obs), np.float32)
+        sizes = np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64)
+        relu, discrete = net.activation == "relu", net.discrete
+        forward = _kernels()["mlp_forward"]  # the hidden outputs at theta_old, per member
+        per_member = [forward(flat_np[p], sizes, relu, obs_np[p])[1:]
+                      for p in range(flat_np.shape[0])]
+        hidden = List([np.stack([acts[layer] for acts in per_member])
+                       for layer in range(len(net.hidden_sizes))])
         if net.discrete:
             m_out = torch.softmax(old_out, dim=-1)
             ls_off = 0
         else:
             m_out = torch.exp(-2.0 * net.log_std(flat_old))
             ls_off = net.segments[-1].offset
-        flat_np = np.ascontiguousarray(_np(flat_old))
-        obs_np = np.ascontiguousarray(_np(obs), np.float32)
         m_np = np.ascontiguousarray(_np(m_out), np.float32)
-        sizes = np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64)
-        relu, discrete = net.activation == "relu", net.discrete
         kernel = _kernels()["fisher_product"]
 
         def fvp(v: Tensor) -> Tensor:
@@ -398,7 +403,34 @@ class Compiled(ClosedForm):
                    np.ascontiguousarray(_np(v), np.float32), float(damping), ls_off, out)
             return torch.from_numpy(out)
 
+        args = (flat_np, sizes, relu, obs_np, hidden, m_np, discrete, float(damping), ls_off)
+        steps = _kernels()["cg_steps"]
+
+        def solve(b: Tensor, iters: int, residual_tol: float,
+                  lockstep: bool) -> tuple[Tensor, Tensor, Tensor]:
+            """trust.cg.cg_steps on these products, compiled: the whole CG in one call."""
+            x, k, res = steps(args, np.ascontiguousarray(_np(b), np.float32), int(iters),
+                              float(residual_tol), bool(lockstep))
+            return torch.from_numpy(x), torch.from_numpy(k), torch.from_numpy(res)
+
+        fvp.solve = solve  # type: ignore[attr-defined]  # trust.cg.conjugate_gradient's hook
         return fvp
+
+
+def _policy(net: PopActorCritic) -> records.Policy:
+    """The kernels' view of an MLP population (NumPy views: a kernel moves the parameters
+    in place)."""
+    return records.Policy(net.flat.detach().numpy(),
+                          np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
+                          net.activation == "relu", net.discrete, net.critic_slice.start,
+                          0 if net.discrete else net.segments[-1].offset)
+
+
+def _loss(cfg: Any, objective: Objective, clip_eps: float) -> records.Loss:
+    """PPO.loss's settings for the kernels."""
+    return records.Loss(float(clip_eps), float(cfg.vf_coef), float(cfg.ent_coef),
+                        bool(cfg.norm_adv), tuple(map(float, objective.args)),
+                        bool(getattr(cfg, "clip_value_loss", False)), float(cfg.max_grad_norm))
 
 
 def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,

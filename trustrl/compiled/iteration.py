@@ -28,6 +28,7 @@ from numba import njit
 
 from trustrl import diagnostics
 from trustrl.compiled.kernels import gae_into, ppo_diagnostics
+from trustrl.compiled.records import Batch, Penalty, Steps
 from trustrl.compiled.rollout import bootstrap_values
 from trustrl.compiled.xp import compiled_source
 
@@ -57,23 +58,23 @@ def _flat3(x):  # type: ignore[no-untyped-def]
     return _flat(x.reshape((T, P, N, 1))).reshape((P, T * N))
 
 
-def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env_state,  # type: ignore[no-untyped-def]  # noqa: E501
-                  elapsed, obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean,
-                  ret_var, ret_count, disc_return, norm_obs, norm_rew, gamma, obs_clip,
-                  r_clip, act_lo, act_hi, gl, m, v, t, order, mb, lr, b1, b2, adam_eps, clip_eps,
-                  vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, use_mask,
-                  target_kl, qs, term_b, trunc_b, fin_ret, fin_len, last, epochs_run, diag,
-                  stats):
-    """One iteration of P members. The rollout's arguments as trustrl.compiled.rollout's
-    (k the env's constants, flat [P, D] the parameters: actor from column 0, critic from c0,
-    log-std at ls_off; noise, resets and the carried state, moved on in place, in the
-    rollout's order: `BatchedCollector.rollout_state`), gl = gamma * lambda; the update's as
-    ppo_epochs' (m, v, t Adam's moments and step counts, advanced in place; order [K, P, T*N]
-    every epoch's shuffle), with use_mask: members stop when their full-batch approx KL
-    passed target_kl after an epoch. Writes term_b, trunc_b, fin_ret,
-    fin_len [T, P, N] (the episodes), last [P, 4] (the last epoch each member ran: mean
-    policy loss, value loss, pre-clip gradient norm, clip fraction), epochs_run [P], diag
+def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out):  # type: ignore[no-untyped-def]  # noqa: E501
+    """One iteration of P members, with the records of trustrl.compiled.records: the
+    rollout's (k the env's constants, `policy` the parameters, `draws`, `carry` moved on in
+    place, `env`: trustrl.compiled.rollout's, in the collector's order:
+    `BatchedCollector.rollout_state`), gl = gamma * lambda, the update's as ppo_epochs' (`adam`
+    advanced in place; `epochs`: every epoch's shuffle [K, P, T*N], the minibatch size and the
+    KL stop: members stop when their full-batch approx KL passed target_kl after an epoch),
+    qs the diagnostics' ratio quantiles. Writes `out`: the episodes (terminated, truncated,
+    fin_ret, fin_len [T, P, N]), last [P, 4] (the last epoch each member ran: mean policy
+    loss, value loss, pre-clip gradient norm, clip fraction), epochs_run [P], diag
     [P, 7 + len(qs)] (ppo_diagnostics' columns) and stats [P, 5] (trustrl.compiled.STATS)."""
+    flat, sizes, relu, discrete, c0, ls_off = policy
+    noise = draws.noise
+    obs = carry.obs
+    order, mb, use_mask, target_kl = epochs
+    clip_eps, gamma = loss.clip_eps, env.gamma
+    term_b, trunc_b, fin_ret, fin_len, last, epochs_run, diag, stats = out
     T, P, N, n_out = noise.shape
     D = obs.shape[2]
     f32 = np.float32
@@ -84,11 +85,9 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
     rew_b = np.empty((T, P, N), f32)
     final_x = np.empty((T, P, N, D), f32)
     out_b = np.empty((T, P, N, n_out), f32)
-    x = rollout(k, flat, 0, sizes, relu, discrete, ls_off, noise, resets, env_state, elapsed,
-                obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean, ret_var,
-                ret_count, disc_return, norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo,
-                act_hi, obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
-                final_x, out_b)
+    x = rollout(k, policy, draws, carry, env,
+                Steps(obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
+                      final_x, out_b))
     csizes = sizes.copy()
     csizes[sizes.shape[0] - 1] = 1
     values = np.empty((T, P, N), f32)
@@ -119,17 +118,16 @@ def ppo_iteration(k, flat, sizes, relu, discrete, c0, ls_off, noise, resets, env
     n_mb = -(-B // mb)
     active = np.ones(P, np.bool_)
     sums = np.zeros((P, 5), f32)
-    no_kl = np.zeros(P)  # the penalty's coefficient: none (its algorithm runs unfused)
+    # the penalty's coefficient: none (its algorithm runs unfused)
+    no_kl = Penalty(np.zeros(P), np.zeros((1, 1, 1), f32), np.zeros((1, 1), f32))
+    batch = Batch(obs_f, act_i_f, act_f_f, logp_f, adv_f, ret_f, val_f)
     last[:] = 0.0
     epochs_run[:] = 0.0
     per_call = 1 if use_mask else K
     for first in range(0, K, per_call):
         sums[:] = 0.0
-        ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs_f, act_i_f,
-                   act_f_f, logp_f, adv_f, ret_f, val_f,
-                   np.ascontiguousarray(order[first:first + per_call]), mb, lr,
-                   b1, b2, adam_eps, clip_eps, vf_coef, ent_coef, norm_adv, obj_args, clip_value,
-                   max_grad_norm, no_kl, np.zeros((1, 1, 1), f32), np.zeros((1, 1), f32), sums)
+        ppo_epochs(policy, adam, batch, loss, no_kl, active,
+                   np.ascontiguousarray(order[first:first + per_call]), mb, sums)
         for p in range(P):
             if active[p]:
                 for j in range(4):

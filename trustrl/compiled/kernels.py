@@ -20,6 +20,7 @@ from numba import njit
 
 from trustrl import advantages, distributions, optim
 from trustrl.compiled.xp import compiled_source
+from trustrl.trust import cg
 
 _TANH_CLAMP = np.float32(7.90531110763549805)  # tanh is 1 to float32 beyond this
 _TP = np.array([4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
@@ -358,6 +359,23 @@ def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, dampi
                 grad[ls_off + k] = np.float32(2.0) * vp[ls_off + k]
         for j in range(grad.shape[0]):
             out[p, j] = grad[j] + np.float32(damping) * vp[j]
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def fisher_product_of(args, v):  # type: ignore[no-untyped-def]
+    """(F + damping I) v for the product's arguments `args` (flat, sizes, relu, obs, acts,
+    m_out, discrete, damping, ls_off: actor_fisher_product's): the `product` that
+    trustrl.trust.cg.cg_steps calls, compiled."""
+    flat, sizes, relu, obs, acts, m_out, discrete, damping, ls_off = args
+    out = np.empty_like(v)
+    actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, damping, ls_off, out)
+    return out
+
+
+cg_steps = compiled_source(cg, ("cg_steps",), bind={"product": fisher_product_of}).cg_steps
+"""trustrl.trust.cg.cg_steps compiled over trustrl.compiled.xp with the compiled Fisher-vector
+product: TRPO's and NPG's whole conjugate gradient in one call (before: one call per product,
+the CG arithmetic in eager torch between them)."""
 
 
 gae_into = compiled_source(advantages, ("gae_into",), ("gae_step",)).gae_into

@@ -79,23 +79,24 @@ def _log_softmax_into(x, out):  # type: ignore[no-untyped-def]
         out[k] = x[k] - lse
 
 
-def ppo_epochs(flat, m, v, t, active, sizes, relu, discrete, c0, ls_off, obs, act_i, act_f,  # type: ignore[no-untyped-def]  # noqa: E501
-              logp_old, adv, returns, values_old, order, mb, lr, b1, b2, adam_eps, clip_eps,
-              vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm, kl_coef,
-              old_out, ls_old, sums):
-    """E epochs for P members. flat [P, D] float32: the actor (layer sizes `sizes`) from
-    column 0, the critic (the same hidden sizes, one output) from c0, the log-std at ls_off
-    (Box); m, v [P, D] Adam's moments, t [P] its step counts (advanced here); active [P] bool.
-    The batch [P, N, ...]: obs float32, act_i int64 (discrete) or act_f float32 [P, N, n]
-    (Box), logp_old, adv, returns, values_old float32; order [E, P, N] int64: E epochs'
-    shuffles, run one after the other; obj_args the objective's arguments after the ratio and
-    the advantages (a tuple of floats: PPO-clip's (clip_eps,)); kl_coef [P] float64 the
-    penalty's coefficient on the exact KL(pi_old || pi) per member (PPO.kl_coef: 0 for no
-    penalty), with pi_old's outputs old_out [P, N, n] and log-std ls_old [P, n] float32 (Box;
-    placeholders where no member has a penalty). sums [P, 5] receives, per member, the sums
-    over the last epoch's minibatches of policy loss (with the penalty), value loss, pre-clip
-    gradient norm, clip fraction and mean KL. Returns the number of minibatches of an
-    epoch."""
+def ppo_epochs(policy, adam, batch, loss, penalty, active, order, mb, sums):  # type: ignore[no-untyped-def]  # noqa: E501
+    """E epochs for P members, with the records of trustrl.compiled.records: `policy` (flat
+    [P, D] float32: the actor from column 0, the critic, with the same hidden sizes and one
+    output, from critic_at; the log-std at log_std_at for Box), `adam` (its moments and step
+    counts, advanced here), `batch` [P, N, ...] (act_i for discrete actions, act_f [P, N, n]
+    for Box), `loss` (objective_args: the objective's arguments after the ratio and the
+    advantages, a tuple of floats: PPO-clip's (clip_eps,)) and `penalty` (kl_coef [P] float64,
+    beta on the exact KL(pi_old || pi) per member, PPO.kl_coef: 0 for no penalty, with pi_old's
+    outputs and log-std; placeholders where no member has a penalty). active [P] bool; order
+    [E, P, N] int64: E epochs' shuffles, run one after the other; mb the minibatch size.
+    sums [P, 5] receives, per member, the sums over the last epoch's minibatches of policy
+    loss (with the penalty), value loss, pre-clip gradient norm, clip fraction and mean KL.
+    Returns the number of minibatches of an epoch."""
+    flat, sizes, relu, discrete, c0, ls_off = policy
+    m, v, t, lr, b1, b2, adam_eps = adam
+    obs, act_i, act_f, logp_old, adv, returns, values_old = batch
+    clip_eps, vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm = loss
+    kl_coef, old_out, ls_old = penalty
     P, N = logp_old.shape
     Lh = sizes.shape[0] - 2
     d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]

@@ -53,17 +53,21 @@ def _normalize(x, mean, var, clip):  # type: ignore[no-untyped-def]
     return out
 
 
-def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state, elapsed,  # type: ignore[no-untyped-def]  # noqa: E501
-            obs, ep_ret, ep_len, obs_mean, obs_var, obs_count, ret_mean, ret_var, ret_count,
-            disc_return, norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo, act_hi,
-            obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
-            out_b):
-    """The NumPy rollout's T steps. flat [P, *] holds the actor's parameters from column a0
-    (layer sizes `sizes`; log-std at ls_off for Box actions); noise [T, P, N, n_out] (Gumbel
-    for discrete actions, standard normal for Box); resets [T, P*N, state_dim]. The records are
-    written into the arrays from obs_b on (act_i [T, P, N] for discrete actions, act_f
-    [T, P, N, n_out] for Box; out_b [T, P, N, n_out] the actor's outputs, pi_old's); returns
-    the network input of the last observation [P, N, D]."""
+def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def]
+    """The NumPy rollout's T steps: k the env's constants, then the records of
+    trustrl.compiled.records: `policy` (the actor, its log-std for Box actions), `draws`
+    (noise [T, P, N, n_out]: Gumbel for discrete actions, standard normal for Box; resets
+    [T, P*N, state_dim]), `carry` (the collector's carried state, moved on in place), `env`
+    (normalisers' settings, action bounds) and `steps`, the records written (act_i for
+    discrete actions, act_f for Box; out the actor's outputs, pi_old's). Returns the network
+    input of the last observation [P, N, D]."""
+    flat, sizes, relu, discrete, _, ls_off = policy
+    noise, resets = draws
+    (env_state, elapsed, obs, ep_ret, ep_len, disc_return, obs_mean, obs_var, obs_count,
+     ret_mean, ret_var, ret_count) = carry
+    norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo, act_hi = env
+    (obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
+     out_b) = steps
     T, P, N, n_out = noise.shape
     D = obs.shape[2]
     x = _normalize(obs, obs_mean, obs_var, obs_clip) if norm_obs else obs.copy()
@@ -81,7 +85,7 @@ def rollout(k, flat, a0, sizes, relu, discrete, ls_off, noise, resets, env_state
     for t in range(T):
         obs_b[t] = x
         for p in range(P):
-            out[p] = mlp_out(flat[p, a0:], sizes, relu, np.ascontiguousarray(x[p]))
+            out[p] = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(x[p]))
         out_b[t] = out
         for p in range(P):
             for i in range(N):

@@ -138,7 +138,7 @@ def actions(a, n, d):  # type: ignore[no-untyped-def]
 
 
 def compiled_source(module: Any, names: tuple[str, ...], elementwise_names: tuple[str, ...] = (),
-                    fastmath: bool = False) -> Any:
+                    fastmath: bool = False, bind: dict[str, Any] | None = None) -> Any:
     """The array functions `names` of `module` (written over a free global ``o``) compiled by
     Numba over this namespace, and its elementwise functions `elementwise_names` as
     `elementwise` (scalars in, or one loop over arrays): a module registered as
@@ -148,8 +148,9 @@ def compiled_source(module: Any, names: tuple[str, ...], elementwise_names: tupl
     disk. The one-source functions `module` imports from other modules (functions whose
     globals hold an ``o``: a variant's objective calling trustrl.losses' terms) are bound
     there the same way and given to it compiled. `fastmath` lets LLVM reassociate (vectorised
-    sums; the last bits change). Made once per process and function; later calls add the
-    functions not yet bound."""
+    sums; the last bits change). `bind` gives other free globals of the source their compiled
+    values (trustrl.trust.cg's `product`: the compiled Fisher-vector product). Made once per
+    process and function; later calls add the functions not yet bound."""
     import sys
     import types as pytypes
 
@@ -172,7 +173,8 @@ def compiled_source(module: Any, names: tuple[str, ...], elementwise_names: tupl
                 and getattr(home, fname, None) is f:
             deps[key] = _Lazy(home, fname)
     bound = rebound(name, f"{module.__name__} over trustrl.compiled.xp", vars(module),
-                    (getattr(module, n) for n in missing), {"o": sys.modules[__name__]},
+                    (getattr(module, n) for n in missing),
+                    {"o": sys.modules[__name__], **(bind or {})},
                     njit(cache=True, fastmath=fastmath, error_model="numpy"))
     for key, lazy in deps.items():
         if bound.__dict__.get(key) is getattr(lazy.module, lazy.name):  # not rebound here

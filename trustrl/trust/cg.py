@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
+
+o: Any = torch  # the array namespace of cg_steps (trustrl.compiled binds NumPy under Numba)
 
 
 @dataclass
@@ -37,21 +40,40 @@ def conjugate_gradient(
                                  lockstep)
         return CGResult(res.x[0], int(res.iterations[0]),  # type: ignore[index]
                         float(res.residual[0]))  # type: ignore[index]
-    x = torch.zeros_like(b)
-    r = b.clone()  # residual b - A x, with x = 0
-    p = b.clone()  # search direction
+    solve = getattr(Avp, "solve", None)  # the products' own compiled binding of cg_steps
+    if solve is not None:
+        x, k, residual = solve(b, iters, residual_tol, lockstep)
+    else:
+        x, k, residual = cg_steps(Avp, b, iters, residual_tol, lockstep)
+    return CGResult(x, k.long(), residual)
+
+
+def product(args: Any, v: Any) -> Any:
+    """A v, where `args` is the product: the eager binding's (a function of v). The compiled
+    binding of `cg_steps` (trustrl.compiled) sets this name to a compiled product of (its
+    arguments, v)."""
+    return args(v)
+
+
+def cg_steps(args: Any, b: Any, iters: int, residual_tol: float, lockstep: bool) -> Any:
+    """Conjugate gradient on P systems [P, D] in step, written over the array namespace `o`
+    (torch eagerly; NumPy under Numba in trustrl.compiled): `product(args, v)` is A v.
+    Returns (x, products taken per member, ||r|| per member)."""
+    x = o.zeros_like(b)
+    r = b - x  # residual b - A x, with x = 0
+    p = b - x  # search direction
     rr = (r * r).sum(1)
-    k = torch.zeros(b.shape[0], dtype=torch.int64, device=b.device)
+    k = o.zeros_like(rr)
     for _ in range(iters):
         active = rr >= residual_tol
-        if not lockstep and not bool(active.any()):
+        if not lockstep and not o.any(active):
             break
-        Ap = Avp(p)
-        alpha = torch.where(active, rr / (p * Ap).sum(1), 0.0)
+        Ap = product(args, p)
+        alpha = o.where(active, rr / (p * Ap).sum(1), o.zeros_like(rr))
         x = x + alpha[:, None] * p
         r = r - alpha[:, None] * Ap
         rr_new = (r * r).sum(1)
-        p = torch.where(active[:, None], r + (rr_new / rr)[:, None] * p, p)
-        rr = torch.where(active, rr_new, rr)
-        k += active.long()
-    return CGResult(x, k, rr.sqrt())
+        p = o.where(active[:, None], r + (rr_new / rr)[:, None] * p, p)
+        rr = o.where(active, rr_new, rr)
+        k = k + active
+    return x, k, o.sqrt(rr)
