@@ -1,14 +1,16 @@
-"""Render docs/benchmarks.md from the committed result files under benchmarks/results/.
+"""Render the generated results pages and their figures from the committed result files.
 
-    python benchmarks/make_pages.py            # write docs/benchmarks.md
-    python benchmarks/make_pages.py --check    # exit 1 when the page is not what this writes
+    python benchmarks/make_pages.py            # write every page of PAGES and every figure
+    python benchmarks/make_pages.py --check    # exit 1 when a page is not what this writes
 
-Every table of the page is computed here from the JSON the benchmark scripts wrote (medians,
-per-repeat values, ratios of the alternating pairs); tests/test_benchmark_pages.py checks that
-the committed page is this script's output, so the page cannot be edited out of step with the
-files. A new measurement is a new result folder and a line in SECTIONS, not an edit of a table.
-The narrative (what was measured, on which commit and machine, what it means) stays in each
-result folder's README.md and in benchmarks/RESULTS.md.
+Every table of the pages is computed here from the files under benchmarks/results/ (the JSON
+the benchmark scripts wrote, or, for measurements older than this script, the numbers moved
+unchanged from the hand-written pages into data files that say so), and every figure drawn
+from them (matplotlib, Agg). tests/test_benchmark_pages.py checks that each committed page is
+this script's output, so a page cannot be edited out of step with the files. A new
+measurement is a new result folder and a line in a page's sections, not an edit of a table.
+The longer narrative of a measurement stays in its folder's README.md and in
+benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
+FIGURES = ROOT / "docs" / "figures"
+"""Where the drawn figures go (inside docs/, so that the site holds them)."""
 
 
 # ----- formatting ----------------------------------------------------------------------------
@@ -127,7 +131,32 @@ def mujoco_cpu(folder: Path) -> list[str]:
             for t in ("sb3", "trustrl"))])
     return table(["env (zoo setting)", "SB3 train SPS, median (per seed)",
                   "trustrl train SPS, median (per seed)", "trustrl / SB3",
-                  "greedy return, median (per seed): SB3 / trustrl"], rows)
+                  "greedy return, median (per seed): SB3 / trustrl"], rows) + [
+        "", *(f"![{env_id}: training return, mean over seeds with the min-max band]"
+              f"(figures/{mujoco_figure(folder, env_id)})" for env_id in d)]
+
+
+def mujoco_figure(folder: Path, env_id: str) -> str:
+    """The file name of a MuJoCo result's curve figure, under FIGURES."""
+    return f"{folder.name}_{env_id}.png"
+
+
+def draw_mujoco(folder: Path, out: Path) -> list[Path]:
+    """The training curves of each env of a mujoco.json, drawn by the plot of
+    benchmarks/peers_cpu.py (the one the benchmark itself draws) into `out`."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from peers_cpu import Result, plot_curves
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    d = json.loads((folder / "mujoco.json").read_text())
+    paths = []
+    for env_id, runs in d.items():
+        path = out / mujoco_figure(folder, env_id)
+        plot_curves(f"{env_id}: rl-baselines3-zoo PPO setting",
+                    {tool: [Result(**r) for r in rs] for tool, rs in runs.items()}, str(path))
+        paths.append(path)
+    return paths
 
 
 def _atari_row(runs: dict[str, list[dict[str, Any]]], label: str) -> list[str]:
@@ -218,7 +247,10 @@ def ray_runners(folder: Path) -> list[str]:
     return [("#" + line) if line.startswith("#") else line for line in lines]
 
 
-SECTIONS: list[tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]] = [
+Section = tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]
+"""(title, result folder, its files read, renderer)."""
+
+SECTIONS: list[Section] = [
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-03",
      "purejaxrl_cpu_2026-12-03", ("full_run.json",), purejaxrl_cpu),
     ("Atari Breakout against CleanRL, CPU, one and two threads, 2026-12-03",
@@ -254,31 +286,205 @@ README.md or RESULT.md, in `benchmarks/RESULTS.md`, and for GRPO against TRL in
 [the Hugging Face RLHF page](rlhf_hf.md); the sweeps' reports are in `benchmarks/SUITE.md`."""
 
 
+# ----- docs/results.md: the core's measurements, transcribed from the earlier page -------------
+def _data(folder: Path, name: str) -> dict[str, Any]:
+    return json.loads((folder / name).read_text(encoding="utf-8"))
+
+
+def _provenance(d: dict[str, Any]) -> str:
+    """What a transcribed table's data file says of it: the command (or the steps, in order),
+    its wall time, the machine."""
+    steps = [d["command"]] if isinstance(d["command"], str) else d["command"]
+    cmd = ", then ".join(s if "`" in s else f"`{s}`" for s in steps)
+    wall = f" {d['wall'][0].upper()}{d['wall'][1:]}." if "wall" in d else ""
+    return f"Command: {cmd}.{wall} Machine: {d['machine']}."
+
+
+def _steps(xs: Sequence[int]) -> str:
+    """Per-seed step counts, then their median and range."""
+    return (f"{' / '.join(num(x) for x in xs)}: median {num(med(xs))}, range "
+            f"{num(min(xs))}-{num(max(xs))}")
+
+
+def acceptance(folder: Path) -> list[str]:
+    """The core's acceptance run: benchmarks/acceptance.py (acceptance.json)."""
+    d = _data(folder, "acceptance.json")
+    c, pd, sp = d["cartpole"], d["pendulum"], d["speed"]
+    seeds = f"seeds {c['seeds'][0]}-{c['seeds'][-1]}"
+    finals = sorted(set(c["final_return"]))
+    rows = [
+        [f"CartPole-v1 preset, steps to the first greedy mean of 500 ({c['eval_episodes']} "
+         f"episodes, evaluated every iteration = {c['eval_every_steps']} steps), {seeds}",
+         _steps(c["first_500_step"])],
+        ["same, steps from which every later greedy evaluation is 500",
+         _steps(c["stays_500_step"])],
+        [f"CartPole-v1 preset, final greedy return at {num(c['final_steps'])} steps, {seeds}",
+         f"{finals[0]:.1f} for all {len(c['final_return'])}" if len(finals) == 1
+         else listed(c["final_return"], 1)],
+        [f"Pendulum-v1 preset at {num(pd['steps'])} steps ({pd['iterations']} x {pd['batch']}), "
+         f"final greedy return over 10 episodes, seeds {pd['seeds'][0]}-{pd['seeds'][-1]}",
+         f"{' / '.join(f'{x:.1f}' for x in pd['final_return'])}: median "
+         f"**{med(pd['final_return']):.1f}** (the blog: {pd['blog_return']}; target "
+         f"{pd['target']} or better)"],
+        [f"{sp['what']}, {num(sp['steps'])} steps",
+         f"{sp['wall_seconds']} s wall: {num(sp['end_to_end_sps'])} steps/s end to end; median "
+         f"iteration {num(sp['median_iteration_sps'])} SPS"],
+        ["peak resident memory of that training process", f"{sp['peak_rss_mib']} MiB"]]
+    r = d["rerun"]
+    return [_provenance(d), "", *table(["what", "result"], rows), "", d["caveat"], "",
+            f"Re-run {r['when']}: {r['learning']}, {num(r['end_to_end_sps'])} steps/s, "
+            f"{r['peak_rss_mib']} MiB."]
+
+
+def learning_tests(folder: Path) -> list[str]:
+    """The thresholds of tests/test_learning.py and what was measured when they were set."""
+    d = _data(folder, "learning_tests.json")
+    return [_provenance(d), "", *table(["test", "threshold", "measured when set"],
+                                       [[t["test"], t["threshold"], t["measured"]]
+                                        for t in d["tests"]])]
+
+
+def _g(x: float) -> str:
+    """A KL as the earlier page printed it (Python's general format, 3 significant digits)."""
+    return f"{x:.3g}"
+
+
+def algorithms(folder: Path) -> list[str]:
+    """TRPO, NPG, PPO-penalty and the ablations side by side: benchmarks/algorithms.py."""
+    d = _data(folder, "algorithms.json")
+    out = [_provenance(d), "", d["columns"] + "."]
+    for e in d["envs"]:
+        rows = []
+        for r in e["rows"]:
+            rows.append([r["algo"], f"{r['mean']:.1f} ± {r['std']:.1f}",
+                         " / ".join(f"{x:.1f}" for x in r["per_seed"]), _g(r["kl_exact"]),
+                         _g(r["approx_kl_k3"]), num(r["sps"])])
+            if r["algo"] == "trpo":
+                rows.append(["", f"largest KL of an accepted TRPO step: {e['trpo_largest_kl']} "
+                             f"(delta {e['max_kl']})", "", "", "", ""])
+        out += ["", f"{e['env']}, {num(e['steps'])} steps, seeds {e['seeds']}", "",
+                *([e["caveat"], ""] if "caveat" in e else []),
+                *table(["algo", "greedy return (mean ± std)", "per seed",
+                        "mean KL/update (exact)", "mean approx KL (k3)", "SPS"], rows)]
+    return out + ["", d["caveat"]]
+
+
+def lab(folder: Path) -> list[str]:
+    """The PPO lab's reference run (lab.json)."""
+    d = _data(folder, "lab.json")
+    rows = [[r["variant"], f"{r['final_return']:.1f}", f"{r['approx_kl']:.4f}",
+             f"{r['clip_fraction']:.3f}", str(r["epochs"]), f"{r['seconds']} s"]
+            for r in d["rows"]]
+    return [_provenance(d), "", *table(["variant", "final return", "median approx KL",
+                                        "median clip fraction", "median epochs", "time"], rows),
+            "", d["caveat"]]
+
+
+def reproduce(folder: Path) -> list[str]:
+    """`trustrl reproduce`'s verdict counts (reproduce.json)."""
+    d = _data(folder, "reproduce.json")
+    v = ", ".join(f"{n} {k}" for k, n in d["verdicts"].items())
+    return [f"`{d['command']}`: {d['minutes']} min on the 2 cores; {d['claims']} claims, "
+            f"{d['checks']} checks: {v}, each difference explained in the report "
+            "([reproduction/REPORT.md](reproduction/REPORT.md)). " + d["quick"] + "."]
+
+
+CORE = "core_cpu_2026-11-29"
+RESULTS_SECTIONS: list[Section] = [
+    ("Acceptance of the core (PPO-clip)", CORE, ("acceptance.json",), acceptance),
+    ("Learning tests (tests/test_learning.py), with their margins", CORE,
+     ("learning_tests.json",), learning_tests),
+    ("The algorithms side by side (TRPO, NPG, PPO-penalty and the ablations)", CORE,
+     ("algorithms.json",), algorithms),
+    ("The PPO lab (trustrl lab)", CORE, ("lab.json",), lab),
+    ("trustrl reproduce", CORE, ("reproduce.json",), reproduce),
+]
+
+RESULTS_HEADER = """# Measured results
+
+The core's first measurements (2026-11-29 to 12-01), generated by
+`python benchmarks/make_pages.py` from the data files in `benchmarks/results/core_cpu_2026-11-29/`
+(moved there unchanged from the hand-written page this one replaces; a test checks the page is
+the script's output). `$OUT` in a command is a folder of your choice. Later measurements:
+[benchmark tables](benchmarks.md), the sweeps in `benchmarks/SUITE.md`, the batched collector
+in [fast.md](fast.md), RLHF in [rlhf.md](rlhf.md), the demos in [demo.md](demo.md)."""
+
+
+def render_page(header: str, sections: Sequence[Section], results: Path) -> str:
+    """A page as text: its header, then each section's title, body and source line."""
+    out = [header]
+    for title, name, files, fn in sections:
+        out += ["", f"## {title}", "", *fn(results / name), "", source(results / name, *files)]
+    return "\n".join(out) + "\n"
+
+
 def render(results: Path = RESULTS) -> str:
     """docs/benchmarks.md as text, from the result files under `results`.
 
     Args:
         results: the folder holding the result folders (benchmarks/results).
     """
-    out = [HEADER]
-    for title, name, files, fn in SECTIONS:
-        out += ["", f"## {title}", "", *fn(results / name), "", source(results / name, *files)]
-    return "\n".join(out) + "\n"
+    return render_page(HEADER, SECTIONS, results)
+
+
+def render_results(results: Path = RESULTS) -> str:
+    """docs/results.md as text, from the result files under `results`.
+
+    Args:
+        results: the folder holding the result folders (benchmarks/results).
+    """
+    return render_page(RESULTS_HEADER, RESULTS_SECTIONS, results)
+
+
+PAGES: dict[str, tuple[Callable[[Path], str], Sequence[Section]]] = {
+    "docs/benchmarks.md": (render, SECTIONS),
+    "docs/results.md": (render_results, RESULTS_SECTIONS),
+}
+"""Each generated page (its path under the repository): its renderer and its sections."""
+
+DRAWERS: dict[Callable[[Path], list[str]], Callable[[Path, Path], list[Path]]] = {
+    mujoco_cpu: draw_mujoco}
+"""A section renderer that links figures -> the function drawing them into a folder."""
+
+DRAWN = [(name, DRAWERS[fn]) for _, (_, sections) in PAGES.items()
+         for _, name, _, fn in sections if fn in DRAWERS]
+"""The figures: (result folder, the function drawing its figures into a folder)."""
+
+
+def draw(results: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
+    """Draw every figure of DRAWN into `out`; returns their paths.
+
+    Args:
+        results: the folder holding the result folders.
+        out: the folder the PNGs go to.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    out.mkdir(parents=True, exist_ok=True)
+    return [p for name, fn in DRAWN for p in fn(results / name, out)]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
-                   help="exit 1 if docs/benchmarks.md is not what this script writes")
+                   help="exit 1 if a page is not what this script writes (draws nothing)")
     a = p.parse_args(argv)
-    text = render()
+    stale = []
+    for rel, (fn, _) in PAGES.items():
+        page, text = ROOT / rel, fn(RESULTS)
+        if a.check:
+            if not (page.is_file() and page.read_text(encoding="utf-8") == text):
+                stale.append(rel)
+            continue
+        page.write_text(text, encoding="utf-8")
+        print(f"wrote {rel}")
     if a.check:
-        same = PAGE.is_file() and PAGE.read_text(encoding="utf-8") == text
-        print("docs/benchmarks.md is up to date" if same else
-              "docs/benchmarks.md is out of date: run python benchmarks/make_pages.py")
-        return 0 if same else 1
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+        print(f"out of date: {', '.join(stale)}: run python benchmarks/make_pages.py" if stale
+              else "the generated pages are up to date")
+        return 1 if stale else 0
+    for path in draw():
+        print(f"drew {path.relative_to(ROOT)}")
     return 0
 
 
