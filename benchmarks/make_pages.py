@@ -9,14 +9,18 @@ unchanged from the hand-written pages into data files that say so), and every fi
 from them (matplotlib, Agg). tests/test_benchmark_pages.py checks that each committed page is
 this script's output, so a page cannot be edited out of step with the files. A new
 measurement is a new result folder and a line in a page's sections, not an edit of a table.
-The longer narrative of a measurement stays in its folder's README.md and in
-benchmarks/RESULTS.md.
+
+benchmarks/RESULTS.md and benchmarks/SUITE.md (MARKED) keep a hand-written narrative, and
+each of their tables is a generated block between `<!-- make_pages: KIND PATH -->` and
+`<!-- /make_pages -->`, rendered afresh here from PATH (under benchmarks/results/) by the
+renderer BLOCKS names for KIND.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -119,8 +123,16 @@ def _peer_rows(runs: dict[str, list[dict[str, Any]]], peer: str) -> list[str]:
 
 
 def mujoco_cpu(folder: Path) -> list[str]:
-    """trustrl's Gymnasium collector against SB3 in the zoo's PPO setting:
-    benchmarks/mujoco_cpu.py --json mujoco.json."""
+    """trustrl's Gymnasium collector against SB3 in the zoo's PPO setting, and its training
+    curves (drawn by draw_mujoco): benchmarks/mujoco_cpu.py --json mujoco.json."""
+    d = json.loads((folder / "mujoco.json").read_text())
+    return mujoco_table(folder) + [
+        "", *(f"![{env_id}: training return, mean over seeds with the min-max band]"
+              f"(figures/{mujoco_figure(folder, env_id)})" for env_id in d)]
+
+
+def mujoco_table(folder: Path) -> list[str]:
+    """mujoco_cpu's table alone."""
     d = json.loads((folder / "mujoco.json").read_text())
     rows = []
     for env_id, runs in d.items():
@@ -131,9 +143,7 @@ def mujoco_cpu(folder: Path) -> list[str]:
             for t in ("sb3", "trustrl"))])
     return table(["env (zoo setting)", "SB3 train SPS, median (per seed)",
                   "trustrl train SPS, median (per seed)", "trustrl / SB3",
-                  "greedy return, median (per seed): SB3 / trustrl"], rows) + [
-        "", *(f"![{env_id}: training return, mean over seeds with the min-max band]"
-              f"(figures/{mujoco_figure(folder, env_id)})" for env_id in d)]
+                  "greedy return, median (per seed): SB3 / trustrl"], rows)
 
 
 def mujoco_figure(folder: Path, env_id: str) -> str:
@@ -410,6 +420,51 @@ the script's output). `$OUT` in a command is a folder of your choice. Later meas
 in [fast.md](fast.md), RLHF in [rlhf.md](rlhf.md), the demos in [demo.md](demo.md)."""
 
 
+# ----- hand-written pages with generated blocks (benchmarks/RESULTS.md, SUITE.md) -----------
+def transcribed(path: Path) -> list[str]:
+    """A table moved, cells unchanged, from a hand-written page into a data file (its header,
+    alignment row and rows; the file also keeps the section, the text before the table and
+    the commands the page gave)."""
+    d = json.loads(path.read_text(encoding="utf-8"))
+    row = ["| " + " | ".join(r) + " |" for r in (d["header"], *d["rows"])]
+    return [row[0], "|" + "|".join(d["align"]) + "|", *row[1:]]
+
+
+BLOCKS: dict[str, Callable[[Path], list[str]]] = {
+    "transcribed": transcribed, "mujoco_table": mujoco_table, "atari_threads": atari_threads}
+"""What a block of a marked page may be: its kind -> the renderer of its file or folder."""
+
+BLOCK = re.compile(r"^<!-- make_pages: (\S+) (\S+) -->\n.*?^<!-- /make_pages -->$",
+                   re.MULTILINE | re.DOTALL)
+"""A generated block: `<!-- make_pages: KIND PATH -->`, the block, `<!-- /make_pages -->`,
+PATH relative to benchmarks/results/."""
+
+
+def render_blocks(text: str, results: Path = RESULTS) -> str:
+    """A hand-written page with every generated block rendered afresh from its file.
+
+    Args:
+        text: the page.
+        results: the folder the blocks' paths are relative to.
+    """
+    def fresh(m: re.Match[str]) -> str:
+        kind, target = m.group(1), m.group(2)
+        return "\n".join([f"<!-- make_pages: {kind} {target} -->",
+                          *BLOCKS[kind](results / target), "<!-- /make_pages -->"])
+
+    return BLOCK.sub(fresh, text)
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """The (kind, path) of each generated block of a page."""
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
+
+
+MARKED = ["benchmarks/RESULTS.md", "benchmarks/SUITE.md"]
+"""The hand-written pages whose tables are generated blocks (the narrative around them is
+hand-written; the blocks are not)."""
+
+
 def render_page(header: str, sections: Sequence[Section], results: Path) -> str:
     """A page as text: its header, then each section's title, body and source line."""
     out = [header]
@@ -471,8 +526,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="exit 1 if a page is not what this script writes (draws nothing)")
     a = p.parse_args(argv)
     stale = []
-    for rel, (fn, _) in PAGES.items():
-        page, text = ROOT / rel, fn(RESULTS)
+    pages = {rel: fn(RESULTS) for rel, (fn, _) in PAGES.items()}
+    pages |= {rel: render_blocks((ROOT / rel).read_text(encoding="utf-8")) for rel in MARKED}
+    for rel, text in pages.items():
+        page = ROOT / rel
         if a.check:
             if not (page.is_file() and page.read_text(encoding="utf-8") == text):
                 stale.append(rel)

@@ -116,3 +116,51 @@ def test_check_flag_exits_0_on_the_committed_page() -> None:
     p = subprocess.run([sys.executable, "benchmarks/make_pages.py", "--check"], cwd=ROOT,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+MARKED = ["benchmarks/RESULTS.md", "benchmarks/SUITE.md"]
+
+
+def test_every_marked_page_is_listed(make_pages) -> None:
+    assert sorted(make_pages.MARKED) == sorted(MARKED)
+
+
+@pytest.mark.parametrize("page", MARKED)
+def test_each_block_of_a_hand_written_page_is_the_scripts_output(make_pages, page) -> None:
+    committed = (ROOT / page).read_text(encoding="utf-8")
+    assert make_pages.blocks(committed)
+    assert make_pages.render_blocks(committed) == committed, (
+        f"a generated block of {page} is out of date: run `python benchmarks/make_pages.py`")
+
+
+@pytest.mark.parametrize("page", MARKED)
+def test_no_table_of_a_hand_written_page_is_outside_a_block(make_pages, page) -> None:
+    text = make_pages.BLOCK.sub("", (ROOT / page).read_text(encoding="utf-8"))
+    assert not [line for line in text.splitlines() if line.startswith("|")]
+
+
+def test_every_transcribed_table_is_shown_once_and_keeps_its_provenance(make_pages) -> None:
+    shown = [target for page in MARKED for kind, target in
+             make_pages.blocks((ROOT / page).read_text(encoding="utf-8"))
+             if kind == "transcribed"]
+    assert len(shown) == len(set(shown))
+    files = sorted(str(p.relative_to(make_pages.RESULTS)) for p in
+                   make_pages.RESULTS.glob("transcribed_*_md/*.json"))
+    assert sorted(shown) == files
+    for f in files:
+        d = json.loads((make_pages.RESULTS / f).read_text(encoding="utf-8"))
+        assert d["source"].startswith("Transcribed, cells unchanged, from " + d["page"])
+        assert d["section"] and len(d["header"]) == len(d["align"])
+        assert all(len(r) == len(d["header"]) for r in d["rows"]), f
+
+
+def test_a_block_follows_its_data_file(make_pages, tmp_path: Path) -> None:
+    page = (ROOT / "benchmarks" / "SUITE.md").read_text(encoding="utf-8")
+    text = make_pages.BLOCK.search(page).group(0)  # the first block alone
+    kind, target = make_pages.blocks(text)[0]
+    (tmp_path / target).parent.mkdir(parents=True)
+    d = json.loads((make_pages.RESULTS / target).read_text(encoding="utf-8"))
+    d["rows"][0][-1] = "changed in the data file"
+    (tmp_path / target).write_text(json.dumps(d))
+    fresh = make_pages.render_blocks(text, tmp_path)
+    assert "| changed in the data file |" in fresh and fresh != text
