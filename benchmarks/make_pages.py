@@ -420,6 +420,85 @@ the script's output). `$OUT` in a command is a folder of your choice. Later meas
 in [fast.md](fast.md), RLHF in [rlhf.md](rlhf.md), the demos in [demo.md](demo.md)."""
 
 
+def purejaxrl_pairs(folder: Path) -> list[str]:
+    """trustrl against PureJaxRL pair by pair: full_run.json's three rows and the five more
+    pairs of seeds_one_5_repeats.json (`--rows seeds one --repeats 5 --no-e2e`), each row's
+    ratio the median of its pairs, the goal >= 1.0x counted over every pair."""
+    full = json.loads((folder / "full_run.json").read_text())
+    more = json.loads((folder / "seeds_one_5_repeats.json").read_text())
+    names = {"one": "1 seed x 4 envs", "seeds": "16 seeds x 4 envs", "wide": "1 seed x 64 envs"}
+
+    def spread(xs: Sequence[float]) -> str:
+        return f"{num(med(xs))} ({num(min(xs))}-{num(max(xs))})"
+
+    def pairs_cell(r: dict[str, Any]) -> tuple[str, list[float]]:
+        pairs = ratios(r["trustrl_sps"], r["purejaxrl_sps"])
+        return f"**{med(pairs):.2f}x** ({listed(pairs, 2)})", pairs
+
+    rows = []
+    for key, label in names.items():
+        r = full[key]
+        cell, pairs = pairs_cell(r)
+        extra = "-"
+        if key in more:
+            extra, more_pairs = pairs_cell(more[key])
+            pairs = pairs + more_pairs
+        met = sum(x >= 1.0 for x in pairs)
+        verdict = ("**met** in all" if met == len(pairs) else f"**met** in {met} of") + \
+            f" {len(pairs)} pairs"
+        rows.append([label, f"{spread(r['trustrl_sps'])} / {spread(r['purejaxrl_sps'])}",
+                     cell, extra, f">= 1.0x: {verdict}"])
+    return table(["row", "trustrl / PureJaxRL SPS, medians of 3 (range)", "ratio (pairs)",
+                  "5 more pairs, 04:06 (`--rows seeds one --repeats 5 --no-e2e`)", "goal"],
+                 rows)
+
+
+GPU_SETTINGS = {"single": ("single: 4 envs x 128 steps, 4 minibatches", "default"),
+                "envs2048": ("2048 envs x 128 steps, 8 minibatches", "wide"),
+                "seeds1024": ("1024 seeds, 4 envs x 128 steps each", "seeds"),
+                "envs65536": ("65,536 envs x 128 steps, 8 minibatches", None)}
+"""gpu_fast.py's settings: their label and PureJaxRL's run of the same setting."""
+GPU_GOAL_SPS = 30_000_000
+"""The goal at 65,536 envs, where PureJaxRL was not run."""
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def gpu_session(folder: Path) -> list[str]:
+    """trustrl's PPO eager and under a CUDA graph against PureJaxRL on one GPU: the JSON
+    lines of gpu_fast.py and purejaxrl_gpu.py of the session's calls 1, 2 and 4 (call 4's
+    second sample in brackets)."""
+    ours = [r for f in ("call1_gpu_fast.jsonl", "call2_gpu_fast_envs65536.jsonl")
+            for r in _jsonl(folder / f) if r.get("algo") == "ppo"]
+    again = [r for r in _jsonl(folder / "call4_gpu_fast.jsonl") if r.get("algo") == "ppo"]
+    peer = {r["run"]: r["sps"] for r in _jsonl(folder / "call1_purejaxrl.jsonl")}
+    peer_again = {r["run"]: r["sps"] for r in _jsonl(folder / "call4_purejaxrl.jsonl")}
+
+    def sps(rows: list[dict[str, Any]], setting: str, mode: str) -> float | None:
+        return next((r["sps"] for r in rows if r["setting"] == setting and r["mode"] == mode),
+                    None)
+
+    def with_second(a: float | None, b: float | None, fmt: Callable[[float], str]) -> str:
+        return "not run" if a is None else fmt(a) + ("" if b is None else f" ({fmt(b)})")
+
+    rows = []
+    for setting, (label, run) in GPU_SETTINGS.items():
+        graph, graph2 = sps(ours, setting, "graph"), sps(again, setting, "graph")
+        pj, pj2 = (peer.get(run), peer_again.get(run)) if run else (None, None)
+        assert graph is not None
+        if pj is not None:
+            ratio = with_second(graph / pj, graph2 / pj2 if graph2 and pj2 else None,
+                                lambda x: f"{x:.2f}")
+        else:
+            ratio = f"goal {GPU_GOAL_SPS / 1e6:.0f}M: {graph / GPU_GOAL_SPS:.2f}"
+        rows.append([label, with_second(pj, pj2, num), num(sps(ours, setting, "eager") or 0),
+                     with_second(graph, graph2, num), ratio])
+    return table(["setting", "PureJaxRL", "trustrl eager", "trustrl CUDA graph",
+                  "graph / PureJaxRL"], rows)
+
+
 # ----- hand-written pages with generated blocks (benchmarks/RESULTS.md, SUITE.md) -----------
 def transcribed(path: Path) -> list[str]:
     """A table moved, cells unchanged, from a hand-written page into a data file (its header,
@@ -431,7 +510,8 @@ def transcribed(path: Path) -> list[str]:
 
 
 BLOCKS: dict[str, Callable[[Path], list[str]]] = {
-    "transcribed": transcribed, "mujoco_table": mujoco_table, "atari_threads": atari_threads}
+    "transcribed": transcribed, "mujoco_table": mujoco_table, "atari_threads": atari_threads,
+    "purejaxrl_pairs": purejaxrl_pairs, "gpu_session": gpu_session}
 """What a block of a marked page may be: its kind -> the renderer of its file or folder."""
 
 BLOCK = re.compile(r"^<!-- make_pages: (\S+) (\S+) -->\n.*?^<!-- /make_pages -->$",

@@ -166,3 +166,17 @@ def test_a_block_follows_its_data_file(make_pages, tmp_path: Path) -> None:
     (tmp_path / target).write_text(json.dumps(d))
     fresh = make_pages.render_blocks(text, tmp_path)
     assert "| changed in the data file |" in fresh and fresh != text
+
+
+def test_the_gpu_block_follows_the_sessions_json_lines(make_pages, tmp_path: Path) -> None:
+    folder = tmp_path / "gpu"
+    shutil.copytree(make_pages.RESULTS / "gpu_2026-12-04", folder)
+    before = make_pages.gpu_session(folder)
+    assert "| 85,500 | 2,765 | 34,352 (34,330) | 0.40 |" in before[2]
+    path = folder / "call1_gpu_fast.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in rows:
+        if (r.get("setting"), r.get("algo"), r.get("mode")) == ("single", "ppo", "graph"):
+            r["sps"] = 171_000
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert "| 85,500 | 2,765 | 171,000 (34,330) | 2.00 |" in make_pages.gpu_session(folder)[2]
