@@ -499,6 +499,39 @@ def gpu_session(folder: Path) -> list[str]:
                   "graph / PureJaxRL"], rows)
 
 
+PENDULUM_GAMMA = [("gamma 0.9 (the preset)", "base", "basetrpo"), ("gamma 0.95", "g95", None),
+                  ("gamma 0.95, num_steps 1024", "g95n1024", None),
+                  ("gamma 0.98", "g98", "g98trpo"), ("gamma 0.99", "g99", "g99trpo"),
+                  ("max_kl 0.02 (TRPO, gamma 0.9)", None, "kl02trpo"),
+                  ("max_kl 0.005 (TRPO, gamma 0.9)", None, "kl005trpo")]
+"""The Pendulum tuning round's candidates: (label, PPO run, TRPO run), each run's
+<name>.summary.json."""
+
+
+def pendulum_gamma(folder: Path) -> list[str]:
+    """The Pendulum tuning round on the discount (SUITE.md's tuning record): each run's final
+    greedy return per seed from its summary.json, the best median of each algorithm in bold."""
+    def seeds(run: str | None) -> list[float]:
+        if run is None:
+            return []
+        d = json.loads((folder / f"{run}.summary.json").read_text())
+        return list(d["per_seed"].values())
+
+    cols = [[seeds(run) for _, run, _ in PENDULUM_GAMMA],
+            [seeds(run) for _, _, run in PENDULUM_GAMMA]]
+    best = [max(med(xs) for xs in col if xs) for col in cols]
+    rows = []
+    for k, (label, _, _) in enumerate(PENDULUM_GAMMA):
+        row = [label]
+        for col, top in zip(cols, best, strict=True):
+            xs = col[k]
+            m = f"{med(xs):.1f}" if xs else ""
+            row += [listed(xs, 1) if xs else "", f"**{m}**" if xs and med(xs) == top else m]
+        rows.append(row)
+    return table(["candidate", "PPO per seed (101..105)", "PPO median",
+                  "TRPO per seed (101..105)", "TRPO median"], rows)
+
+
 # ----- hand-written pages with generated blocks (benchmarks/RESULTS.md, SUITE.md) -----------
 def transcribed(path: Path) -> list[str]:
     """A table moved, cells unchanged, from a hand-written page into a data file (its header,
@@ -511,7 +544,8 @@ def transcribed(path: Path) -> list[str]:
 
 BLOCKS: dict[str, Callable[[Path], list[str]]] = {
     "transcribed": transcribed, "mujoco_table": mujoco_table, "atari_threads": atari_threads,
-    "purejaxrl_pairs": purejaxrl_pairs, "gpu_session": gpu_session}
+    "purejaxrl_pairs": purejaxrl_pairs, "gpu_session": gpu_session,
+    "pendulum_gamma": pendulum_gamma}
 """What a block of a marked page may be: its kind -> the renderer of its file or folder."""
 
 BLOCK = re.compile(r"^<!-- make_pages: (\S+) (\S+) -->\n.*?^<!-- /make_pages -->$",
