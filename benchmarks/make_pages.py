@@ -1,20 +1,26 @@
-"""Render docs/benchmarks.md from the committed result files under benchmarks/results/.
+"""Render the generated results pages and their figures from the committed result files.
 
-    python benchmarks/make_pages.py            # write docs/benchmarks.md
-    python benchmarks/make_pages.py --check    # exit 1 when the page is not what this writes
+    python benchmarks/make_pages.py            # write every page of PAGES and every figure
+    python benchmarks/make_pages.py --check    # exit 1 when a page is not what this writes
 
-Every table of the page is computed here from the JSON the benchmark scripts wrote (medians,
-per-repeat values, ratios of the alternating pairs); tests/test_benchmark_pages.py checks that
-the committed page is this script's output, so the page cannot be edited out of step with the
-files. A new measurement is a new result folder and a line in SECTIONS, not an edit of a table.
-The narrative (what was measured, on which commit and machine, what it means) stays in each
-result folder's README.md and in benchmarks/RESULTS.md.
+Every table of the pages is computed here from the files under benchmarks/results/ (the JSON
+the benchmark scripts wrote, or, for measurements older than this script, the numbers moved
+unchanged from the hand-written pages into data files that say so), and every figure drawn
+from them (matplotlib, Agg). tests/test_benchmark_pages.py checks that each committed page is
+this script's output, so a page cannot be edited out of step with the files. A new
+measurement is a new result folder and a line in a page's sections, not an edit of a table.
+
+benchmarks/RESULTS.md and benchmarks/SUITE.md (MARKED) keep a hand-written narrative, and
+each of their tables is a generated block between `<!-- make_pages: KIND PATH -->` and
+`<!-- /make_pages -->`, rendered afresh here from PATH (under benchmarks/results/) by the
+renderer BLOCKS names for KIND.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -24,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
+FIGURES = ROOT / "docs" / "figures"
+"""Where the drawn figures go (inside docs/, so that the site holds them)."""
 
 
 # ----- formatting ----------------------------------------------------------------------------
@@ -115,8 +123,16 @@ def _peer_rows(runs: dict[str, list[dict[str, Any]]], peer: str) -> list[str]:
 
 
 def mujoco_cpu(folder: Path) -> list[str]:
-    """trustrl's Gymnasium collector against SB3 in the zoo's PPO setting:
-    benchmarks/mujoco_cpu.py --json mujoco.json."""
+    """trustrl's Gymnasium collector against SB3 in the zoo's PPO setting, and its training
+    curves (drawn by draw_mujoco): benchmarks/mujoco_cpu.py --json mujoco.json."""
+    d = json.loads((folder / "mujoco.json").read_text())
+    return mujoco_table(folder) + [
+        "", *(f"![{env_id}: training return, mean over seeds with the min-max band]"
+              f"(figures/{mujoco_figure(folder, env_id)})" for env_id in d)]
+
+
+def mujoco_table(folder: Path) -> list[str]:
+    """mujoco_cpu's table alone."""
     d = json.loads((folder / "mujoco.json").read_text())
     rows = []
     for env_id, runs in d.items():
@@ -128,6 +144,29 @@ def mujoco_cpu(folder: Path) -> list[str]:
     return table(["env (zoo setting)", "SB3 train SPS, median (per seed)",
                   "trustrl train SPS, median (per seed)", "trustrl / SB3",
                   "greedy return, median (per seed): SB3 / trustrl"], rows)
+
+
+def mujoco_figure(folder: Path, env_id: str) -> str:
+    """The file name of a MuJoCo result's curve figure, under FIGURES."""
+    return f"{folder.name}_{env_id}.png"
+
+
+def draw_mujoco(folder: Path, out: Path) -> list[Path]:
+    """The training curves of each env of a mujoco.json, drawn by the plot of
+    benchmarks/peers_cpu.py (the one the benchmark itself draws) into `out`."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from peers_cpu import Result, plot_curves
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    d = json.loads((folder / "mujoco.json").read_text())
+    paths = []
+    for env_id, runs in d.items():
+        path = out / mujoco_figure(folder, env_id)
+        plot_curves(f"{env_id}: rl-baselines3-zoo PPO setting",
+                    {tool: [Result(**r) for r in rs] for tool, rs in runs.items()}, str(path))
+        paths.append(path)
+    return paths
 
 
 def _atari_row(runs: dict[str, list[dict[str, Any]]], label: str) -> list[str]:
@@ -218,7 +257,10 @@ def ray_runners(folder: Path) -> list[str]:
     return [("#" + line) if line.startswith("#") else line for line in lines]
 
 
-SECTIONS: list[tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]] = [
+Section = tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]
+"""(title, result folder, its files read, renderer)."""
+
+SECTIONS: list[Section] = [
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-03",
      "purejaxrl_cpu_2026-12-03", ("full_run.json",), purejaxrl_cpu),
     ("Atari Breakout against CleanRL, CPU, one and two threads, 2026-12-03",
@@ -254,31 +296,367 @@ README.md or RESULT.md, in `benchmarks/RESULTS.md`, and for GRPO against TRL in
 [the Hugging Face RLHF page](rlhf_hf.md); the sweeps' reports are in `benchmarks/SUITE.md`."""
 
 
+# ----- docs/results.md: the core's measurements, transcribed from the earlier page -------------
+def _data(folder: Path, name: str) -> dict[str, Any]:
+    return json.loads((folder / name).read_text(encoding="utf-8"))
+
+
+def _provenance(d: dict[str, Any]) -> str:
+    """What a transcribed table's data file says of it: the command (or the steps, in order),
+    its wall time, the machine."""
+    steps = [d["command"]] if isinstance(d["command"], str) else d["command"]
+    cmd = ", then ".join(s if "`" in s else f"`{s}`" for s in steps)
+    wall = f" {d['wall'][0].upper()}{d['wall'][1:]}." if "wall" in d else ""
+    return f"Command: {cmd}.{wall} Machine: {d['machine']}."
+
+
+def _steps(xs: Sequence[int]) -> str:
+    """Per-seed step counts, then their median and range."""
+    return (f"{' / '.join(num(x) for x in xs)}: median {num(med(xs))}, range "
+            f"{num(min(xs))}-{num(max(xs))}")
+
+
+def acceptance(folder: Path) -> list[str]:
+    """The core's acceptance run: benchmarks/acceptance.py (acceptance.json)."""
+    d = _data(folder, "acceptance.json")
+    c, pd, sp = d["cartpole"], d["pendulum"], d["speed"]
+    seeds = f"seeds {c['seeds'][0]}-{c['seeds'][-1]}"
+    finals = sorted(set(c["final_return"]))
+    rows = [
+        [f"CartPole-v1 preset, steps to the first greedy mean of 500 ({c['eval_episodes']} "
+         f"episodes, evaluated every iteration = {c['eval_every_steps']} steps), {seeds}",
+         _steps(c["first_500_step"])],
+        ["same, steps from which every later greedy evaluation is 500",
+         _steps(c["stays_500_step"])],
+        [f"CartPole-v1 preset, final greedy return at {num(c['final_steps'])} steps, {seeds}",
+         f"{finals[0]:.1f} for all {len(c['final_return'])}" if len(finals) == 1
+         else listed(c["final_return"], 1)],
+        [f"Pendulum-v1 preset at {num(pd['steps'])} steps ({pd['iterations']} x {pd['batch']}), "
+         f"final greedy return over 10 episodes, seeds {pd['seeds'][0]}-{pd['seeds'][-1]}",
+         f"{' / '.join(f'{x:.1f}' for x in pd['final_return'])}: median "
+         f"**{med(pd['final_return']):.1f}** (the blog: {pd['blog_return']}; target "
+         f"{pd['target']} or better)"],
+        [f"{sp['what']}, {num(sp['steps'])} steps",
+         f"{sp['wall_seconds']} s wall: {num(sp['end_to_end_sps'])} steps/s end to end; median "
+         f"iteration {num(sp['median_iteration_sps'])} SPS"],
+        ["peak resident memory of that training process", f"{sp['peak_rss_mib']} MiB"]]
+    r = d["rerun"]
+    return [_provenance(d), "", *table(["what", "result"], rows), "", d["caveat"], "",
+            f"Re-run {r['when']}: {r['learning']}, {num(r['end_to_end_sps'])} steps/s, "
+            f"{r['peak_rss_mib']} MiB."]
+
+
+def learning_tests(folder: Path) -> list[str]:
+    """The thresholds of tests/test_learning.py and what was measured when they were set."""
+    d = _data(folder, "learning_tests.json")
+    return [_provenance(d), "", *table(["test", "threshold", "measured when set"],
+                                       [[t["test"], t["threshold"], t["measured"]]
+                                        for t in d["tests"]])]
+
+
+def _g(x: float) -> str:
+    """A KL as the earlier page printed it (Python's general format, 3 significant digits)."""
+    return f"{x:.3g}"
+
+
+def algorithms(folder: Path) -> list[str]:
+    """TRPO, NPG, PPO-penalty and the ablations side by side: benchmarks/algorithms.py."""
+    d = _data(folder, "algorithms.json")
+    out = [_provenance(d), "", d["columns"] + "."]
+    for e in d["envs"]:
+        rows = []
+        for r in e["rows"]:
+            rows.append([r["algo"], f"{r['mean']:.1f} ± {r['std']:.1f}",
+                         " / ".join(f"{x:.1f}" for x in r["per_seed"]), _g(r["kl_exact"]),
+                         _g(r["approx_kl_k3"]), num(r["sps"])])
+            if r["algo"] == "trpo":
+                rows.append(["", f"largest KL of an accepted TRPO step: {e['trpo_largest_kl']} "
+                             f"(delta {e['max_kl']})", "", "", "", ""])
+        out += ["", f"{e['env']}, {num(e['steps'])} steps, seeds {e['seeds']}", "",
+                *([e["caveat"], ""] if "caveat" in e else []),
+                *table(["algo", "greedy return (mean ± std)", "per seed",
+                        "mean KL/update (exact)", "mean approx KL (k3)", "SPS"], rows)]
+    return out + ["", d["caveat"]]
+
+
+def lab(folder: Path) -> list[str]:
+    """The PPO lab's reference run (lab.json)."""
+    d = _data(folder, "lab.json")
+    rows = [[r["variant"], f"{r['final_return']:.1f}", f"{r['approx_kl']:.4f}",
+             f"{r['clip_fraction']:.3f}", str(r["epochs"]), f"{r['seconds']} s"]
+            for r in d["rows"]]
+    return [_provenance(d), "", *table(["variant", "final return", "median approx KL",
+                                        "median clip fraction", "median epochs", "time"], rows),
+            "", d["caveat"]]
+
+
+def reproduce(folder: Path) -> list[str]:
+    """`trustrl reproduce`'s verdict counts (reproduce.json)."""
+    d = _data(folder, "reproduce.json")
+    v = ", ".join(f"{n} {k}" for k, n in d["verdicts"].items())
+    return [f"`{d['command']}`: {d['minutes']} min on the 2 cores; {d['claims']} claims, "
+            f"{d['checks']} checks: {v}, each difference explained in the report "
+            "([reproduction/REPORT.md](reproduction/REPORT.md)). " + d["quick"] + "."]
+
+
+CORE = "core_cpu_2026-11-29"
+RESULTS_SECTIONS: list[Section] = [
+    ("Acceptance of the core (PPO-clip)", CORE, ("acceptance.json",), acceptance),
+    ("Learning tests (tests/test_learning.py), with their margins", CORE,
+     ("learning_tests.json",), learning_tests),
+    ("The algorithms side by side (TRPO, NPG, PPO-penalty and the ablations)", CORE,
+     ("algorithms.json",), algorithms),
+    ("The PPO lab (trustrl lab)", CORE, ("lab.json",), lab),
+    ("trustrl reproduce", CORE, ("reproduce.json",), reproduce),
+]
+
+RESULTS_HEADER = """# Measured results
+
+The core's first measurements (2026-11-29 to 12-01), generated by
+`python benchmarks/make_pages.py` from the data files in `benchmarks/results/core_cpu_2026-11-29/`
+(moved there unchanged from the hand-written page this one replaces; a test checks the page is
+the script's output). `$OUT` in a command is a folder of your choice. Later measurements:
+[benchmark tables](benchmarks.md), the sweeps in `benchmarks/SUITE.md`, the batched collector
+in [fast.md](fast.md), RLHF in [rlhf.md](rlhf.md), the demos in [demo.md](demo.md)."""
+
+
+def purejaxrl_pairs(folder: Path) -> list[str]:
+    """trustrl against PureJaxRL pair by pair: full_run.json's three rows and the five more
+    pairs of seeds_one_5_repeats.json (`--rows seeds one --repeats 5 --no-e2e`), each row's
+    ratio the median of its pairs, the goal >= 1.0x counted over every pair."""
+    full = json.loads((folder / "full_run.json").read_text())
+    more = json.loads((folder / "seeds_one_5_repeats.json").read_text())
+    names = {"one": "1 seed x 4 envs", "seeds": "16 seeds x 4 envs", "wide": "1 seed x 64 envs"}
+
+    def spread(xs: Sequence[float]) -> str:
+        return f"{num(med(xs))} ({num(min(xs))}-{num(max(xs))})"
+
+    def pairs_cell(r: dict[str, Any]) -> tuple[str, list[float]]:
+        pairs = ratios(r["trustrl_sps"], r["purejaxrl_sps"])
+        return f"**{med(pairs):.2f}x** ({listed(pairs, 2)})", pairs
+
+    rows = []
+    for key, label in names.items():
+        r = full[key]
+        cell, pairs = pairs_cell(r)
+        extra = "-"
+        if key in more:
+            extra, more_pairs = pairs_cell(more[key])
+            pairs = pairs + more_pairs
+        met = sum(x >= 1.0 for x in pairs)
+        verdict = ("**met** in all" if met == len(pairs) else f"**met** in {met} of") + \
+            f" {len(pairs)} pairs"
+        rows.append([label, f"{spread(r['trustrl_sps'])} / {spread(r['purejaxrl_sps'])}",
+                     cell, extra, f">= 1.0x: {verdict}"])
+    return table(["row", "trustrl / PureJaxRL SPS, medians of 3 (range)", "ratio (pairs)",
+                  "5 more pairs, 04:06 (`--rows seeds one --repeats 5 --no-e2e`)", "goal"],
+                 rows)
+
+
+GPU_SETTINGS = {"single": ("single: 4 envs x 128 steps, 4 minibatches", "default"),
+                "envs2048": ("2048 envs x 128 steps, 8 minibatches", "wide"),
+                "seeds1024": ("1024 seeds, 4 envs x 128 steps each", "seeds"),
+                "envs65536": ("65,536 envs x 128 steps, 8 minibatches", None)}
+"""gpu_fast.py's settings: their label and PureJaxRL's run of the same setting."""
+GPU_GOAL_SPS = 30_000_000
+"""The goal at 65,536 envs, where PureJaxRL was not run."""
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def gpu_session(folder: Path) -> list[str]:
+    """trustrl's PPO eager and under a CUDA graph against PureJaxRL on one GPU: the JSON
+    lines of gpu_fast.py and purejaxrl_gpu.py of the session's calls 1, 2 and 4 (call 4's
+    second sample in brackets)."""
+    ours = [r for f in ("call1_gpu_fast.jsonl", "call2_gpu_fast_envs65536.jsonl")
+            for r in _jsonl(folder / f) if r.get("algo") == "ppo"]
+    again = [r for r in _jsonl(folder / "call4_gpu_fast.jsonl") if r.get("algo") == "ppo"]
+    peer = {r["run"]: r["sps"] for r in _jsonl(folder / "call1_purejaxrl.jsonl")}
+    peer_again = {r["run"]: r["sps"] for r in _jsonl(folder / "call4_purejaxrl.jsonl")}
+
+    def sps(rows: list[dict[str, Any]], setting: str, mode: str) -> float | None:
+        return next((r["sps"] for r in rows if r["setting"] == setting and r["mode"] == mode),
+                    None)
+
+    def with_second(a: float | None, b: float | None, fmt: Callable[[float], str]) -> str:
+        return "not run" if a is None else fmt(a) + ("" if b is None else f" ({fmt(b)})")
+
+    rows = []
+    for setting, (label, run) in GPU_SETTINGS.items():
+        graph, graph2 = sps(ours, setting, "graph"), sps(again, setting, "graph")
+        pj, pj2 = (peer.get(run), peer_again.get(run)) if run else (None, None)
+        assert graph is not None
+        if pj is not None:
+            ratio = with_second(graph / pj, graph2 / pj2 if graph2 and pj2 else None,
+                                lambda x: f"{x:.2f}")
+        else:
+            ratio = f"goal {GPU_GOAL_SPS / 1e6:.0f}M: {graph / GPU_GOAL_SPS:.2f}"
+        rows.append([label, with_second(pj, pj2, num), num(sps(ours, setting, "eager") or 0),
+                     with_second(graph, graph2, num), ratio])
+    return table(["setting", "PureJaxRL", "trustrl eager", "trustrl CUDA graph",
+                  "graph / PureJaxRL"], rows)
+
+
+PENDULUM_GAMMA = [("gamma 0.9 (the preset)", "base", "basetrpo"), ("gamma 0.95", "g95", None),
+                  ("gamma 0.95, num_steps 1024", "g95n1024", None),
+                  ("gamma 0.98", "g98", "g98trpo"), ("gamma 0.99", "g99", "g99trpo"),
+                  ("max_kl 0.02 (TRPO, gamma 0.9)", None, "kl02trpo"),
+                  ("max_kl 0.005 (TRPO, gamma 0.9)", None, "kl005trpo")]
+"""The Pendulum tuning round's candidates: (label, PPO run, TRPO run), each run's
+<name>.summary.json."""
+
+
+def pendulum_gamma(folder: Path) -> list[str]:
+    """The Pendulum tuning round on the discount (SUITE.md's tuning record): each run's final
+    greedy return per seed from its summary.json, the best median of each algorithm in bold."""
+    def seeds(run: str | None) -> list[float]:
+        if run is None:
+            return []
+        d = json.loads((folder / f"{run}.summary.json").read_text())
+        return list(d["per_seed"].values())
+
+    cols = [[seeds(run) for _, run, _ in PENDULUM_GAMMA],
+            [seeds(run) for _, _, run in PENDULUM_GAMMA]]
+    best = [max(med(xs) for xs in col if xs) for col in cols]
+    rows = []
+    for k, (label, _, _) in enumerate(PENDULUM_GAMMA):
+        row = [label]
+        for col, top in zip(cols, best, strict=True):
+            xs = col[k]
+            m = f"{med(xs):.1f}" if xs else ""
+            row += [listed(xs, 1) if xs else "", f"**{m}**" if xs and med(xs) == top else m]
+        rows.append(row)
+    return table(["candidate", "PPO per seed (101..105)", "PPO median",
+                  "TRPO per seed (101..105)", "TRPO median"], rows)
+
+
+# ----- hand-written pages with generated blocks (benchmarks/RESULTS.md, SUITE.md) -----------
+def transcribed(path: Path) -> list[str]:
+    """A table moved, cells unchanged, from a hand-written page into a data file (its header,
+    alignment row and rows; the file also keeps the section, the text before the table and
+    the commands the page gave)."""
+    d = json.loads(path.read_text(encoding="utf-8"))
+    row = ["| " + " | ".join(r) + " |" for r in (d["header"], *d["rows"])]
+    return [row[0], "|" + "|".join(d["align"]) + "|", *row[1:]]
+
+
+BLOCKS: dict[str, Callable[[Path], list[str]]] = {
+    "transcribed": transcribed, "mujoco_table": mujoco_table, "atari_threads": atari_threads,
+    "purejaxrl_pairs": purejaxrl_pairs, "gpu_session": gpu_session,
+    "pendulum_gamma": pendulum_gamma}
+"""What a block of a marked page may be: its kind -> the renderer of its file or folder."""
+
+BLOCK = re.compile(r"^<!-- make_pages: (\S+) (\S+) -->\n.*?^<!-- /make_pages -->$",
+                   re.MULTILINE | re.DOTALL)
+"""A generated block: `<!-- make_pages: KIND PATH -->`, the block, `<!-- /make_pages -->`,
+PATH relative to benchmarks/results/."""
+
+
+def render_blocks(text: str, results: Path = RESULTS) -> str:
+    """A hand-written page with every generated block rendered afresh from its file.
+
+    Args:
+        text: the page.
+        results: the folder the blocks' paths are relative to.
+    """
+    def fresh(m: re.Match[str]) -> str:
+        kind, target = m.group(1), m.group(2)
+        return "\n".join([f"<!-- make_pages: {kind} {target} -->",
+                          *BLOCKS[kind](results / target), "<!-- /make_pages -->"])
+
+    return BLOCK.sub(fresh, text)
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """The (kind, path) of each generated block of a page."""
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
+
+
+MARKED = ["benchmarks/RESULTS.md", "benchmarks/RESULTS_HISTORY.md", "benchmarks/SUITE.md",
+          "benchmarks/SUITE_HISTORY.md"]
+"""The hand-written pages whose tables are generated blocks (the narrative around them is
+hand-written; the blocks are not)."""
+
+
+def render_page(header: str, sections: Sequence[Section], results: Path) -> str:
+    """A page as text: its header, then each section's title, body and source line."""
+    out = [header]
+    for title, name, files, fn in sections:
+        out += ["", f"## {title}", "", *fn(results / name), "", source(results / name, *files)]
+    return "\n".join(out) + "\n"
+
+
 def render(results: Path = RESULTS) -> str:
     """docs/benchmarks.md as text, from the result files under `results`.
 
     Args:
         results: the folder holding the result folders (benchmarks/results).
     """
-    out = [HEADER]
-    for title, name, files, fn in SECTIONS:
-        out += ["", f"## {title}", "", *fn(results / name), "", source(results / name, *files)]
-    return "\n".join(out) + "\n"
+    return render_page(HEADER, SECTIONS, results)
+
+
+def render_results(results: Path = RESULTS) -> str:
+    """docs/results.md as text, from the result files under `results`.
+
+    Args:
+        results: the folder holding the result folders (benchmarks/results).
+    """
+    return render_page(RESULTS_HEADER, RESULTS_SECTIONS, results)
+
+
+PAGES: dict[str, tuple[Callable[[Path], str], Sequence[Section]]] = {
+    "docs/benchmarks.md": (render, SECTIONS),
+    "docs/results.md": (render_results, RESULTS_SECTIONS),
+}
+"""Each generated page (its path under the repository): its renderer and its sections."""
+
+DRAWERS: dict[Callable[[Path], list[str]], Callable[[Path, Path], list[Path]]] = {
+    mujoco_cpu: draw_mujoco}
+"""A section renderer that links figures -> the function drawing them into a folder."""
+
+DRAWN = [(name, DRAWERS[fn]) for _, (_, sections) in PAGES.items()
+         for _, name, _, fn in sections if fn in DRAWERS]
+"""The figures: (result folder, the function drawing its figures into a folder)."""
+
+
+def draw(results: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
+    """Draw every figure of DRAWN into `out`; returns their paths.
+
+    Args:
+        results: the folder holding the result folders.
+        out: the folder the PNGs go to.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    out.mkdir(parents=True, exist_ok=True)
+    return [p for name, fn in DRAWN for p in fn(results / name, out)]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
-                   help="exit 1 if docs/benchmarks.md is not what this script writes")
+                   help="exit 1 if a page is not what this script writes (draws nothing)")
     a = p.parse_args(argv)
-    text = render()
+    stale = []
+    pages = {rel: fn(RESULTS) for rel, (fn, _) in PAGES.items()}
+    pages |= {rel: render_blocks((ROOT / rel).read_text(encoding="utf-8")) for rel in MARKED}
+    for rel, text in pages.items():
+        page = ROOT / rel
+        if a.check:
+            if not (page.is_file() and page.read_text(encoding="utf-8") == text):
+                stale.append(rel)
+            continue
+        page.write_text(text, encoding="utf-8")
+        print(f"wrote {rel}")
     if a.check:
-        same = PAGE.is_file() and PAGE.read_text(encoding="utf-8") == text
-        print("docs/benchmarks.md is up to date" if same else
-              "docs/benchmarks.md is out of date: run python benchmarks/make_pages.py")
-        return 0 if same else 1
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+        print(f"out of date: {', '.join(stale)}: run python benchmarks/make_pages.py" if stale
+              else "the generated pages are up to date")
+        return 1 if stale else 0
+    for path in draw():
+        print(f"drew {path.relative_to(ROOT)}")
     return 0
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import trustrl
+from trustrl import compiled
 from trustrl.callbacks import (
     Callback,
     CheckpointCallback,
@@ -74,11 +75,84 @@ def test_a_callback_sees_rollouts_and_iterations_and_a_row_function_still_works(
     assert len(rows) == 6 and status(res.run_dir)["status"] == "finished"
 
 
-def test_a_rollout_callback_can_stop_the_run_and_needs_the_gymnasium_collector(tmp_path):
+def test_a_rollout_callback_can_stop_the_run(tmp_path):
     res = trustrl.train(cfg(tmp_path), callback=Recorder(stop_at_rollout=2))
     assert status(res.run_dir)["status"] == "stopped" and status(res.run_dir)["iteration"] == 2
-    with pytest.raises(trustrl.ConfigError, match="on_rollout_end runs on the Gymnasium"):
-        trustrl.train(cfg(tmp_path / "b", vector="torch"), callback=Recorder())
+
+
+class RolloutCounter(Callback):
+    """Counts rollout ends, with the iterations done and env steps seen at each, the episodes
+    the rollout finished, and each iteration's row."""
+
+    def __init__(self, stop_at: int | None = None):
+        self.rollouts: list[tuple[int, int]] = []
+        self.episodes: list[list[dict]] = []
+        self.rows: list[dict] = []
+        self.stop_at = stop_at
+
+    def on_rollout_end(self, info):
+        assert info.env is None and info.metrics == {} and info.evaluation is None
+        assert isinstance(info.agent, trustrl.Agent)
+        self.rollouts.append((info.iteration, info.global_step))
+        self.episodes.append(list(info.episodes))
+        return False if len(self.rollouts) == self.stop_at else None
+
+    def on_iteration_end(self, info):
+        self.rows.append(info.metrics)
+
+
+def _batched(tmp_path, seed, grad_backend, **sets):
+    return cfg(tmp_path, vector="torch", seed=seed, grad_backend=grad_backend, **sets)
+
+
+def _check_rollouts(counter, fused: bool, per_rollout: int = 64) -> None:
+    """One call per iteration, at the env steps of the rollout just collected; before the
+    update (iterations done: the rollout's own not counted) or, fused, after it."""
+    n = len(counter.rows)
+    assert n == 6
+    assert counter.rollouts == [(i + fused, (i + 1) * per_rollout) for i in range(n)]
+    for i, (eps, row) in enumerate(zip(counter.episodes, counter.rows, strict=True)):
+        assert len(eps) == row["episodes"]  # the rollout's own episodes, each once
+        assert all(i * per_rollout < e["global_step"] <= (i + 1) * per_rollout for e in eps)
+        if eps:
+            assert row["ep_return_mean"] == pytest.approx(np.mean([e["return"] for e in eps]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rollout_callbacks_run_on_the_batched_collector(tmp_path, seed):
+    """The eager batched iteration: on_rollout_end between the rollout and the update."""
+    counter = RolloutCounter()
+    res = trustrl.train(_batched(tmp_path, seed, "closed-form"), callback=counter)
+    assert status(res.run_dir)["status"] == "finished"
+    _check_rollouts(counter, fused=False)
+
+
+@pytest.mark.skipif(not compiled.available(), reason="needs trustrl[compiled]")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rollout_callbacks_run_after_the_fused_iteration(tmp_path, seed, monkeypatch):
+    """The compiled fused iteration (rollout and update one call): on_rollout_end after it,
+    once, with that rollout's episodes and env steps."""
+    from trustrl.learners import BatchedLearner
+
+    made = []
+    init = BatchedLearner.__init__
+    monkeypatch.setattr(BatchedLearner, "__init__",
+                        lambda self, *a, **k: (init(self, *a, **k), made.append(self))[0])
+    counter = RolloutCounter()
+    trustrl.train(_batched(tmp_path, seed, "compiled"), callback=counter)
+    assert made and made[0].fused
+    _check_rollouts(counter, fused=True)
+
+
+def test_a_rollout_callback_stops_a_batched_population(tmp_path):
+    counter = RolloutCounter(stop_at=2)
+    res = trustrl.train(_batched(tmp_path, 0, "closed-form"), callback=counter, seeds=[0, 1])
+    assert status(res.run_dir)["status"] == "stopped" and status(res.run_dir)["iteration"] == 2
+    assert counter.rollouts == [(0, 64), (1, 128)]
+    members = [r["members"] for r in counter.rows]
+    for eps, rows in zip(counter.episodes, members, strict=True):
+        assert [sum(e["member"] == m for e in eps) for m in (0, 1)] == [
+            r["episodes"] for r in rows]
 
 
 def test_the_best_agent_is_kept(tmp_path):

@@ -6,12 +6,20 @@ Pass one, or a list, as `callback` of `trustrl.train`, `trustrl.resume` or a mod
 the iteration's metrics row. Each event gets an `Info`:
 
     on_training_start(info)   before the first iteration of this call
-    on_rollout_end(info)      after each rollout, before the update (the Gymnasium collector,
-                              vector 'sync' or 'async'; the batched collector's rollout and
-                              update are one step: a run there refuses such a callback)
+    on_rollout_end(info)      after each rollout, before the update: info.episodes the
+                              episodes it finished, info.global_step counting its steps,
+                              info.iteration the iterations before it (fused: see below)
     on_iteration_end(info)    after each iteration: its metrics row logged, its evaluation
                               (if one was due) in info.evaluation
     on_training_end(info)     when this call ends (finished or stopped)
+
+On the batched collector (vector 'torch') where the rollout is fused into the iteration (the
+compiled fused PPO iteration, a CUDA graph's replay), on_rollout_end runs once per iteration
+after the update, before on_iteration_end: it sees that rollout's episodes and env steps, but
+info.iteration counts the iteration and info.agent is already updated. Everywhere else
+(Gymnasium sync or async, Ray runners, the batched eager iteration) it runs before the update.
+On the batched collector info.env is None, and a population's info.episodes carry "member"
+(the seed's index).
 
 on_rollout_end and on_iteration_end returning False stop the run at the end of the iteration
 (status "stopped", resumable). Callbacks run in the order given and share the Info, so a
@@ -97,7 +105,8 @@ class Callback:
         return None
 
     def on_rollout_end(self, info: Info) -> bool | None:
-        """After each rollout, before the update (info.episodes: the episodes it finished).
+        """After each rollout, before the update (info.episodes: the episodes it finished);
+        where the rollout is fused into the iteration, after the update (module docstring).
 
         Args:
             info: the run as it stands.

@@ -67,6 +67,8 @@ class Learner(Protocol):
     # after load_state_dict: why the envs restarted their episodes instead of resuming them
     # mid-episode, for the run to say so (None: resumed exactly, or nothing to say)
     restart_note: str | None
+    # set by the trainer: its callbacks at rollout end, called with the rollout's episodes
+    after_collect: Any
 
     @property
     def iteration(self) -> int: ...
@@ -449,6 +451,10 @@ class BatchedLearner:
     kind = "batched"
     evaluator = BATCHED_EVALUATOR
     restart_note = None  # the batched envs' state is tensors: always resumed exactly
+    after_collect: Any = None
+    """Set by the trainer: called with the rollout's finished episodes (a list per member),
+    before the update; where the rollout is fused into the iteration (the compiled fused
+    iteration, a CUDA graph's replay), after the update, once per iteration."""
 
     def __init__(self, cfg: RunConfig, seeds: list[int], numpy_rollout: bool | None = None,
                  cold_start: bool = False):
@@ -491,6 +497,8 @@ class BatchedLearner:
         self._graph: Any = None
         self._graph_out: tuple[Tensor, ...] | None = None
         self._warmup = 0
+        self._in_rollout_hook = False  # global_step counts the rollout before its update
+        self._hook_fired = False  # after_collect ran in this iteration's body
 
     @property
     def iteration(self) -> int:
@@ -499,7 +507,7 @@ class BatchedLearner:
     @property
     def global_step(self) -> int:
         """Env steps taken by each member."""
-        return self._iteration * self.cfg.num_steps * self.cfg.num_envs
+        return (self._iteration + self._in_rollout_hook) * self.cfg.num_steps * self.cfg.num_envs
 
     def _fusable(self) -> bool:
         from trustrl.algos.ppo import PPO
@@ -560,6 +568,12 @@ class BatchedLearner:
         r = col.collect()
         term_b, trunc_b, fin_ret, fin_len = (r["terminated"], r["truncated"], r["fin_ret"],
                                              r["fin_len"])
+        if self.after_collect is not None and not self.graph:  # the trainer's callbacks
+            self._in_rollout_hook = self._hook_fired = True
+            try:
+                self.after_collect(self._episodes(term_b | trunc_b, fin_ret, fin_len))
+            finally:
+                self._in_rollout_hook = False
         with torch.no_grad():
             gae_fn = (compiled.gae if col.rollout_kind == "compiled"
                       else gae_numpy if col.numpy_rollout else gae)
@@ -611,26 +625,36 @@ class BatchedLearner:
         progress = self.cfg.schedule_progress(self._iteration)
         self.algo.set_progress(progress)
         self.lr.fill_(self.algo.learning_rate(progress))
+        self._hook_fired = False
         out = self._graph_iteration() if self.graph else self._iteration_body()
         self._iteration += 1
         return out
 
-    def iterate(self) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    def _episodes(self, done: Tensor, fin_ret: Tensor, fin_len: Tensor
+                  ) -> list[list[dict[str, Any]]]:
+        """The episodes the latest rollout finished, a list per member (done, returns and
+        lengths [T, P, N]; global_step counting that rollout)."""
         cfg = self.cfg
-        metrics, done, fin_ret, fin_len = self.step()
-        it = self._iteration
-        rows = metrics_rows(metrics, self.columns, self.int_columns)  # one host transfer
         d = done.cpu().numpy()
         ret, length = fin_ret.cpu().numpy(), fin_len.cpu().numpy()
         step0 = self.global_step - cfg.num_steps * cfg.num_envs
+        it = step0 // (cfg.num_steps * cfg.num_envs) + 1
         episodes = []
-        for p in range(len(rows)):
+        for p in range(d.shape[1]):
             t_idx, n_idx = np.nonzero(d[:, p])
             episodes.append([
                 {"global_step": step0 + (int(t) + 1) * cfg.num_envs, "iteration": it,
                  "env_index": int(n), "return": float(ret[t, p, n]),
                  "length": int(length[t, p, n])}
                 for t, n in sorted(zip(t_idx, n_idx, strict=True))])
+        return episodes
+
+    def iterate(self) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+        metrics, done, fin_ret, fin_len = self.step()
+        rows = metrics_rows(metrics, self.columns, self.int_columns)  # one host transfer
+        episodes = self._episodes(done, fin_ret, fin_len)
+        if self.after_collect is not None and not self._hook_fired:  # a fused rollout
+            self.after_collect(episodes)
         return rows, episodes
 
     def evaluate(self, episodes: int) -> np.ndarray:

@@ -314,8 +314,14 @@ class Trainer:
     # --- whole run ---------------------------------------------------------------------------
     def _rollout_hook(self, callbacks: list[Callback], info: Info) -> Callable[[Any], None]:
         def after_collect(episodes: Any) -> None:
-            info.episodes = [{"global_step": e.global_step, "env_index": e.env_index,
-                              "return": e.ret, "length": e.length} for e in episodes]
+            if episodes and isinstance(episodes[0], list):  # the batched learner: per member
+                keys = ("global_step", "env_index", "return", "length")
+                info.episodes = [{**{k: e[k] for k in keys},
+                                  **({"member": p} if self.population else {})}
+                                 for p, member in enumerate(episodes) for e in member]
+            else:
+                info.episodes = [{"global_step": e.global_step, "env_index": e.env_index,
+                                  "return": e.ret, "length": e.length} for e in episodes]
             info.metrics, info.evaluation = {}, None
             for cb in callbacks:
                 if cb.on_rollout_end(info) is False:
@@ -345,12 +351,8 @@ class Trainer:
                 self.root.open_tracker(cfg.track, config_to_dict(cfg))
             if initial_eval:
                 self.evaluate_initial()
-            if rollouts and not hasattr(lr, "after_collect"):
-                raise ConfigError("a callback's on_rollout_end runs on the Gymnasium "
-                                  "collector: set vector 'sync' (the batched collector's "
-                                  "rollout and update are one step)")
             if rollouts:
-                lr.after_collect = self._rollout_hook(callbacks, info)  # type: ignore[attr-defined]
+                lr.after_collect = self._rollout_hook(callbacks, info)
             for cb in callbacks:
                 cb.on_training_start(info)
             with TrainProgress(cfg, lr.global_step, self.show_progress) as bar:
@@ -391,8 +393,8 @@ class Trainer:
                     r.release()
             raise
         finally:
-            if rollouts and hasattr(lr, "after_collect"):
-                lr.after_collect = None  # type: ignore[attr-defined]
+            if rollouts:
+                lr.after_collect = None
             _restore_signals(previous)
             try:
                 self.flush_logs()
