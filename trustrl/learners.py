@@ -162,9 +162,11 @@ def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | tor
     return ModuleNet.from_policies(policies, spec.action, device)
 
 
-MASKED_ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "ppo-penalty", "pg")
+MASKED_ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "ppo-penalty", "spo", "pg", "trpo",
+                "npg")
 """The algorithms that take action masks (their losses go through the backends'
-value_and_grad; TRPO's and NPG's policy gradient and Fisher products do not yet)."""
+value_and_grad; TRPO's and NPG's policy gradient, Fisher products and line search take the
+batch's masks)."""
 
 
 def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
@@ -189,6 +191,16 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
     if prepare:
         _prepare(algo, net)
     return algo
+
+
+def masked_fallback_note(cfg: Any, algo: Algorithm) -> str | None:
+    """The note (for stderr) of a masked run that trains eagerly where an unmasked one would
+    take the compiled kernels (`grad_backend` 'auto' with Numba installed), or None."""
+    unmasked = compiled.pick(algo.net, cfg.grad_backend, cfg.jit == "compile")
+    if unmasked.name != "compiled" or algo.backend.name == "compiled":
+        return None
+    return (f"action masks: training on the {algo.backend.name} backend, not the compiled "
+            "kernels (they do not mask yet)")
 
 
 def _prepare(algo: Algorithm, net: PopNet) -> None:
@@ -268,6 +280,9 @@ class GymLearner:
         self._agent = Agent(policy, self.spec, norm, cfg.device)
         self.collector = self._make_collector()
         self._iteration = 0
+        note = None if self.mask_source is None else masked_fallback_note(cfg, self.algo)
+        if note is not None:  # once the envs have given valid masks
+            print(f"trustrl: note: {note}", file=sys.stderr, flush=True)
 
     def _make_collector(self) -> Any:
         """The collector: the vector env of all num_envs envs in this process (a subclass
