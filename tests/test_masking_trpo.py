@@ -5,12 +5,14 @@ gradient backends agree; masked runs never take an invalid action and learn Mask
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
-from test_masking import _batch, random_masks
+from test_masking import _batch, _returns, random_masks
 
+import trustrl
 from trustrl import backends
-from trustrl.config import CONFIGS
+from trustrl.config import CONFIGS, make_config
 from trustrl.distributions import mask_logits
 from trustrl.envs.spaces import ActionSpec
 from trustrl.learners import GymLearner
@@ -190,3 +192,21 @@ def test_masked_run_says_it_leaves_the_compiled_kernels(capsys):
     assert err == [f"trustrl: note: action masks: training on the {lr.algo.backend.name} "
                    "backend, not the compiled kernels (they do not mask yet)"]
     assert lr.algo.backend.name == "closed-form"
+
+
+@pytest.mark.slow
+def test_trpo_learns_masked_pick(tmp_path):
+    """A user's masked TRPO run (defaults, 8,192 steps; about 7 s a seed): no invalid move in
+    any training episode (returns >= 0; an invalid one ends at -1), the training return rises
+    from random valid play (2.0 expected) and the greedy policy scores near the best play
+    (about 2.8 on the evaluation episodes). Measured on seeds 0-4: greedy 2.79-2.84, training
+    return 2.0-2.1 in the first tenth of the episodes, 2.50-2.55 in the last."""
+    for seed in SEEDS:
+        r = trustrl.train(make_config("trpo", "MaskedPick-v0", flags={
+            "runs_dir": str(tmp_path), "total_steps": 8192, "seed": seed,
+            "tensorboard": False, "eval_episodes": 50, "eval_every": 0}))
+        returns = _returns(r.run_dir)
+        tenth = len(returns) // 10
+        assert min(returns) >= 0.0
+        assert np.mean(returns[-tenth:]) > np.mean(returns[:tenth]) + 0.25
+        assert np.mean(r.final_eval["returns"]) > 2.6
