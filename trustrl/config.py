@@ -569,8 +569,6 @@ class RunConfig:
             if self.vector == "torch":
                 raise ConfigError("runners step Gymnasium vector envs: vector 'sync' or "
                                   "'async', not 'torch'")
-            if self.action_mask == "on":
-                raise ConfigError("action_mask 'on' needs the in-process collector (runners 0)")
             if self.num_envs % self.runners:
                 raise ConfigError(f"num_envs {self.num_envs} is not a multiple of runners "
                                   f"{self.runners} (each runner steps num_envs / runners envs)")

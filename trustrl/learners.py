@@ -247,7 +247,6 @@ class GymLearner:
     """One seed on a Gymnasium vector env: rollout -> GAE -> the algorithm's update (P = 1)."""
 
     kind = "gym"
-    masks_supported = True  # whether the collector carries action masks
     evaluator = None
     restart_note = None
     after_collect: Any = None
@@ -266,9 +265,6 @@ class GymLearner:
         # where the env's action masks come from (None: unmasked), trustrl.envs.masks
         self.mask_source = masks.run_source(cfg.action_mask, self.env, self.spec.action,
                                             f"env {self.spec.env_id!r}")
-        if self.mask_source is not None and not self.masks_supported:
-            raise ConfigError("action masks run on the in-process collector (runners 0); "
-                              "set action_mask off")
         self.algo = _algorithm(cfg, self.net, self.seeds, self.mask_source is not None)
         self.extra_columns = tuple(self.algo.extra_columns)
         self.columns = SHARED_COLUMNS + self.algo.columns
