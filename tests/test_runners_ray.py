@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
-from test_runners import NOT_COMPARED, small
+from test_runners import NOT_COMPARED, masked, small
 from test_train import Stop, rows
 
 import trustrl
@@ -45,6 +46,30 @@ def test_ray_runners_equal_inline_and_resume(tmp_path, local_ray):
         inline.run_dir / "metrics.csv", drop=NOT_COMPARED)
     assert rows(run / "episodes.csv") == rows(inline.run_dir / "episodes.csv")
     assert resumed.final_eval["returns"] == inline.final_eval["returns"]
+
+
+def test_masked_ray_runners_equal_inline_and_resume(tmp_path, local_ray, monkeypatch):
+    """Action masks through Ray (from info: the next observation's mask crosses in each
+    runner's state): two actors give the inline runners' metrics and episodes, also across a
+    lost learner (stopped after iteration 5, checkpoint at 3, mid-episode, fresh actors)."""
+    monkeypatch.chdir(Path(__file__).parent)  # the runners import masking_envs from here
+    env = "masking_envs:InfoOnlyPick"
+    inline = trustrl.train(masked(tmp_path / "inline", env, runners=2, ray_address="inline"))
+
+    def stop_at_5(row):
+        if row["iteration"] == 5:
+            raise Stop
+
+    with pytest.raises(Stop):
+        trustrl.train(masked(tmp_path / "ray", env, runners=2, checkpoint_every=3),
+                      callback=stop_at_5)
+    (run,) = (tmp_path / "ray").iterdir()
+    resumed = trustrl.resume(run)
+    assert rows(run / "metrics.csv", drop=NOT_COMPARED) == rows(
+        inline.run_dir / "metrics.csv", drop=NOT_COMPARED)
+    assert rows(run / "episodes.csv") == rows(inline.run_dir / "episodes.csv")
+    assert resumed.final_eval["returns"] == inline.final_eval["returns"]
+    assert min(float(e["return"]) for e in rows(run / "episodes.csv")) >= 0.0
 
 
 def test_killed_runner_is_restarted_and_its_segment_redone(tmp_path, local_ray, monkeypatch):
