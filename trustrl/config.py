@@ -596,7 +596,8 @@ class RunConfig:
                                   "and wrappers need vector 'sync' or 'async'")
             if self.action_mask == "on":
                 raise ConfigError("action_mask 'on' needs the Gymnasium collector (vector "
-                                  "'sync' or 'async'): the batched collector does not mask")
+                                  "'sync' or 'async'): the batched collector's classic-control "
+                                  "envs give no masks")
             if not self.eval_deterministic:
                 raise ConfigError("vector 'torch' evaluates greedily: eval_deterministic false "
                                   "needs vector 'sync' or 'async'")
