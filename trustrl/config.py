@@ -273,7 +273,7 @@ class RunConfig:
     """Invalid-action masks from the env (Discrete, MultiDiscrete; docs/masking.md): 'auto'
     uses them where the env gives them (an action_masks() method, as sb3-contrib's
     MaskablePPO reads it, or info["action_mask"]), 'on' requires them, 'off' ignores them.
-    Masked runs take the Gymnasium collector and the PPO family's algorithms."""
+    Masked runs take the Gymnasium collector (in one process or on runners), any algorithm."""
     preset: str | None = "auto"
     """The preset applied under your values, the same on every entry point (`trustrl train`,
     make_config, these classes, trustrl.PPO and the other models): 'auto' (the default: the
