@@ -210,3 +210,4 @@ def test_trpo_learns_masked_pick(tmp_path):
         assert min(returns) >= 0.0
         assert np.mean(returns[-tenth:]) > np.mean(returns[:tenth]) + 0.25
         assert np.mean(r.final_eval["returns"]) > 2.6
+        assert min(r.final_eval["returns"]) >= 0.0  # greedy, under the env's masks: no -1
