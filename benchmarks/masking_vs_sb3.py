@@ -1,5 +1,6 @@
-"""Action masking: sb3-contrib's MaskablePPO against trustrl's PPO, masked and unmasked, on
-trustrl's MaskedPick-v0 (docs/masking.md), same budget and settings, in one invocation.
+"""Action masking: sb3-contrib's MaskablePPO against trustrl's PPO, masked and unmasked, and
+trustrl's TRPO masked, on trustrl's MaskedPick-v0 (docs/masking.md), same budget (and, for the
+PPOs, the same settings), in one invocation.
 
     nice -n 10 python benchmarks/masking_vs_sb3.py [--total-steps 40000] [--seeds 0,1,2] \\
         [--out benchmarks/results/masking]
@@ -13,6 +14,10 @@ tanh MLPs for actor and critic, no observation normalisation; one torch thread.
     sb3-maskable     MaskablePPO("MlpPolicy"), masks from the env's action_masks()
     trustrl-masked   trustrl PPO, action_mask auto (the env's action_masks())
     trustrl-unmasked trustrl PPO, action_mask off (invalid moves end the episode with -1)
+    trustrl-trpo-masked  trustrl TRPO, action_mask auto: the same batches (4 envs x 128
+                     steps), gamma and GAE lambda, no observation normalisation, one torch
+                     thread; TRPO's defaults otherwise (max_kl 0.01, 10 CG iterations, the
+                     critic's Adam at 1e-3 for 5 epochs of minibatches of 64)
 
 Measured per run, after an untimed warm-up run of each tool: the seconds of learn() (train
 SPS = steps / seconds; trustrl's run writes its run folder and one evaluation of 1 episode at
@@ -42,7 +47,7 @@ ROOT = HERE.parent
 OUT = HERE / "results" / "masking"
 DOC = ROOT / "docs" / "masking.md"
 ENV_ID = "MaskedPick-v0"
-TOOLS = ("sb3-maskable", "trustrl-masked", "trustrl-unmasked")
+TOOLS = ("sb3-maskable", "trustrl-masked", "trustrl-unmasked", "trustrl-trpo-masked")
 EVAL_EPISODES = 100
 EVAL_SEED = 10_000
 SETTINGS = {"num_envs": 4, "num_steps": 128, "update_epochs": 10, "minibatch_size": 64,
@@ -89,13 +94,17 @@ def run_sb3(seed: int, total: int) -> dict[str, Any]:
     return {"seconds": seconds, "returns": returns, "train_returns": train}
 
 
-def run_trustrl(seed: int, total: int, mask: str) -> dict[str, Any]:
-    from trustrl.model import PPO
+def run_trustrl(seed: int, total: int, mask: str, algo: str = "ppo") -> dict[str, Any]:
+    from trustrl.model import PPO, TRPO
 
+    common = {"seed": seed, "action_mask": mask, "vector": "sync", "eval_every": 0,
+              "eval_episodes": 1, "tensorboard": False, "torch_threads": 1}
     with tempfile.TemporaryDirectory() as runs:
-        model = PPO(ENV_ID, seed=seed, action_mask=mask, vector="sync", anneal_lr=False,
-                    eval_every=0, eval_episodes=1, tensorboard=False, runs_dir=runs,
-                    torch_threads=1, **SETTINGS)
+        if algo == "trpo":
+            model: Any = TRPO(ENV_ID, runs_dir=runs, **common, **{
+                k: SETTINGS[k] for k in ("num_envs", "num_steps", "gamma", "gae_lambda")})
+        else:
+            model = PPO(ENV_ID, anneal_lr=False, runs_dir=runs, **common, **SETTINGS)
         t = time.perf_counter()
         model.learn(total)
         seconds = time.perf_counter() - t
@@ -110,7 +119,8 @@ def run_one(tool: str, seed: int, total: int) -> dict[str, Any]:
     if tool == "sb3-maskable":
         r = run_sb3(seed, total)
     else:
-        r = run_trustrl(seed, total, "auto" if tool == "trustrl-masked" else "off")
+        r = run_trustrl(seed, total, "off" if tool == "trustrl-unmasked" else "auto",
+                        "trpo" if tool == "trustrl-trpo-masked" else "ppo")
     train = r.pop("train_returns")
     r.update(tool=tool, seed=seed, total_steps=total, sps=total / r["seconds"],
              final_return=float(np.mean(r["returns"])), train_episodes=len(train),

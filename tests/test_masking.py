@@ -151,15 +151,18 @@ def test_check_masks_errors():
         masks.check_masks([[True, False, False, False, False]], multi, 1, "env 'x'")
 
 
-def test_action_mask_on_refused_where_it_cannot_hold():
+def test_action_mask_on_refused_where_it_cannot_hold(monkeypatch):
     with pytest.raises(ConfigError, match="cannot be masked"):
         GymLearner(CONFIGS["ppo"](env_id="Pendulum-v1", action_mask="on", vector="sync"))
     with pytest.raises(ConfigError, match="gives no mask"):
         GymLearner(CONFIGS["ppo"](env_id="CartPole-v1", action_mask="on", vector="sync"))
     with pytest.raises(ConfigError, match="batched collector"):
         CONFIGS["ppo"](env_id="CartPole-v1", action_mask="on", vector="torch").validate()
+    # every algorithm takes masks now; one that did not would be refused in one line
+    monkeypatch.setattr("trustrl.learners.MASKED_ALGOS", ("ppo",))
     with pytest.raises(ConfigError, match="trpo does not use them"):
         GymLearner(CONFIGS["trpo"](env_id="MaskedPick-v0", vector="sync"))
+    monkeypatch.undo()
     # off, or auto on an env without masks: no error, unmasked
     assert GymLearner(CONFIGS["trpo"](env_id="MaskedPick-v0", vector="sync",
                                       action_mask="off")).mask_source is None
@@ -227,7 +230,7 @@ def test_update_ratio_uses_the_stored_mask(backend):
                                                        abs=1e-5)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "ppo-penalty"])
+@pytest.mark.parametrize("algo", ["ppo", "ppo-penalty", "spo"])
 def test_learner_iteration_passes_the_masks_to_the_update(algo):
     """A whole iteration with a vanishing learning rate: the policy does not move, so every
     KL diagnostic is 0 and no ratio leaves 1, which holds only if the learner's batch carries
@@ -312,6 +315,20 @@ def test_cli_bad_mask_is_one_line(tmp_path, cli_env):
                        env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "no action" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("flags", [["--vector", "torch"], ["--seeds", "0-3"]])
+def test_cli_batched_collector_refuses_masks_in_one_line(tmp_path, cli_env, flags):
+    """The batched collector (vector torch; a population of seeds) steps the classic-control
+    envs, which give no masks: action_mask 'on' is refused in one line, before any run."""
+    p = subprocess.run([sys.executable, "-m", "trustrl", "train", "--env", "CartPole-v1",
+                        "--set", "action_mask=on", "--runs-dir", "runs", *flags],
+                       env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "trustrl: error: action_mask 'on' needs the Gymnasium collector (vector 'sync' or "
+        "'async'): the batched collector's classic-control envs give no masks"]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_multidiscrete_masked_training_never_invalid():

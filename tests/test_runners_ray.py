@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
-from test_runners import NOT_COMPARED, small
+from test_runners import NOT_COMPARED, masked, small
 from test_train import Stop, rows
 
 import trustrl
@@ -26,25 +27,41 @@ def local_ray():
     ray.shutdown()
 
 
-def test_ray_runners_equal_inline_and_resume(tmp_path, local_ray):
-    """(seed, N) decides the run: two Ray actors give the inline runners' metrics and
-    episodes, also across a lost learner (stopped after iteration 4, checkpoint at 3,
-    resumed with fresh actors)."""
-    inline = trustrl.train(small(tmp_path / "inline", runners=2, ray_address="inline"))
+def ray_equals_inline_across_resume(tmp_path, make, stop_at):
+    """Two Ray actors (stopped after iteration `stop_at`, checkpoint at 3, resumed with fresh
+    actors) against two inline runners: the same metrics, episodes and final evaluation.
+    make(folder, **sets) -> the run's config. Returns the Ray run's folder."""
+    inline = trustrl.train(make(tmp_path / "inline", runners=2, ray_address="inline"))
 
-    def stop_at_4(row):
-        if row["iteration"] == 4:
+    def stop(row):
+        if row["iteration"] == stop_at:
             raise Stop
 
     with pytest.raises(Stop):
-        trustrl.train(small(tmp_path / "ray", runners=2, checkpoint_every=3),
-                      callback=stop_at_4)
+        trustrl.train(make(tmp_path / "ray", runners=2, checkpoint_every=3), callback=stop)
     (run,) = (tmp_path / "ray").iterdir()
     resumed = trustrl.resume(run)
     assert rows(run / "metrics.csv", drop=NOT_COMPARED) == rows(
         inline.run_dir / "metrics.csv", drop=NOT_COMPARED)
     assert rows(run / "episodes.csv") == rows(inline.run_dir / "episodes.csv")
     assert resumed.final_eval["returns"] == inline.final_eval["returns"]
+    return run
+
+
+def test_ray_runners_equal_inline_and_resume(tmp_path, local_ray):
+    """(seed, N) decides the run: two Ray actors give the inline runners' metrics and
+    episodes, also across a lost learner."""
+    ray_equals_inline_across_resume(tmp_path, small, 4)
+
+
+def test_masked_ray_runners_equal_inline_and_resume(tmp_path, local_ray, monkeypatch):
+    """Action masks through Ray (from info: the next observation's mask crosses in each
+    runner's state), also across a lost learner (the checkpoint mid-episode); never an
+    invalid move."""
+    monkeypatch.chdir(Path(__file__).parent)  # the runners import masking_envs from here
+    run = ray_equals_inline_across_resume(
+        tmp_path, lambda folder, **sets: masked(folder, "masking_envs:InfoOnlyPick", **sets), 5)
+    assert min(float(e["return"]) for e in rows(run / "episodes.csv")) >= 0.0
 
 
 def test_killed_runner_is_restarted_and_its_segment_redone(tmp_path, local_ray, monkeypatch):

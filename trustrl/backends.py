@@ -104,25 +104,30 @@ class Autograd:
         return g, LossTerms(t.loss.detach(), {k: x.detach() for k, x in t.stats.items()})
 
     def policy_gradient(self, net: PopNet, obs: Tensor, actions: Tensor, logp_old: Tensor,
-                        adv: Tensor, flat_old: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+                        adv: Tensor, flat_old: Tensor,
+                        action_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """(g = dL/dtheta [P, D] of L = mean(rho A) at theta_old (zero in the critic's
-        columns), L(theta_old) [P], the actor's output at theta_old)."""
+        columns), L(theta_old) [P], the actor's output at theta_old: masked logits where
+        `action_mask` [P, B, n], the samples' valid actions, is given)."""
         x = flat_old.clone().requires_grad_(True)
         with torch.enable_grad():
-            out = net.actor(obs, x)  # type: ignore[attr-defined]
+            out = mask_logits(net.actor(obs, x), action_mask)  # type: ignore[attr-defined]
             L = (torch.exp(net.log_prob(out, actions, x) - logp_old) * adv).mean(1)
             (g,) = torch.autograd.grad(L.sum(), x)
         return g * net.actor_mask, L.detach(), out.detach()  # type: ignore[attr-defined]
 
     def fisher_product(self, net: PopNet, obs: Tensor, old_out: Tensor, flat_old: Tensor,
-                       damping: float) -> Callable[[Tensor], Tensor]:
+                       damping: float, action_mask: Tensor | None = None
+                       ) -> Callable[[Tensor], Tensor]:
         """v [P, D] -> (F + damping I) v, F the Hessian of the mean KL(pi_old || pi) at
         theta_old over the actor's columns, by double backprop (members are independent, so
-        the Hessian of the summed KLs is block-diagonal: one block per member)."""
+        the Hessian of the summed KLs is block-diagonal: one block per member). With
+        `action_mask` (old_out then masked too), the KL of the distributions over the valid
+        actions."""
         x = flat_old.clone().requires_grad_(True)
         mask = net.actor_mask  # type: ignore[attr-defined]
         with torch.enable_grad():
-            out = net.actor(obs, x)  # type: ignore[attr-defined]
+            out = mask_logits(net.actor(obs, x), action_mask)  # type: ignore[attr-defined]
             kl = net.kl_from(old_out, out, flat_old, x).mean(1).sum()
             (gk,) = torch.autograd.grad(kl, x, create_graph=True)
 
@@ -187,10 +192,11 @@ class ClosedForm:
 
     @torch.no_grad()
     def policy_gradient(self, net: PopActorCritic, obs: Tensor, actions: Tensor,
-                        logp_old: Tensor, adv: Tensor, flat_old: Tensor
-                        ) -> tuple[Tensor, Tensor, Tensor]:
+                        logp_old: Tensor, adv: Tensor, flat_old: Tensor,
+                        action_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         params = net.views(flat_old)
         old_out, acts = net.mlp_forward("actor", obs, params)
+        old_out = mask_logits(old_out, action_mask)  # d/d(an invalid logit) = 0: p = 0 there
         parts = net.log_prob_parts(old_out, actions, params)
         surr = torch.exp(parts["logp"] - logp_old) * adv
         g_out, g_ls = net.log_prob_backward(parts, actions, surr / obs.shape[1])
@@ -199,11 +205,14 @@ class ClosedForm:
 
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
-                       flat_old: Tensor, damping: float) -> Callable[[Tensor], Tensor]:
+                       flat_old: Tensor, damping: float, action_mask: Tensor | None = None
+                       ) -> Callable[[Tensor], Tensor]:
         """F v = J^T M J v: J v forward mode through the actor, M the KL's Hessian in the output
         space at theta_old (diag(p) - p p^T for a softmax, 1/sigma^2 for the mean, 2 for each
         log-std), J^T u by mlp_backward. Exactly the Hessian of the mean KL at theta_old, since
-        the KL's gradient in the outputs vanishes there."""
+        the KL's gradient in the outputs vanishes there. On a masked batch old_out holds the
+        masked logits, so p is 0 on the invalid actions and M is already the Hessian of the
+        KL over the valid actions: `action_mask` is not read again."""
         params = net.views(flat_old)
         _, acts = net.mlp_forward("actor", obs, params)
         B = obs.shape[1]

@@ -273,7 +273,7 @@ class RunConfig:
     """Invalid-action masks from the env (Discrete, MultiDiscrete; docs/masking.md): 'auto'
     uses them where the env gives them (an action_masks() method, as sb3-contrib's
     MaskablePPO reads it, or info["action_mask"]), 'on' requires them, 'off' ignores them.
-    Masked runs take the Gymnasium collector and the PPO family's algorithms."""
+    Masked runs take the Gymnasium collector (in one process or on runners), any algorithm."""
     preset: str | None = "auto"
     """The preset applied under your values, the same on every entry point (`trustrl train`,
     make_config, these classes, trustrl.PPO and the other models): 'auto' (the default: the
@@ -569,8 +569,6 @@ class RunConfig:
             if self.vector == "torch":
                 raise ConfigError("runners step Gymnasium vector envs: vector 'sync' or "
                                   "'async', not 'torch'")
-            if self.action_mask == "on":
-                raise ConfigError("action_mask 'on' needs the in-process collector (runners 0)")
             if self.num_envs % self.runners:
                 raise ConfigError(f"num_envs {self.num_envs} is not a multiple of runners "
                                   f"{self.runners} (each runner steps num_envs / runners envs)")
@@ -598,7 +596,8 @@ class RunConfig:
                                   "and wrappers need vector 'sync' or 'async'")
             if self.action_mask == "on":
                 raise ConfigError("action_mask 'on' needs the Gymnasium collector (vector "
-                                  "'sync' or 'async'): the batched collector does not mask")
+                                  "'sync' or 'async'): the batched collector's classic-control "
+                                  "envs give no masks")
             if not self.eval_deterministic:
                 raise ConfigError("vector 'torch' evaluates greedily: eval_deterministic false "
                                   "needs vector 'sync' or 'async'")

@@ -164,9 +164,11 @@ def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | tor
     return ModuleNet.from_policies(policies, spec.action, device)
 
 
-MASKED_ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "ppo-penalty", "pg")
+MASKED_ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "ppo-penalty", "spo", "pg", "trpo",
+                "npg")
 """The algorithms that take action masks (their losses go through the backends'
-value_and_grad; TRPO's and NPG's policy gradient and Fisher products do not yet)."""
+value_and_grad; TRPO's and NPG's policy gradient, Fisher products and line search take the
+batch's masks)."""
 
 
 def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
@@ -191,6 +193,16 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
     if prepare:
         _prepare(algo, net)
     return algo
+
+
+def masked_fallback_note(cfg: Any, algo: Algorithm) -> str | None:
+    """The note (for stderr) of a masked run that trains eagerly where an unmasked one would
+    take the compiled kernels (`grad_backend` 'auto' with Numba installed), or None."""
+    unmasked = compiled.pick(algo.net, cfg.grad_backend, cfg.jit == "compile")
+    if unmasked.name != "compiled" or algo.backend.name == "compiled":
+        return None
+    return (f"action masks: training on the {algo.backend.name} backend, not the compiled "
+            "kernels (they do not mask yet)")
 
 
 def _prepare(algo: Algorithm, net: PopNet) -> None:
@@ -237,7 +249,6 @@ class GymLearner:
     """One seed on a Gymnasium vector env: rollout -> GAE -> the algorithm's update (P = 1)."""
 
     kind = "gym"
-    masks_supported = True  # whether the collector carries action masks
     evaluator = None
     restart_note = None
     after_collect: Any = None
@@ -256,9 +267,6 @@ class GymLearner:
         # where the env's action masks come from (None: unmasked), trustrl.envs.masks
         self.mask_source = masks.run_source(cfg.action_mask, self.env, self.spec.action,
                                             f"env {self.spec.env_id!r}")
-        if self.mask_source is not None and not self.masks_supported:
-            raise ConfigError("action masks run on the in-process collector (runners 0); "
-                              "set action_mask off")
         self.algo = _algorithm(cfg, self.net, self.seeds, self.mask_source is not None)
         self.extra_columns = tuple(self.algo.extra_columns)
         self.columns = SHARED_COLUMNS + self.algo.columns
@@ -270,6 +278,9 @@ class GymLearner:
         self._agent = Agent(policy, self.spec, norm, cfg.device)
         self.collector = self._make_collector()
         self._iteration = 0
+        note = None if self.mask_source is None else masked_fallback_note(cfg, self.algo)
+        if note is not None:  # once the envs have given valid masks
+            print(f"trustrl: note: {note}", file=sys.stderr, flush=True)
 
     def _make_collector(self) -> Any:
         """The collector: the vector env of all num_envs envs in this process (a subclass

@@ -129,7 +129,8 @@ class Runner:
     its thread count (`threads`), so inline runners draw what actors draw."""
 
     def __init__(self, cfg: RunConfig, index: int, num_envs: int, env_seed: int,
-                 rng: torch.Tensor, threads: int, cwd: str | None = None):
+                 rng: torch.Tensor, threads: int, mask_source: str | None = None,
+                 cwd: str | None = None):
         if cwd is not None and os.path.isdir(cwd):
             # the learner's folder, searched after the installed packages (as
             # trustrl.importing does): users' env modules found as the learner finds them
@@ -151,9 +152,14 @@ class Runner:
         if cfg.normalize_reward:
             scaler = RewardScaler(num_envs, cfg.gamma, cfg.reward_clip)
             scaler.rms = TrackedStats(())
-        state = Collector.start(self.envs, self.agent, env_seed)
+        # the learner's mask source (trustrl.envs.masks; None: unmasked): the masks each
+        # action was sampled under travel in the segment's rollout, the next observations'
+        # (from info) in the runner's state
+        self.mask_source = mask_source
+        state = Collector.start(self.envs, self.agent, env_seed, mask_source)
         self.collector = Collector(self.envs, self.agent, cfg.num_steps, scaler, state,
-                                   game_episodes=getattr(self.env, "atari", None) == "train")
+                                   game_episodes=getattr(self.env, "atari", None) == "train",
+                                   mask_source=mask_source)
         self.rng = rng
         self._unpicklable: str | None = None
 
@@ -200,7 +206,8 @@ class Runner:
         st, scaler = self.collector.state, self.collector.reward_scaler
         obs, rew = self._stats()
         return {"envs": self._pickled_envs(), "envs_unpicklable": self._unpicklable,
-                "next_obs": st.next_obs, "ep_return": st.ep_return, "ep_length": st.ep_length,
+                "next_obs": st.next_obs, "next_mask": st.next_mask,
+                "ep_return": st.ep_return, "ep_length": st.ep_length,
                 "reward_returns": None if scaler is None else scaler.returns.copy(),
                 "obs_pending": None if obs is None else obs.delta.state_dict(),
                 "reward_pending": None if rew is None else rew.delta.state_dict(),
@@ -225,12 +232,13 @@ class Runner:
             self.envs.envs = sub
             # copies: arrays from Ray's object store are read-only
             st.next_obs = copy.deepcopy(s["next_obs"])
+            st.next_mask = copy.deepcopy(s.get("next_mask"))
             st.ep_return, st.ep_length = np.array(s["ep_return"]), np.array(s["ep_length"])
             if scaler is not None:
                 scaler.returns = np.array(s["reward_returns"], np.float64)
         else:  # as GymLearner: fresh episodes (their first observations are counted)
-            fresh = Collector.start(self.envs, self.agent, restart_seed)
-            st.next_obs = fresh.next_obs
+            fresh = Collector.start(self.envs, self.agent, restart_seed, self.mask_source)
+            st.next_obs, st.next_mask = fresh.next_obs, fresh.next_mask
             st.ep_return[:] = 0.0
             st.ep_length[:] = 0
         self.rng = s["rng"]
@@ -270,8 +278,9 @@ class RunnerPool:
     """The collector of RunnerLearner: N runners behind Collector's collect() -> (Rollout,
     episodes), the rollout [T, num_envs] in the single-process run's env order."""
 
-    def __init__(self, cfg: RunConfig, agent: Agent, rng0: torch.Tensor):
-        self.cfg, self.agent = cfg, agent
+    def __init__(self, cfg: RunConfig, agent: Agent, rng0: torch.Tensor,
+                 mask_source: str | None = None):
+        self.cfg, self.agent, self.mask_source = cfg, agent, mask_source
         self.N = cfg.runners
         self.n = cfg.num_envs // self.N
         self.reward_scaler = None  # the learner's checkpoint takes the runners' (state_dict)
@@ -309,7 +318,7 @@ class RunnerPool:
         self._started_ray = True
 
     def _spawn(self, r: int, env_seed: int, rng: torch.Tensor) -> Any:
-        args = (self.cfg, r, self.n, env_seed, rng, self.threads)
+        args = (self.cfg, r, self.n, env_seed, rng, self.threads, self.mask_source)
         if self.inline:
             return Runner(*args)
         try:
@@ -400,7 +409,7 @@ class RunnerPool:
         first = segments[0].rollout
         parts = {}
         for name in ("obs", "actions", "logp", "values", "rewards", "next_values",
-                     "terminated", "truncated", "actor_out"):
+                     "terminated", "truncated", "actor_out", "action_mask"):
             if getattr(first, name) is None:
                 parts[name] = None
                 continue
@@ -453,8 +462,6 @@ class RunnerLearner(GymLearner):
     RunnerPool: the rollout on `runners` runners. Its metrics.csv has one more column,
     runner_restarts (runners restarted in that iteration)."""
 
-    masks_supported = False  # the runners' segments do not carry action masks yet
-
     kind = "runners"
 
     def __init__(self, cfg: RunConfig):
@@ -466,7 +473,7 @@ class RunnerLearner(GymLearner):
             raise ConfigError("runners step Gymnasium vector envs: vector 'sync' or 'async'")
         # runner 0 continues this process's torch stream from here, as the single-process
         # collector would
-        return RunnerPool(self.cfg, self._agent, torch.get_rng_state())
+        return RunnerPool(self.cfg, self._agent, torch.get_rng_state(), self.mask_source)
 
     @property
     def pool(self) -> RunnerPool:

@@ -34,10 +34,17 @@ from trustrl.algos.common import (
     normalize_advantages,
 )
 from trustrl.backends import Backend
+from trustrl.distributions import mask_logits
 from trustrl.optim import PopAdam
 from trustrl.popnet import PopNet
 from trustrl.trust.cg import conjugate_gradient
 from trustrl.trust.line_search import population_line_search
+
+
+def _masked(mask: Tensor | None) -> dict[str, Tensor]:
+    """The backends' action_mask argument, passed only on a masked run (the compiled
+    backend, never given masks, does not take it)."""
+    return {} if mask is None else {"action_mask": mask}
 
 
 class TRPO(Algorithm):
@@ -65,6 +72,7 @@ class TRPO(Algorithm):
         net = self.net
         params = net.views(cand)  # type: ignore[attr-defined]
         out = net.actor(batch["obs"], params)  # type: ignore[attr-defined]
+        out = mask_logits(out, batch.get("action_mask"))  # a masked run: the valid actions
         logp = net.log_prob(out, batch["actions"], params)
         L = (torch.exp(logp - batch["logp_old"]) * adv).mean(1)
         return L, net.kl_from(old_out, out, flat_old, params).mean(1)
@@ -77,14 +85,19 @@ class TRPO(Algorithm):
         dev = net.flat.device
         flat_old = net.flat.detach().clone()
         adv = normalize_advantages(batch["advantages"]) if cfg.norm_adv else batch["advantages"]
+        # a masked run: every log-prob and KL below is over the valid actions each sample was
+        # drawn under (old_out comes back masked), as pi_old's were
+        mask = batch.get("action_mask")
         # 2. g = dL/dtheta at theta_old
         g, L_old, old_out = backend.policy_gradient(net, batch["obs"], batch["actions"],
-                                                    batch["logp_old"], adv, flat_old)
+                                                    batch["logp_old"], adv, flat_old,
+                                                    **_masked(mask))
         # 3. x ~= F^-1 g by conjugate gradient on Fisher-vector products, per member (on every
         #    k-th sample with fisher_subsample k: F is the step's metric, not its direction)
         k = cfg.fisher_subsample
         fvp = backend.fisher_product(net, batch["obs"][:, ::k], old_out[:, ::k], flat_old,
-                                     cfg.damping)
+                                     cfg.damping,
+                                     **_masked(None if mask is None else mask[:, ::k]))
         cg = conjugate_gradient(fvp, g, cfg.cg_iters, cfg.cg_residual_tol,
                                 lockstep=not self.eager)
         x = cg.x
