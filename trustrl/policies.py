@@ -354,26 +354,29 @@ def unroll(kind: str, cell: nn.Module, x: Tensor, starts: Tensor, state: Tensor
     and r, z, n), written out so that the input projection of the whole segment is one
     product."""
     H = cell.hidden_size
-    gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # [T, N, G*H]
-    keep = 1.0 - starts.to(x.dtype)
+    # the steps' input projections as one product; unbind, not gi[t], so that the backward
+    # pass stacks the steps' gradients once instead of a full-size zero tensor per step
+    lstm = kind == "lstm"
+    # (LSTM: both biases in the input projection, each step's gates one addmm)
+    gi = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh if lstm else cell.bias_ih
+                  ).unbind(0)  # T x [N, G*H]
+    keep = (1.0 - starts.to(x.dtype)).unsqueeze(-1).unbind(0)  # T x [N, 1]
+    w_hh = cell.weight_hh.t()
+    h, c = (state[:, :H], state[:, H:]) if lstm else (state, state)
     outs = []
     for t in range(x.shape[0]):
-        state = state * keep[t, :, None]
-        h = state[:, :H]
-        gh = F.linear(h, cell.weight_hh, cell.bias_hh)
-        if kind == "lstm":
-            i, f, g, o = (gi[t] + gh).chunk(4, -1)
-            c = torch.sigmoid(f) * state[:, H:] + torch.sigmoid(i) * torch.tanh(g)
+        h = h * keep[t]
+        if lstm:
+            i, f, g, o = torch.addmm(gi[t], h, w_hh).chunk(4, -1)
+            c = torch.sigmoid(f) * (c * keep[t]) + torch.sigmoid(i) * torch.tanh(g)
             h = torch.sigmoid(o) * torch.tanh(c)
-            state = torch.cat([h, c], -1)
         else:
             ir, iz, i_n = gi[t].chunk(3, -1)
-            hr, hz, h_n = gh.chunk(3, -1)
+            hr, hz, h_n = torch.addmm(cell.bias_hh, h, w_hh).chunk(3, -1)
             r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
             h = (1.0 - z) * torch.tanh(i_n + r * h_n) + z * h
-            state = h
         outs.append(h)
-    return torch.stack(outs), state
+    return torch.stack(outs), (torch.cat([h, c], -1) if lstm else h)
 
 
 class RecurrentActorCritic(_Acting, nn.Module):
