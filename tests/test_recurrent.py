@@ -307,3 +307,56 @@ def test_cli_cartpole_novel_end_to_end(tmp_path, cli_env):
                        env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "PPO family" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("algo", ["ppo-noclip", "ppo-dualclip", "ppo-penalty", "spo", "pg"])
+def test_ppo_family_iterates_with_a_recurrent_policy(algo):
+    """Every PPO variant runs its update on the whole-sequence minibatches (the pi_old outputs
+    of ppo-penalty's KL included): finite metrics, parameters moved."""
+    if algo == "pg":  # one step on the whole batch: no minibatch_size
+        cfg = CONFIGS["pg"](env_id="CartPoleNoVel-v1", recurrent="lstm", recurrent_hidden=16,
+                            num_envs=4, num_steps=40, vector="sync")
+    else:
+        cfg = small(seed=0, algo=algo)
+    lr = GymLearner(cfg)
+    before = lr.net.flat.detach().clone()
+    (row,), _ = lr.iterate()
+    assert np.isfinite(row["value_loss"]) and np.isfinite(row["kl_exact"])
+    assert not torch.equal(before, lr.net.flat)
+
+
+def test_recurrent_with_action_masks_never_invalid():
+    """Masks and recurrence together (MaskedPick-v0: an invalid pick ends the episode with
+    -1): no invalid action in the rollouts, and the update runs."""
+    lr = GymLearner(small(env_id="MaskedPick-v0", seed=1, recurrent="gru"))
+    assert lr.mask_source == "method"
+    for _ in range(2):
+        ro, _ = lr.collector.collect()
+        assert ro.action_mask.gather(-1, ro.actions.long()[..., None]).all()
+        assert (ro.rewards > 0).all()
+        T, N = ro.starts.shape
+        out = lr.net.actor(ro.obs.reshape(1, T * N, -1), starts=ro.starts.reshape(1, -1),
+                           state0=ro.state0[None])
+        from trustrl.distributions import mask_logits
+
+        torch.testing.assert_close(mask_logits(out[0], ro.action_mask.reshape(T * N, -1)),
+                                   ro.actor_out.reshape(T * N, -1), rtol=1e-5, atol=1e-6)
+    (row,), _ = lr.iterate()
+    assert np.isfinite(row["approx_kl"])
+
+
+def test_image_observations_go_through_the_cnn_then_the_cell():
+    """An image env: NatureCNN's features feed the LSTM; the collector's uint8 rows unroll
+    to the outputs it acted on; one update runs."""
+    import test_spaces  # noqa: F401 - registers trustrl-test/ImageObs-v0
+
+    lr = GymLearner(small(env_id="trustrl-test/ImageObs-v0", seed=0, num_steps=8,
+                          minibatch_size=16, num_envs=2, update_epochs=1))
+    assert lr.agent().policy.features is not None and lr.collector.pixels
+    ro, _ = lr.collector.collect()
+    T, N = ro.starts.shape
+    out = lr.net.actor(ro.obs.reshape(1, T * N, -1), starts=ro.starts.reshape(1, -1),
+                       state0=ro.state0[None])
+    torch.testing.assert_close(out[0], ro.actor_out.reshape(T * N, -1), rtol=1e-4, atol=1e-5)
+    (row,), _ = lr.iterate()
+    assert np.isfinite(row["value_loss"])
