@@ -4,7 +4,6 @@ unroll, whole-sequence minibatches, exact resume, predict's state, errors, the C
 
 from __future__ import annotations
 
-import pickle
 import subprocess
 import sys
 
@@ -187,15 +186,18 @@ def test_minibatches_are_whole_env_sequences():
     assert len(seen) == N
 
 
-def test_resume_is_exact():
+def test_resume_is_exact(tmp_path):
     """A learner restored from a checkpoint mid-run (mid-episode: the recurrent state and the
-    episode starts are in it) continues exactly as the one that never stopped."""
+    episode starts are in it; written and read in the checkpoints' safe format) continues
+    exactly as the one that never stopped."""
     from trustrl.runs import TIMING_COLUMNS
+    from trustrl.safeio import load_safe, save_safe
 
     for kind in KINDS:
         a = GymLearner(small(seed=3, recurrent=kind, num_steps=33, minibatch_size=66))
         a.iterate()
-        ck = pickle.loads(pickle.dumps(a.state_dict()))
+        save_safe(a.state_dict(), tmp_path / f"{kind}.pt")
+        ck = load_safe(tmp_path / f"{kind}.pt")
         assert ck["collector"]["hidden"] is not None and ck["collector"]["hidden"].any()
         (row_a,), eps_a = a.iterate()
         b = GymLearner(small(seed=3, recurrent=kind, num_steps=33, minibatch_size=66))
@@ -360,3 +362,12 @@ def test_image_observations_go_through_the_cnn_then_the_cell():
     torch.testing.assert_close(out[0], ro.actor_out.reshape(T * N, -1), rtol=1e-4, atol=1e-5)
     (row,), _ = lr.iterate()
     assert np.isfinite(row["value_loss"])
+
+
+def test_box_actions_pendulum_no_vel():
+    """PendulumNoVel-v1 (Box actions: the Gaussian's log-std beside the recurrent network):
+    the velocity is gone from the observation, and an iteration runs."""
+    lr = GymLearner(small(env_id="PendulumNoVel-v1", seed=0, recurrent="gru"))
+    assert lr.spec.obs_dim == 2
+    (row,), _ = lr.iterate()
+    assert np.isfinite(row["value_loss"]) and np.isfinite(row["kl_exact"])
