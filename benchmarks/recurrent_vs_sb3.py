@@ -5,7 +5,7 @@ invocation.
 
     nice -n 10 python benchmarks/recurrent_vs_sb3.py [--total-steps 50000] [--seeds 0,1,2] \\
         [--out benchmarks/results/recurrent_DATE]
-    python benchmarks/recurrent_vs_sb3.py --report-only --out DIR   # RESULT.md again
+    python benchmarks/recurrent_vs_sb3.py --report-only --out DIR   # the tables again
 
 Needs sb3-contrib (`pip install "trustrl[bench]"`). The settings are rl-baselines3-zoo's for
 `ppo_lstm` on CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml, "# Tuned"): normalize True (VecNormalize,
@@ -22,7 +22,8 @@ LSTM (enable_critic_lstm), trustrl's share one (docs/recurrent.md).
 
 Measured per run, after an untimed warm-up of each tool: the seconds of learn() (train SPS =
 steps / seconds) and the final greedy return over 20 episodes reset with seeds 10000 + i
-(observation statistics frozen). One torch thread per run.
+(observation statistics frozen). One torch thread per run. results.json keeps every run;
+RESULT.md and the table in docs/recurrent.md (between its markers) are generated from it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+DOC = HERE.parent / "docs" / "recurrent.md"
+MARK_BEGIN, MARK_END = "<!-- recurrent-table:begin -->", "<!-- recurrent-table:end -->"
 sys.path.insert(0, str(HERE))
 from masking_vs_sb3 import _spread  # noqa: E402 - the sibling benchmark's formatting
 
@@ -188,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     text = table(json.loads((a.out / "results.json").read_text()))
     (a.out / "RESULT.md").write_text("# Recurrent PPO: trustrl against sb3-contrib's "
                                      "RecurrentPPO\n\n" + text + "\n")
+    doc = DOC.read_text()  # the table in docs/recurrent.md, between its markers
+    if MARK_BEGIN in doc and MARK_END in doc:
+        head, rest = doc.split(MARK_BEGIN, 1)
+        DOC.write_text(head + MARK_BEGIN + "\n" + text + "\n" + MARK_END
+                       + rest.split(MARK_END, 1)[1])
     print(text)
     return 0
 
