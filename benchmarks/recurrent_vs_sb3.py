@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "recurrent.md"
 MARK_BEGIN, MARK_END = "<!-- recurrent-table:begin -->", "<!-- recurrent-table:end -->"
 sys.path.insert(0, str(HERE))
-from masking_vs_sb3 import _spread  # noqa: E402 - the sibling benchmark's formatting
+from masking_vs_sb3 import _spread, versions  # noqa: E402 - the sibling benchmark's helpers
 
 ENV_ID = "CartPoleNoVel-v1"
 TOOLS = ("sb3-recurrent", "trustrl-lstm", "trustrl-mlp")
@@ -123,19 +123,6 @@ def run_one(tool: str, seed: int, total: int) -> dict[str, Any]:
     r.update(tool=tool, seed=seed, total_steps=total, sps=total / r["seconds"],
              final_return=float(np.mean(r["returns"])))
     return r
-
-
-def versions() -> dict[str, str]:
-    import gymnasium
-    import sb3_contrib
-    import stable_baselines3
-    import torch
-
-    import trustrl
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "gymnasium": gymnasium.__version__, "stable_baselines3": stable_baselines3.__version__,
-            "sb3_contrib": sb3_contrib.__version__, "trustrl": trustrl.__version__}
 
 
 def table(results: dict[str, Any]) -> str:
