@@ -371,3 +371,37 @@ def test_box_actions_pendulum_no_vel():
     assert lr.spec.obs_dim == 2
     (row,), _ = lr.iterate()
     assert np.isfinite(row["value_loss"]) and np.isfinite(row["kl_exact"])
+
+
+def test_evaluation_carries_the_state():
+    """trustrl.evaluate plays a recurrent agent with its state carried through each episode:
+    the returns of a hand-written loop over predict(obs, state, episode_start), and not those
+    of an agent that forgets (state None at every step)."""
+    import gymnasium as gym
+
+    from trustrl.evaluate import evaluate
+
+    def by_hand(agent, carry: bool) -> list[float]:
+        out = []
+        for i in range(4):
+            env = gym.make("CartPoleNoVel-v1")
+            obs, _ = env.reset(seed=10_000 + i)
+            state, start, done, ret = None, np.ones(1, bool), False, 0.0
+            while not done:
+                a, nxt = agent.predict(obs[None], state if carry else None, start, True)
+                state, start = nxt, np.zeros(1, bool)
+                obs, r, term, trunc, _ = env.step(int(a[0]))
+                ret, done = ret + r, term or trunc
+            out.append(ret)
+        return out
+
+    forgetful_differs = []
+    for seed in SEEDS:
+        agent = GymLearner(small(seed=seed, normalize_obs=False)).agent()
+        with torch.no_grad():  # a cell whose state matters to the greedy action
+            agent.policy.cell.weight_hh.mul_(4.0)
+            agent.policy.policy_head.weight.mul_(50.0)
+        got = evaluate(agent, "CartPoleNoVel-v1", episodes=4, seed=10_000).tolist()
+        assert got == by_hand(agent, True)
+        forgetful_differs.append(got != by_hand(agent, False))
+    assert any(forgetful_differs)
