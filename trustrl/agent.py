@@ -25,7 +25,8 @@ def make_policy(spec: EnvSpec, cfg: Any) -> Policy:
     `cfg.policy` ("module:factory")."""
     return build_policy(spec.obs_dim, spec.action, spec.layout(), cfg.hidden_sizes,
                         cfg.activation, cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init,
-                        getattr(cfg, "policy", "") or "")
+                        getattr(cfg, "policy", "") or "", getattr(cfg, "recurrent", "none"),
+                        getattr(cfg, "recurrent_hidden", 64))
 
 
 class Agent:
@@ -125,13 +126,59 @@ class Agent:
         return torch.as_tensor(masks.check_masks(m, self.spec.action, n, "action_masks"),
                                device=self.device)
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy has a recurrent state (recurrent 'lstm' or 'gru')."""
+        return bool(getattr(self.policy, "recurrent", False))
+
+    def initial_state(self, n: int) -> np.ndarray | None:
+        """A recurrent policy's state before n envs' first steps [n, S] (zeros; LSTM: h and
+        c side by side), or None for a memoryless policy.
+
+        Args:
+            n: how many envs.
+        """
+        if not self.recurrent:
+            return None
+        return np.zeros((n, self.policy.state_size), np.float32)  # type: ignore[union-attr]
+
+    def step_dist(self, x: torch.Tensor, mask: torch.Tensor | None, state: Any = None,
+                  episode_start: Any = None) -> tuple[Any, np.ndarray | None]:
+        """(the action distribution of normalised rows x [N, obs_dim], the next state): for a
+        recurrent policy one step from `state` ([N, S]; None: an episode's start) with
+        `episode_start` ([N] booleans: the state is reset there; None: none starts unless
+        `state` is None), else the policy's distribution and None.
+
+        Args:
+            x: the observation rows (array_tensor's).
+            mask: the valid actions [N, n] or None.
+            state: the recurrent state, as the last call returned it.
+            episode_start: which rows start an episode.
+        """
+        if not self.recurrent:
+            return self.policy.dist(x, mask), None
+        n = x.shape[0]
+        if state is None:
+            h, starts = self.initial_state(n), np.ones(n, np.float32)
+        else:
+            h = np.asarray(state, np.float32).reshape(n, -1)
+            starts = (np.zeros(n, np.float32) if episode_start is None
+                      else np.asarray(episode_start, np.float32).reshape(n))
+        pol = self.policy
+        out, _, nxt = pol.step(x, torch.as_tensor(h, device=self.device),  # type: ignore[union-attr]  # noqa: E501
+                               torch.as_tensor(starts, device=self.device))
+        from trustrl.policies import make_dist
+
+        return make_dist(self.spec.action, out, pol.log_std, mask), nxt.cpu().numpy()
+
     @torch.no_grad()
-    def act(self, obs: Any, deterministic: bool = True, action_masks: Any = None
-            ) -> np.ndarray:
+    def act(self, obs: Any, deterministic: bool = True, action_masks: Any = None,
+            state: Any = None, episode_start: Any = None) -> Any:
         """Action(s) for one observation or a batch [N, ...] of any observation space (a
         Dict observation as a dict of arrays, a batch as a dict of batches; lists and tuples
         of numbers too). Greedy (mode) by default. An observation of another shape, or not of
-        numbers, is an ObservationError naming the shape expected.
+        numbers, is an ObservationError naming the shape expected. A recurrent policy's act
+        returns (action(s), next state) instead, as `predict`.
 
         Args:
             obs: one observation or a batch, as the env returns them.
@@ -139,30 +186,38 @@ class Agent:
             action_masks: (Discrete, MultiDiscrete) the valid actions, [n] or [N, n]
                 booleans (sb3-contrib's name); an invalid action is then never returned,
                 greedy or sampled.
+            state: (recurrent policies) the state the previous call returned; None: the
+                episodes start here.
+            episode_start: (recurrent policies) [N] booleans, True where an episode starts
+                at this observation (its state is reset).
         """
         batch, single = check_observation(obs, self.spec.layout())
         x = obs_to_array(batch, self.spec)
-        d = self.policy.dist(self.array_tensor(x), self.mask_tensor(action_masks, len(x)))
+        d, nxt = self.step_dist(self.array_tensor(x), self.mask_tensor(action_masks, len(x)),
+                                state, episode_start)
         a = self.env_action(d.mode() if deterministic else d.sample())
-        return a[0] if single else a
+        a = a[0] if single else a
+        return (a, nxt) if self.recurrent else a
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = False, action_masks: Any = None
-                ) -> tuple[np.ndarray, None]:
-        """Stable-Baselines3's predict: (action, None) for one observation, (actions, None)
+                ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Stable-Baselines3's predict: (action, state) for one observation, (actions, state)
         for a batch; deterministic=False samples, as SB3's default (`act` is greedy by
-        default). The None is SB3's recurrent state: trustrl's networks have none.
-
+        default). The state is a recurrent policy's ([N, S] floats: give it back with the
+        next observation); None for a memoryless policy.
 
         Args:
             observation: one observation or a batch.
-            state: SB3's recurrent state; ignored.
-            episode_start: SB3's episode starts (for recurrent policies); ignored.
+            state: the recurrent state the previous call returned (None: episodes start).
+            episode_start: [N] booleans, True where an episode starts at this observation
+                (SB3's argument: the state is reset there).
             deterministic: the mode (True) or a sample (False).
             action_masks: the valid actions, as sb3-contrib's MaskablePPO.predict takes them.
         """
-        return self.act(observation, deterministic=deterministic,
-                        action_masks=action_masks), None
+        out = self.act(observation, deterministic=deterministic, action_masks=action_masks,
+                       state=state, episode_start=episode_start)
+        return out if self.recurrent else (out, None)
 
     def evaluate(self, env: Any, episodes: int = 10, deterministic: bool = True,
                  **kwargs: Any) -> np.ndarray:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from trustrl.distributions import mask_logits
-from trustrl.popnet import PopActorCritic, PopNet
+from trustrl.popnet import PopActorCritic, PopNet, seq_args
 
 
 @dataclass
@@ -91,11 +91,11 @@ class Autograd:
         with torch.enable_grad():
             v = net.views(flat)  # type: ignore[attr-defined]
             if policy:
-                out, value = net.actor_critic(mb["obs"], v)
+                out, value = net.actor_critic(mb["obs"], v, **seq_args(mb))
                 out = mask_logits(out, mb.get("action_mask"))  # the sample's valid actions
                 logp, ent = net.log_prob_entropy(out, mb["actions"], v)
             else:
-                value = net.critic(mb["obs"], v)  # type: ignore[attr-defined]
+                value = net.critic(mb["obs"], v, **seq_args(mb))  # type: ignore[attr-defined]
                 out = logp = ent = value
             t = loss_fn(Heads(net, v, out, logp, ent, value), mb, False)
             (g,) = torch.autograd.grad(t.loss.sum(), flat)

@@ -106,6 +106,7 @@ RANGES: dict[str, Range] = {
     "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": Range(1, 10**9),
     "checkpoint_secs": Range(0, 1e9), "checkpoint_keep": Range(0, 10**6),
     "torch_threads": Range(1, MAX_TORCH_THREADS), "runners": Range(0, MAX_ENVS),
+    "recurrent_hidden": Range(1, 4096),
     # SGD methods
     "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS),
     "adam_eps": Range(0, 1, lo_open=True),
@@ -133,7 +134,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "activation": ("tanh", "relu"),
     "grad_backend": ("auto", "closed-form", "autograd", "compiled"),
     "track": ("none", "wandb", "mlflow"),
-    "action_mask": ("auto", "on", "off"),
+    "action_mask": ("auto", "on", "off"), "recurrent": ("none", "lstm", "gru"),
 }
 
 
@@ -317,6 +318,15 @@ class RunConfig:
     itself, if defined at a module's top level): a feature extractor (with features_dim)
     in front of the MLP heads, or a whole actor-critic (docs/custom_networks.md). '' (the
     default): the MLPs, behind a CNN for image observations."""
+    recurrent: str = "none"
+    """A recurrent policy for partially observed envs (docs/recurrent.md): 'lstm' or 'gru'
+    puts one LSTM or GRU of recurrent_hidden units between the observation (or an image's
+    CNN) and the actor and critic MLPs, its state carried across steps and reset where an
+    episode starts; minibatches are whole env sequences (minibatch_size a multiple of
+    num_steps). 'none' (the default): memoryless. The PPO family on the Gymnasium
+    collector, autograd."""
+    recurrent_hidden: int = 64
+    """Units of the recurrent cell (recurrent 'lstm' or 'gru')."""
 
     normalize_obs: bool = False
     """Running mean/std observation normalisation, saved with the agent, frozen at evaluation;
@@ -532,7 +542,8 @@ class RunConfig:
         return (self.env_id in SUPPORTED and self.algo in CONFIGS and not self.runners
                 and not self.shared_trunk and self.ortho_init
                 and not self.env_kwargs and not self.wrappers and not self.policy
-                and self.eval_deterministic and self.action_mask != "on")
+                and self.eval_deterministic and self.action_mask != "on"
+                and self.recurrent == "none")
 
     def _torch_vector(self) -> bool:
         """Whether this config runs on the batched torch envs (vector 'torch', or 'auto' that
@@ -572,6 +583,8 @@ class RunConfig:
             if self.num_envs % self.runners:
                 raise ConfigError(f"num_envs {self.num_envs} is not a multiple of runners "
                                   f"{self.runners} (each runner steps num_envs / runners envs)")
+        if self.recurrent != "none":
+            self._check_recurrent()
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
         if self.grad_backend in ("closed-form", "compiled") and self.shared_trunk:
@@ -622,6 +635,32 @@ class RunConfig:
             if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
                 raise ConfigError(f"device {self.device!r}: there are "
                                   f"{torch.cuda.device_count()} CUDA devices")
+
+    def _check_recurrent(self) -> None:
+        """One line for a combination a recurrent policy does not run (docs/recurrent.md)."""
+        where = ("recurrent policies run on the Gymnasium collector (vector 'sync' or "
+                 "'async', one seed, runners 0)")
+        if self.vector == "torch":
+            raise ConfigError(f"{where}, not vector 'torch' (the batched collector, which "
+                              "also runs populations of seeds)")
+        if self.runners:
+            raise ConfigError(f"{where}, not on runners")
+        if self.algo in ("trpo", "npg"):
+            raise ConfigError(f"recurrent policies train with the PPO family, not {self.algo} "
+                              "(its critic regression and Fisher products take shuffled "
+                              "samples, not sequences)")
+        if self.grad_backend in ("closed-form", "compiled"):
+            raise ConfigError(f"recurrent policies run on the autograd backend, not "
+                              f"grad_backend '{self.grad_backend}' (use 'auto' or 'autograd')")
+        if self.policy:
+            raise ConfigError("recurrent builds trustrl's own networks; a policy module of "
+                              "your own runs with recurrent none")
+        mb = getattr(self, "minibatch_size", None)
+        if mb is not None and self.algo != "pg" and (mb % self.num_steps or mb > self.batch_size):
+            raise ConfigError(f"recurrent minibatches are whole env sequences of num_steps "
+                              f"{self.num_steps} steps: minibatch_size {mb} must be a multiple "
+                              f"of num_steps up to num_envs*num_steps = {self.batch_size} "
+                              f"(e.g. --set minibatch_size={self.batch_size})")
 
     def _check_minibatch(self, name: str) -> None:
         if getattr(self, name) > self.batch_size:

@@ -108,13 +108,16 @@ def _evaluate(agent: Any, env_id: Any, episodes: int, deterministic: bool,
             total = np.zeros(n)
             running = np.ones(n, bool)
             steps = 0
+            # a recurrent policy's state, from the episodes' starts (Agent.step_dist)
+            state, started = None, None
             while running.any():
                 mask = None if source is None else torch.as_tensor(masks.read_masks(
                     envs, source, info, agent.spec.action, "the evaluation env"),
                     device=agent.device)
-                d = agent.policy.dist(agent.obs_tensor(obs), mask)
+                d, state = agent.step_dist(agent.obs_tensor(obs), mask, state, started)
                 action = agent.env_action(d.mode() if deterministic else d.sample())
                 obs, reward, term, trunc, info = envs.step(action)
+                started = np.logical_or(term, trunc)
                 total += np.where(running, reward, 0.0)
                 running &= ~np.logical_or(term, trunc)
                 steps += 1

@@ -322,6 +322,8 @@ class GymLearner:
         if b.action_mask is not None:  # the masks the actions were sampled under
             assert b.old_out is not None  # masked logits: pi_old as it sampled
             batch["action_mask"] = b.action_mask[None]
+        if b.state0 is not None:  # recurrent: episode starts and the segment's start state
+            batch["starts"], batch["state0"] = b.starts[None], b.state0[None]  # type: ignore[index]  # noqa: E501
         # 3. the algorithm's update (PPO's K epochs, TRPO's constrained step, ...), P = 1
         progress = cfg.schedule_progress(it - 1)
         self.algo.set_progress(progress)
@@ -385,7 +387,8 @@ class GymLearner:
             **self._learner_state(),
             "reward_scaler": None if scaler is None else scaler.state_dict(),
             "collector": {"next_obs": st.next_obs, "ep_return": st.ep_return,
-                          "ep_length": st.ep_length, "next_mask": st.next_mask},
+                          "ep_length": st.ep_length, "next_mask": st.next_mask,
+                          "hidden": st.hidden, "next_start": st.next_start},
             # mid-episode sub-envs: the one pickle of a checkpoint (signed by RunDir); None for
             # async envs and for sub-envs that cannot be pickled (then the reason why)
             "envs": envs,
@@ -428,6 +431,9 @@ class GymLearner:
             st.ep_return = ck["collector"]["ep_return"]
             st.ep_length = ck["collector"]["ep_length"]
             st.next_mask = ck["collector"].get("next_mask")
+            if st.hidden is not None:  # a recurrent policy's state mid-episode
+                st.hidden = ck["collector"]["hidden"]
+                st.next_start = ck["collector"]["next_start"]
         else:
             # async envs, or sync sub-envs that could not be pickled or whose pickle leaves
             # their state out: they restart from fresh episodes (not bit-exact), reset with
@@ -438,6 +444,7 @@ class GymLearner:
                                     self.cfg.seed + RESTART_SEED_STRIDE * int(ck["iteration"]),
                                     self.mask_source)
             st.next_obs, st.next_mask = fresh.next_obs, fresh.next_mask
+            st.hidden, st.next_start = fresh.hidden, fresh.next_start
             st.ep_return[:] = 0.0
             st.ep_length[:] = 0
             if self.collector.reward_scaler is not None:

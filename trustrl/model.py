@@ -125,23 +125,24 @@ class Model:
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = False, action_masks: Any = None
-                ) -> tuple[np.ndarray, None]:
-        """(action, None) for one observation, or (actions, None) for a batch [N, ...], as
-        SB3's predict returns them (the None is SB3's recurrent state: trustrl's networks
-        have none). deterministic=False samples, as SB3's default; True takes the mode
-        (argmax, the Gaussian mean). Observations go in as the env returns them (the
-        agent's normaliser is applied); the actions are ready for env.step.
+                ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(action, state) for one observation, or (actions, state) for a batch [N, ...], as
+        SB3's predict returns them: the state is a recurrent policy's (recurrent 'lstm' or
+        'gru': give it back with the next observation, and episode_start where an episode
+        starts), None for a memoryless one. deterministic=False samples, as SB3's default;
+        True takes the mode (argmax, the Gaussian mean). Observations go in as the env
+        returns them (the agent's normaliser is applied); the actions are ready for env.step.
 
         Args:
             observation: one observation or a batch.
-            state: SB3's recurrent state; ignored.
-            episode_start: SB3's episode starts (for recurrent policies); ignored.
+            state: the recurrent state the previous call returned (None: episodes start).
+            episode_start: [N] booleans, True where an episode starts (the state is reset).
             deterministic: the mode (True) or a sample (False).
             action_masks: the valid actions ([n] or [N, n] booleans, sb3-contrib's
                 MaskablePPO.predict's argument); an invalid action is then never returned.
         """
-        return self.agent.predict(observation, deterministic=deterministic,
-                                  action_masks=action_masks)
+        return self.agent.predict(observation, state, episode_start,
+                                  deterministic=deterministic, action_masks=action_masks)
 
     def get_env(self) -> Any:
         """A Gymnasium vector env of the model's env (num_envs copies, same-step autoreset),

@@ -90,6 +90,15 @@ def mlp_trunk(n_in: int, hidden_sizes: Sequence[int], activation: str,
     return nn.Sequential(*layers)
 
 
+def _trunk_kwargs(trunk: nn.Sequential) -> dict:
+    """hidden_sizes and activation of an mlp_trunk (for an agent file's kwargs)."""
+    return {
+        "hidden_sizes": [m.out_features for m in trunk if isinstance(m, nn.Linear)],
+        "activation": next(
+            (k for k, v in ACTIVATIONS.items() for m in trunk if isinstance(m, v)), "tanh"),
+    }
+
+
 class _Acting:
     """What every policy module offers the collectors: dist, sample_step, evaluate_actions."""
 
@@ -112,6 +121,11 @@ class _Acting:
         `mask`, the invalid actions' logits are set aside (mask_logits) in the distribution
         and in the returned output alike."""
         out, v = self(obs, "both")  # type: ignore[operator]
+        return self._sample(out, v, with_out, mask)
+
+    def _sample(self, out: Tensor, v: Tensor, with_out: bool, mask: Tensor | None
+                ) -> tuple[Tensor, ...]:
+        """sample_step's draw from the actor's output `out` (masked where `mask` says)."""
         if mask is not None:
             out = mask_logits(out, mask)
         d = make_dist(self.action, out, self.log_std)
@@ -249,11 +263,7 @@ class ActorCritic(_Acting, nn.Module):
         kw = {
             "obs_dim": self.obs_dim,
             "action": self.action.__dict__,
-            "hidden_sizes": [m.out_features for m in self.actor_trunk if isinstance(m, nn.Linear)],
-            "activation": next(
-                (k for k, v in ACTIVATIONS.items() for m in self.actor_trunk if isinstance(m, v)),
-                "tanh",
-            ),
+            **_trunk_kwargs(self.actor_trunk),
             "shared_trunk": self.shared_trunk,
         }
         if self.extractor is not None:
@@ -328,26 +338,231 @@ class CustomActorCritic(_Acting, nn.Module):
         return cls(module, kw["obs_dim"], action, kw["layout"], kw["custom"])
 
 
-Policy = ActorCritic | CustomActorCritic
+RECURRENT_KINDS = ("lstm", "gru")
+
+
+def unroll(kind: str, cell: nn.Module, x: Tensor, starts: Tensor, state: Tensor
+           ) -> tuple[Tensor, Tensor]:
+    """The one unroll of a recurrent cell (acting, training and evaluation all call it):
+    inputs x [T, N, F], episode-start flags starts [T, N] (True where step t is an episode's
+    first: the state is zeroed there, state * (1 - start), so nothing flows across an
+    episode's end) and the state at the segment's start [N, S] -> (the hidden outputs
+    [T, N, H], the state after the last step [N, S]). Acting is T = 1.
+
+    kind 'lstm': `cell` an nn.LSTMCell, the state h and c side by side [N, 2H]; 'gru': an
+    nn.GRUCell, the state h [N, H]. The cells' arithmetic is PyTorch's (gate order i, f, g, o
+    and r, z, n), written out so that the input projection of the whole segment is one
+    product."""
+    H = cell.hidden_size
+    # the steps' input projections as one product; unbind, not gi[t], so that the backward
+    # pass stacks the steps' gradients once instead of a full-size zero tensor per step
+    lstm = kind == "lstm"
+    # (LSTM: both biases in the input projection, each step's gates one addmm)
+    gi = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh if lstm else cell.bias_ih
+                  ).unbind(0)  # T x [N, G*H]
+    keep = (1.0 - starts.to(x.dtype)).unsqueeze(-1).unbind(0)  # T x [N, 1]
+    w_hh = cell.weight_hh.t()
+    h, c = (state[:, :H], state[:, H:]) if lstm else (state, state)
+    outs = []
+    for t in range(x.shape[0]):
+        h = h * keep[t]
+        if lstm:
+            i, f, g, o = torch.addmm(gi[t], h, w_hh).chunk(4, -1)
+            c = torch.sigmoid(f) * (c * keep[t]) + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        else:
+            ir, iz, i_n = gi[t].chunk(3, -1)
+            hr, hz, h_n = torch.addmm(cell.bias_hh, h, w_hh).chunk(3, -1)
+            r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+            h = (1.0 - z) * torch.tanh(i_n + r * h_n) + z * h
+        outs.append(h)
+    return torch.stack(outs), (torch.cat([h, c], -1) if lstm else h)
+
+
+class RecurrentActorCritic(_Acting, nn.Module):
+    """pi(a | s_1..s_t) and V(s_1..s_t): the flat observation (or an extractor's features,
+    e.g. NatureCNN for images) -> one LSTM or GRU -> separate actor and critic MLP heads.
+
+    The recurrent trunk is shared by actor and critic, as CleanRL's ppo_atari_lstm (sb3-
+    contrib's RecurrentPPO defaults to one LSTM each): the unroll over a segment is a loop of
+    T sequential steps, the cost that dominates a recurrent update, and one trunk runs it
+    once for both heads; PPO's one loss (policy + vf_coef * value) trains it
+    (docs/recurrent.md). Init: orthogonal sqrt(2) on the MLP layers, 0.01 and 1.0 on the
+    heads, PyTorch's init on the cell with zero biases (ortho_init False: PyTorch's init
+    everywhere).
+
+    Rows: forward(obs [M, D], part, starts [M], state [m, S]) takes a segment of T = M / m
+    steps of m envs in time-major order (row t * m + e), with the state at its start; without
+    `state` each row is an episode's first step (zero state). `unroll` is the same on
+    [T, N, ...] and also returns the state after the segment; `step` is T = 1.
+    """
+
+    recurrent = True
+    shared_trunk = True  # actor and critic share the recurrent trunk: a ModuleNet
+    closed_form_ok = False
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action: ActionSpec,
+        recurrent: str = "lstm",
+        recurrent_hidden: int = 64,
+        hidden_sizes: Sequence[int] = (64,),
+        activation: str = "tanh",
+        log_std_init: float = 0.0,
+        ortho_init: bool = True,
+        extractor: dict | None = None,
+    ):
+        super().__init__()
+        if recurrent not in RECURRENT_KINDS:
+            raise ConfigError(f"recurrent must be one of none, {', '.join(RECURRENT_KINDS)}; "
+                              f"got {recurrent!r}")
+        self.obs_dim, self.action, self.kind = obs_dim, action, recurrent
+        self.extractor = extractor
+        self.features = None if extractor is None else _build_extractor(extractor, action,
+                                                                        ortho_init)
+        n_in = obs_dim if self.features is None else int(self.features.features_dim)  # type: ignore[arg-type]  # noqa: E501
+        H = int(recurrent_hidden)
+        self.cell = (nn.LSTMCell if recurrent == "lstm" else nn.GRUCell)(n_in, H)
+        if ortho_init:
+            nn.init.zeros_(self.cell.bias_ih)
+            nn.init.zeros_(self.cell.bias_hh)
+        self.state_size = 2 * H if recurrent == "lstm" else H
+        width = hidden_sizes[-1] if hidden_sizes else H
+        self.actor_trunk = mlp_trunk(H, hidden_sizes, activation, ortho_init)
+        self.critic_trunk = mlp_trunk(H, hidden_sizes, activation, ortho_init)
+        self.policy_head = _layer(width, action.n_out, 0.01, ortho_init)
+        self.value_head = _layer(width, 1, 1.0, ortho_init)
+        self.log_std = (nn.Parameter(torch.full((action.dim,), float(log_std_init)))
+                        if action.kind == "box" else None)
+
+    def initial_state(self, n: int, device: str | torch.device | None = None) -> Tensor:
+        """The state of n envs before any step [n, S] (zeros)."""
+        return torch.zeros(n, self.state_size, device=device)
+
+    # --- parameter groups -------------------------------------------------------------------
+    def _trunk_parameters(self) -> Iterator[nn.Parameter]:
+        if self.features is not None:
+            yield from self.features.parameters()
+        yield from self.cell.parameters()
+
+    def actor_parameters(self) -> Iterator[nn.Parameter]:
+        """Everything pi depends on: extractor, cell, actor MLP, policy head, log-std."""
+        yield from self._trunk_parameters()
+        yield from self.actor_trunk.parameters()
+        yield from self.policy_head.parameters()
+        if self.log_std is not None:
+            yield self.log_std
+
+    def critic_parameters(self) -> Iterator[nn.Parameter]:
+        """Everything V depends on (the extractor and the cell are in both lists)."""
+        yield from self._trunk_parameters()
+        yield from self.critic_trunk.parameters()
+        yield from self.value_head.parameters()
+
+    # --- forward ------------------------------------------------------------------------------
+    def unroll(self, obs: Tensor, starts: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(actor output [T, N, k], V [T, N], state after the segment [N, S]) of a segment:
+        obs [T, N, D], starts [T, N], state at its start [N, S] (trustrl.policies.unroll)."""
+        T, N = obs.shape[:2]
+        flat = obs.reshape(T * N, -1)
+        x = float_pixels(flat) if self.features is None else self.features(flat)
+        h, state = unroll(self.kind, self.cell, x.reshape(T, N, -1), starts, state)
+        a = _plain_forward(self.actor_trunk, h)
+        c = _plain_forward(self.critic_trunk, h)
+        out = F.linear(a, self.policy_head.weight, self.policy_head.bias)
+        v = F.linear(c, self.value_head.weight, self.value_head.bias).squeeze(-1)
+        return out, v, state
+
+    def step(self, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One step of N envs: obs [N, D], state [N, S], starts [N] -> (actor output [N, k],
+        V [N], the next state [N, S]): `unroll` with T = 1."""
+        out, v, state = self.unroll(obs[None], starts[None], state)
+        return out[0], v[0], state
+
+    def forward(self, obs: Tensor, part: str = "actor", starts: Tensor | None = None,
+                state: Tensor | None = None) -> Any:
+        """The actor's output for part "actor", V for "critic", both for "both", on the rows
+        of a segment (the class's docstring); what a population network calls through
+        torch.func.functional_call."""
+        if state is None:  # every row an episode's first step
+            state = self.initial_state(obs.shape[0], obs.device)
+            starts = torch.ones(obs.shape[0], device=obs.device)
+        assert starts is not None
+        m = state.shape[0]
+        T = obs.shape[0] // m
+        out, v, _ = self.unroll(obs.reshape(T, m, -1), starts.reshape(T, m), state)
+        out, v = out.reshape(T * m, -1), v.reshape(T * m)
+        return (out, v) if part == "both" else v if part == "critic" else out
+
+    def value(self, obs: Tensor, state: Tensor | None = None, starts: Tensor | None = None
+              ) -> Tensor:
+        """V at one step of N envs [N] (from the given state, else from an episode's start)."""
+        return self.forward(obs, "critic", starts, state)
+
+    @torch.no_grad()
+    def sample_step(self, obs: Tensor, with_out: bool = False, mask: Tensor | None = None,
+                    state: Tensor | None = None, starts: Tensor | None = None
+                    ) -> tuple[Tensor, ...]:
+        """_Acting.sample_step for one step of N envs from `state` (zeros if None) with the
+        episode-start flags `starts` [N]; the next state [N, S] comes last."""
+        if state is None:
+            state = self.initial_state(obs.shape[0], obs.device)
+            starts = torch.ones(obs.shape[0], device=obs.device)
+        assert starts is not None
+        out, v, state = self.step(obs, state, starts)
+        return (*self._sample(out, v, with_out, mask), state)
+
+    def kwargs(self) -> dict:
+        """Constructor arguments, so an agent file can rebuild the network."""
+        kw = {
+            "obs_dim": self.obs_dim,
+            "action": self.action.__dict__,
+            "recurrent": self.kind,
+            "recurrent_hidden": self.cell.hidden_size,
+            **_trunk_kwargs(self.actor_trunk),
+        }
+        if self.extractor is not None:
+            kw["extractor"] = self.extractor
+        return kw
+
+    @classmethod
+    def from_kwargs(cls, kw: dict) -> RecurrentActorCritic:
+        """The network of kwargs(), its weights left to load."""
+        kw = dict(kw)
+        return cls(action=ActionSpec.from_dict(kw.pop("action")), ortho_init=False, **kw)
+
+
+Policy = ActorCritic | CustomActorCritic | RecurrentActorCritic
 
 
 def policy_from_kwargs(kw: dict) -> Policy:
     """Rebuild a policy module from its kwargs() (the agent file's "policy_kwargs")."""
     if "custom" in kw:
         return CustomActorCritic.from_kwargs(kw)
+    if "recurrent" in kw:
+        return RecurrentActorCritic.from_kwargs(kw)
     return ActorCritic.from_kwargs(kw)
 
 
 def build_policy(obs_dim: int, action: ActionSpec, layout: Sequence[dict],
                  hidden_sizes: Sequence[int] = (64, 64), activation: str = "tanh",
                  shared_trunk: bool = False, log_std_init: float = 0.0,
-                 ortho_init: bool = True, policy: str = "") -> Policy:
+                 ortho_init: bool = True, policy: str = "", recurrent: str = "none",
+                 recurrent_hidden: int = 64) -> Policy:
     """The network for an env: with `policy` "" the MLPs (behind a CombinedExtractor when the
     observation holds an image); with `policy` "module:factory" the user's module, as the
     feature extractor in front of the MLP heads when it has `features_dim` (or
     `out_features`), else as a whole actor-critic (CustomActorCritic). The output shapes are
     checked on a batch of two observations (ConfigError with one line)."""
     layout = [dict(p) for p in layout]
+    if recurrent != "none":  # the MLP heads behind an LSTM/GRU (behind a CNN for images)
+        if policy:
+            raise ConfigError("recurrent builds trustrl's own networks; a policy module of "
+                              "your own runs with recurrent none")
+        ext = {"kind": "combined", "layout": layout} if needs_extractor(layout) else None
+        return RecurrentActorCritic(obs_dim, action, recurrent, recurrent_hidden, hidden_sizes,
+                                    activation, log_std_init, ortho_init, ext)
     if not policy:
         ext = {"kind": "combined", "layout": layout} if needs_extractor(layout) else None
         return ActorCritic(obs_dim, action, hidden_sizes, activation, shared_trunk,

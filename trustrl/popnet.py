@@ -453,6 +453,15 @@ class PopActorCritic(PopNet):
                 pol.log_std.copy_(row[s.offset:s.offset + s.size])
 
 
+def seq_args(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    """What a recurrent network needs beside a batch's observations: the episode-start flags
+    `starts` [P, M] and the state at the segment's start `state0` [P, m, S] (the rows are T
+    steps of m envs, time-major: docs/recurrent.md); {} for a memoryless batch."""
+    if "state0" not in batch:
+        return {}
+    return {"starts": batch["starts"], "state0": batch["state0"]}
+
+
 class ModuleNet(PopNet):
     """Any actor-critic module as a population network, for the autograd backend: P copies of
     `module`'s parameters as rows of one flat leaf [P, D] (named_parameters order, tied
@@ -491,25 +500,31 @@ class ModuleNet(PopNet):
         return out
 
 
-    def _call(self, part: str, obs: Tensor, flat: Tensor | dict[str, Tensor] | None) -> Any:
+    def _call(self, part: str, obs: Tensor, flat: Tensor | dict[str, Tensor] | None,
+              starts: Tensor | None = None, state0: Tensor | None = None) -> Any:
         v = self._params(flat)
-        outs = [torch.func.functional_call(self.module, {n: t[p] for n, t in v.items()},
-                                           (obs[p], part))
-                for p in range(obs.shape[0])]
+        outs = [torch.func.functional_call(
+            self.module, {n: t[p] for n, t in v.items()},
+            (obs[p], part) if state0 is None else (obs[p], part, starts[p], state0[p]))  # type: ignore[index]  # noqa: E501
+            for p in range(obs.shape[0])]
         if part == "both":
             return torch.stack([o[0] for o in outs]), torch.stack([o[1] for o in outs])
         return torch.stack(outs)
 
-    def actor_critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None
+    def actor_critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None,
+                     starts: Tensor | None = None, state0: Tensor | None = None
                      ) -> tuple[Tensor, Tensor]:
-        """One call of the module's forward(obs, "both"): shared layers run once."""
-        return self._call("both", obs, flat)
+        """One call of the module's forward(obs, "both"): shared layers run once. A recurrent
+        module's rows are segments (`seq_args`): starts [P, M], state0 [P, m, S]."""
+        return self._call("both", obs, flat, starts, state0)
 
-    def actor(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
-        return self._call("actor", obs, flat)
+    def actor(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None,
+              starts: Tensor | None = None, state0: Tensor | None = None) -> Tensor:
+        return self._call("actor", obs, flat, starts, state0)
 
-    def critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
-        return self._call("critic", obs, flat)
+    def critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None,
+               starts: Tensor | None = None, state0: Tensor | None = None) -> Tensor:
+        return self._call("critic", obs, flat, starts, state0)
 
     def log_std(self, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         return self._params(flat)["log_std"].unsqueeze(1)

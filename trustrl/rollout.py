@@ -41,6 +41,11 @@ class Rollout:
     action_mask: Tensor | None = None
     """The valid actions [T, N, n] (bool) each action was sampled under, on a masked run: the
     update's log-probs, entropy and KLs use the same masks (trustrl.envs.masks)."""
+    starts: Tensor | None = None
+    """A recurrent policy's episode-start flags [T, N] (True: step t is an episode's first,
+    its state was reset there)."""
+    state0: Tensor | None = None
+    """A recurrent policy's state at the segment's start [N, S] (docs/recurrent.md)."""
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """[T, N] -> [B = T*N], with the GAE advantages and critic targets attached."""
@@ -55,6 +60,8 @@ class Rollout:
             old_out=None if self.actor_out is None else self.actor_out.reshape(
                 n, *self.actor_out.shape[2:]),
             action_mask=None if self.action_mask is None else self.action_mask.reshape(n, -1),
+            starts=None if self.starts is None else self.starts.reshape(n),
+            state0=self.state0,
         )
 
 
@@ -70,6 +77,8 @@ class Batch:
     returns: Tensor
     old_out: Tensor | None = None
     action_mask: Tensor | None = None
+    starts: Tensor | None = None  # [B], time-major as the rows (recurrent)
+    state0: Tensor | None = None  # [N, S]: each env's state at the segment's start
 
     def __len__(self) -> int:
         return self.logp_old.shape[0]
@@ -94,6 +103,11 @@ class RolloutState:
     next_mask: np.ndarray | None = None
     """The action masks of next_obs [N, n] on a masked run whose env gives them in its info
     (an action_masks() method is asked at each step instead)."""
+    hidden: np.ndarray | None = None
+    """A recurrent policy's state before next_obs [N, S] (float32), carried across steps and
+    iterations; None for a memoryless policy."""
+    next_start: np.ndarray | None = None
+    """(recurrent) [N] bool: next_obs is an episode's first observation."""
 
 
 class Collector:
@@ -145,7 +159,9 @@ class Collector:
         n = envs.num_envs
         mask = None if mask_source is None else masks.read_masks(
             envs, mask_source, info, agent.spec.action, f"env {agent.spec.env_id!r}")
-        return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0, mask)
+        hidden = agent.initial_state(n)
+        return RolloutState(obs, np.zeros(n), np.zeros(n, np.int64), 0, mask, hidden,
+                            None if hidden is None else np.ones(n, bool))
 
     def _check_finite(self, what: str, rows: np.ndarray, env_index: np.ndarray | None = None
                       ) -> None:
@@ -197,6 +213,12 @@ class Collector:
             n_mask = masks.mask_size(agent.spec.action)
             mask_buf = torch.zeros((T, N, n_mask), dtype=torch.bool, device=device)
 
+        # a recurrent policy: its state carried from step to step (and in st between
+        # rollouts), the segment's start state and the episode starts kept for the update
+        hidden = None if st.hidden is None else torch.as_tensor(st.hidden, device=device)
+        state0 = None if hidden is None else hidden.clone()
+        start_buf = None if hidden is None else torch.zeros((T, N), dtype=torch.bool,
+                                                            device=device)
         obs_t = self._tensor(obs_to_array(st.next_obs, agent.spec, self.pixels))
         for t in range(T):
             if acting is not None:  # the same records, written by one compiled call
@@ -205,13 +227,17 @@ class Collector:
                 # = dist(obs).sample(), .log_prob(action), value(obs), without module
                 # overhead; the actor's output kept as pi_old's (a policy may give only the
                 # first three); on a masked run, under the current observations' masks
-                if mask_buf is None:  # (a policy's own sample_step need not take masks)
-                    action, logp, value, *out = policy.sample_step(obs_t, with_out=True)
-                else:
+                kw: dict[str, Any] = {}
+                if mask_buf is not None:  # (a policy's own sample_step need not take masks)
                     mask = st.next_mask if self.mask_source == "info" else self._masks({})
-                    mask_buf[t] = mask_t = torch.as_tensor(mask, device=device)
-                    action, logp, value, *out = policy.sample_step(obs_t, with_out=True,
-                                                                   mask=mask_t)
+                    mask_buf[t] = kw["mask"] = torch.as_tensor(mask, device=device)
+                if start_buf is not None:  # one step of the unroll from the carried state
+                    start_buf[t] = kw["starts"] = torch.as_tensor(st.next_start, device=device)
+                    kw["state"] = hidden
+                    *res, hidden = policy.sample_step(obs_t, with_out=True, **kw)
+                else:
+                    res = policy.sample_step(obs_t, with_out=True, **kw)
+                action, logp, value, *out = res
                 obs_buf[t], act_buf[t] = obs_t, action
                 logp_buf[t], val_buf[t] = logp, value
                 if out:
@@ -226,6 +252,8 @@ class Collector:
                 self._check_finite("observation", next_x)
             self._check_finite("reward", reward)
             done = np.logical_or(term, trunc)
+            if start_buf is not None:
+                st.next_start = done  # SAME_STEP autoreset: next_obs starts an episode
 
             st.ep_return += reward
             st.ep_length += 1
@@ -250,7 +278,12 @@ class Collector:
                 final = obs_to_array(stack_obs([info["final_obs"][i] for i in idx]),
                                      agent.spec)  # any space: Dict, Tuple, images...
                 self._check_finite("final observation", final, idx)
-                final_val[t, torch.as_tensor(idx)] = policy.value(agent.array_tensor(final))
+                # a recurrent V of the final observation: from the state after step t
+                seq = {} if hidden is None else {
+                    "state": hidden[torch.as_tensor(idx)],
+                    "starts": torch.zeros(len(idx), device=device)}
+                final_val[t, torch.as_tensor(idx)] = policy.value(agent.array_tensor(final),
+                                                                  **seq)
             if self.reward_scaler is not None:
                 reward = self.reward_scaler(reward, done)
             if views is not None:
@@ -264,12 +297,17 @@ class Collector:
                 st.next_mask = self._masks(info)  # where an episode ended)
             obs_t = self._tensor(next_x)
 
-        last_val = policy.value(obs_t)
+        if hidden is None:
+            last_val = policy.value(obs_t)
+        else:
+            st.hidden = hidden.cpu().numpy()
+            last_val = policy.value(obs_t, state=hidden,
+                                    starts=torch.as_tensor(st.next_start, device=device))
         next_values = torch.cat([val_buf[1:], last_val[None]], dim=0)
         next_values = torch.where(trunc_buf, final_val, next_values)
         next_values = torch.where(term_buf, torch.zeros_like(next_values), next_values)
         return (
             Rollout(obs_buf, act_buf, logp_buf, val_buf, rew_buf, next_values, term_buf, trunc_buf,
-                    out_buf, mask_buf),
+                    out_buf, mask_buf, start_buf, state0),
             episodes,
         )

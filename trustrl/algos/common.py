@@ -21,7 +21,7 @@ from trustrl.backends import Backend, Heads, LossTerms
 from trustrl.distributions import mask_logits
 from trustrl.losses import value_error, value_error_grad
 from trustrl.optim import PopAdam
-from trustrl.popnet import PopNet
+from trustrl.popnet import PopNet, seq_args
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 DIAGNOSTIC_COLUMNS = (
@@ -69,7 +69,8 @@ def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old
         if d is not None:
             return d
     # masked run: the valid actions the batch was sampled under, as old_out's logits were
-    out = mask_logits(net.actor(batch["obs"]), batch.get("action_mask"))  # type: ignore[attr-defined]
+    out = mask_logits(net.actor(batch["obs"], **seq_args(batch)),  # type: ignore[attr-defined]
+                      batch.get("action_mask"))
     logp, ent = net.log_prob_entropy(out, batch["actions"])
     log_ratio = logp - batch["logp_old"]
     ratio = log_ratio.exp()
@@ -99,7 +100,7 @@ def clip_grad_norm(g: Tensor, max_norm: float) -> tuple[Tensor, Tensor]:
 
 
 PER_SAMPLE = ("obs", "actions", "logp_old", "values_old", "advantages", "returns", "old_out",
-              "action_mask")
+              "action_mask", "starts")
 """The batch entries with one row per sample [P, B, ...]; anything else passes through."""
 
 
@@ -150,10 +151,34 @@ def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int
     member shuffles exactly as it would alone, on any collector. The epoch is gathered once
     and sliced (views): one gather per entry per epoch, not per minibatch; into `buffers`
     (see take) when given, so the previous epoch's minibatches must be done with."""
+    if "state0" in batch:  # a recurrent batch: whole env sequences
+        yield from sequence_epoch(batch, keys, counter, size)
+        return
     n = batch["obs"].shape[1]
     epoch = take(batch, epoch_order(keys, counter, n), buffers)
     for start in range(0, n, size):
         yield {k: x[:, start:start + size] if k in PER_SAMPLE else x for k, x in epoch.items()}
+
+
+def sequence_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int
+                   ) -> Iterator[dict[str, Tensor]]:
+    """The minibatches of one epoch of a recurrent batch: whole env sequences, as CleanRL's
+    ppo_atari_lstm takes them. The batch holds T steps of N envs time-major (row t * N + e)
+    and the state at the segment's start `state0` [P, N, S]; each minibatch is size // T
+    envs' columns (all T steps, time-major, with their start states), the envs in an order
+    that is a function of the member's key and the counter alone (epoch_order)."""
+    P, n = batch["starts"].shape
+    N = batch["state0"].shape[1]
+    T = n // N
+    m = max(1, size // T)
+    order = epoch_order(keys, counter, N).to(batch["starts"].device)  # [P, N]
+    steps = torch.arange(T, device=order.device)[None, :, None] * N
+    for start in range(0, N, m):
+        envs = order[:, start:start + m]
+        mb = take(batch, (steps + envs[:, None, :]).reshape(P, -1))
+        s0 = batch["state0"]
+        mb["state0"] = s0.gather(1, envs[..., None].expand(-1, -1, s0.shape[-1]))
+        yield mb
 
 
 def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
