@@ -246,9 +246,18 @@ def _fmt_mean(xs: list[float], digits: int = 0) -> str:
     return f"{statistics.fmean(xs):.{digits}f} ({', '.join(f'{x:.{digits}f}' for x in xs)})"
 
 
+def curve_mean(run: dict[str, Any]) -> float:
+    """The learning curve's mean over the run's iterations (its area over the steps, per
+    step: the iterations are of one batch each), iterations before the first episode left
+    out."""
+    ys = [i["return_window"] for i in run["iterations"] if not math.isnan(i["return_window"])]
+    return statistics.fmean(ys) if ys else math.nan
+
+
 def table(results: dict[str, Any]) -> list[str]:
     lines = ["| env | N | trustrl train SPS | RLlib train SPS | ratio (trustrl / RLlib) | "
-             "trustrl final return | RLlib final return |", "| --- |" + " --- |" * 6]
+             "trustrl final return | RLlib final return | trustrl curve mean | RLlib curve "
+             "mean |", "| --- |" + " --- |" * 8]
     for env_id in results["envs"]:
         for n in results["runners"]:
             rs = [r for r in results["runs"] if r["env"] == env_id and r["runners"] == n]
@@ -261,7 +270,9 @@ def table(results: dict[str, Any]) -> list[str]:
                 f"| {env_id} | {n} | {_fmt_mean([r['train_sps'] for r in t])} | "
                 f"{_fmt_mean([r['train_sps'] for r in b])} | {_fmt_mean(ratios, 2)} | "
                 f"{_fmt_mean([r['final_return'] for r in t], 1)} | "
-                f"{_fmt_mean([r['final_return'] for r in b], 1)} |")
+                f"{_fmt_mean([r['final_return'] for r in b], 1)} | "
+                f"{_fmt_mean([curve_mean(r) for r in t], 1)} | "
+                f"{_fmt_mean([curve_mean(r) for r in b], 1)} |")
     return lines
 
 
@@ -279,7 +290,9 @@ def markdown(results: dict[str, Any]) -> str:
              "the actors' start is not in it). Final return: the mean return of the last 100 "
              "episodes at the last iteration, on both sides from every finished episode's return "
              "(RLlib's own episode_return_mean, a merge of its runners' windows, is kept in "
-             "RESULT.json: it is not that mean).", ""]
+             "RESULT.json: it is not that mean). Curve mean: that mean return at the end of "
+             "each iteration, averaged over the iterations (the area under the learning "
+             "curve per env step).", ""]
     lines += table(results)
     lines += ["", "Share of an iteration spent collecting (trustrl: the runners' segments "
               "gathered; RLlib: its env_runner_sampling_timer, a smoothed value), mean over "
@@ -322,8 +335,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
                     continue
                 k = min(len(r["iterations"]) for r in rs)
                 x = np.mean([[i["global_step"] for i in r["iterations"][:k]] for r in rs], 0)
-                y = np.nanmean([[i["return_window"] for i in r["iterations"][:k]]
-                                for r in rs], 0)
+                ys = np.array([[i["return_window"] for i in r["iterations"][:k]] for r in rs])
+                seen = ~np.isnan(ys).all(0)  # from the first iteration with an episode
+                x, y = x[seen], np.nanmean(ys[:, seen], 0)
                 ax.plot(x, y, styles[side], color=colors.get(n, "k"),
                         label=f"{'trustrl' if side == 'trustrl' else 'RLlib'} N={n} "
                               f"({len(rs)} seeds)")
