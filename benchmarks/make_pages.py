@@ -19,6 +19,7 @@ renderer BLOCKS names for KIND.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import statistics
@@ -240,27 +241,38 @@ def onehot_norm(folder: Path) -> list[str]:
                           "policy about -16.7."]
 
 
-def ray_runners(folder: Path) -> list[str]:
-    """One run's rollout on Ray runners: benchmarks/ray_runners.py's own Markdown, its
-    headings moved two levels down."""
+def script_markdown(script: str, results: dict[str, Any]) -> list[str]:
+    """benchmarks/<script>.py's own markdown(results), its title (and the blank line under it:
+    the section's title) dropped and its headings moved two levels down."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from ray_runners import markdown
+        markdown = importlib.import_module(script).markdown
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
+    lines = markdown(results).splitlines()[2:]
+    return [("#" + line) if line.startswith("#") else line for line in lines]
+
+
+def ray_runners(folder: Path) -> list[str]:
+    """One run's rollout on Ray runners: benchmarks/ray_runners.py's own Markdown."""
     results = json.loads((folder / "RESULT.json").read_text())
     for res in results["envs"].values():  # JSON made the runner counts strings
         for key in ("predicted_speedup", "measured_speedup"):
             res["model"][key] = {int(n): v for n, v in res["model"][key].items()}
-    text = markdown(results)
-    lines = text.splitlines()[2:]  # its title (and the blank line under it) is the section's
-    return [("#" + line) if line.startswith("#") else line for line in lines]
+    return script_markdown("ray_runners", results)
+
+
+def rllib_beside(folder: Path) -> list[str]:
+    """trustrl's runners beside RLlib's PPO: benchmarks/rllib_beside.py's own Markdown."""
+    return script_markdown("rllib_beside", json.loads((folder / "RESULT.json").read_text()))
 
 
 Section = tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]
 """(title, result folder, its files read, renderer)."""
 
 SECTIONS: list[Section] = [
+    ("trustrl's runners on Ray beside RLlib's PPO, 2026-12-06", "rllib_2026-12-06",
+     ("RESULT.json",), rllib_beside),
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-03",
      "purejaxrl_cpu_2026-12-03", ("full_run.json",), purejaxrl_cpu),
     ("Atari Breakout against CleanRL, CPU, one and two threads, 2026-12-03",
