@@ -9,6 +9,8 @@ file exists is not run again (the script resumes where it stopped). One run at a
 
     python benchmarks/preset_budget.py --out benchmarks/results/preset_budget      # run, resume
     python benchmarks/preset_budget.py --out benchmarks/results/preset_budget --until 07:10
+    python benchmarks/preset_budget.py --out benchmarks/results/preset_budget \\
+        --only LunarLanderContinuous-v3:10 Hopper-v5:10          # these cells of the plan only
     python benchmarks/preset_budget.py --out benchmarks/results/preset_budget --table \\
         --docs docs/presets.md                                # the table, written into the page
 
@@ -112,13 +114,23 @@ def run_one(env: str, setting: str, fraction: float, seed: int, runs_dir: Path) 
     return record
 
 
-def run_plan(out: Path, until: dt.datetime | None) -> None:
-    """Every run of PLAN without a record, in order; with `until`, a run whose expected time
-    (the median seconds per step of the env's runs so far) would end after it is skipped."""
+def selected(env: str, fraction: float, only: list[str] | None) -> bool:
+    """Whether the plan's cell (env, fraction) is one of `only` ('ENV' or 'ENV:PCT'; None:
+    every cell)."""
+    return only is None or any(
+        o == env or o == f"{env}:{round(fraction * 100)}" for o in only)
+
+
+def run_plan(out: Path, until: dt.datetime | None, only: list[str] | None = None) -> None:
+    """Every run of PLAN (of its cells in `only`, see `selected`) without a record, in order;
+    with `until`, a run whose expected time (the median seconds per step of the env's runs so
+    far) would end after it is skipped."""
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="preset_budget_"))
     for env, fraction, seeds in PLAN:
+        if not selected(env, fraction, only):
+            continue
         for seed in seeds:
             for setting in SETTINGS:
                 path = runs / run_name(env, setting, fraction, seed)
@@ -331,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="results folder (runs/ inside)")
     p.add_argument("--until", help="HH:MM UTC: start no run expected to end after it")
+    p.add_argument("--only", nargs="+", metavar="ENV[:PCT]", help="run these cells of the "
+                   "plan only (an env, or an env at a percentage of the zoo's budget), in the "
+                   "plan's order")
     p.add_argument("--table", action="store_true", help="write the table; run nothing")
     p.add_argument("--docs", help="with --table: the Markdown page whose generated section "
                    "is replaced")
@@ -344,7 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         h, m = (int(x) for x in args.until.split(":"))
         today = dt.datetime.now(dt.timezone.utc)
         until = today.replace(hour=h, minute=m, second=0, microsecond=0)
-    run_plan(out, until)
+    plan_cells = {f"{e}:{round(f * 100)}" for e, f, _ in PLAN} | {e for e, _, _ in PLAN}
+    unknown = [o for o in args.only or [] if o not in plan_cells]
+    if unknown:
+        p.error(f"not a cell of the plan: {', '.join(unknown)} (ENV or ENV:PCT, PCT 10, 30 "
+                "or 100)")
+    run_plan(out, until, args.only)
     return 0
 
 

@@ -180,3 +180,14 @@ def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
     assert AUTO_ZOO_ENVS == {r["env"] for r in records}
     page = (ROOT / "docs" / "presets.md").read_text()
     assert "\n".join(bench.table_lines(records)) in page
+
+
+def test_only_selects_the_plans_cells_by_env_or_env_and_percentage(tmp_path):
+    bench = _bench()
+    assert bench.selected("Hopper-v5", 0.1, None)
+    assert bench.selected("Hopper-v5", 0.1, ["Hopper-v5"])
+    assert bench.selected("Hopper-v5", 0.1, ["LunarLander-v3:30", "Hopper-v5:10"])
+    assert not bench.selected("Hopper-v5", 0.3, ["Hopper-v5:10"])
+    assert not bench.selected("Hopper-v5", 0.1, ["Hopper-v4", "HalfCheetah-v5:10"])
+    with pytest.raises(SystemExit):  # a cell not in the plan is an error, before any run
+        bench.main(["--out", str(tmp_path), "--only", "Hopper-v5:20"])
