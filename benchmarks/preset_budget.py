@@ -195,6 +195,14 @@ def preset_not_worse(preset: dict[str, Any], defaults: dict[str, Any],
     return _median(preset) >= _median(defaults) - (_spread(defaults) if spread else 0.0)
 
 
+def measured_envs(records: list[dict[str, Any]]) -> set[str]:
+    """The envs with a whole derivation cell (both settings on seeds 1-3 at some fraction):
+    those `derive_rule` reads, so those auto's rule covers (AUTO_ZOO_ENVS). Runs of a cell
+    not yet whole (a session's time ran out) wait for the next session to resume it."""
+    return {r["env"] for r in records
+            if all(_cell(records, r["env"], r["fraction"], s, DERIVE_SEEDS) for s in SETTINGS)}
+
+
 def derive_rule(records: list[dict[str, Any]], spread: bool = True) -> float | None:
     """auto's rule from the derivation seeds: the least measured fraction f such that, at f
     and at every larger measured fraction, the preset learned as much as the defaults
@@ -318,9 +326,20 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
             mark = (" (Atari, out of auto's rule)" if values.get("atari_wrappers") else
                     " (auto takes the chapter's preset)" if ("ppo", env) in PRESETS else "")
             missing.setdefault(", ".join(gaps), []).append(env + mark)
-    lines += ["Not measured (both settings on seeds 1-6), for want of CPU time in the session "
-              "that ran this (one core shared with other work, about 100 minutes):", ""]
+    lines += ["Not measured (both settings on seeds 1-6), for want of CPU time (one run at a "
+              "time on one core shared with other work, in two sessions of about 100 and 75 "
+              "minutes; what the cells would cost: \"The cost of the cells not measured\" "
+              "above the table):", ""]
     lines += [f"- at {gaps}: {', '.join(envs)}" for gaps, envs in missing.items()]
+    begun: dict[tuple[str, float], int] = {}
+    for r in records:
+        whole = all(_cell(records, r["env"], r["fraction"], s, seeds) for s in SETTINGS
+                    for seeds in (DERIVE_SEEDS, HELDOUT_SEEDS))
+        if not whole:
+            begun[r["env"], r["fraction"]] = begun.get((r["env"], r["fraction"]), 0) + 1
+    runs = len(SETTINGS) * (len(DERIVE_SEEDS) + len(HELDOUT_SEEDS))
+    lines += [f"- begun, not whole (the script resumes them): {env} at {f:.0%}, {n} of {runs} "
+              "runs" for (env, f), n in begun.items()]
     lines += ["- TRPO's zoo presets: none (auto's rule does not cover them)", "", END]
     return lines
 
