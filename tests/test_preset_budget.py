@@ -170,13 +170,35 @@ def test_derive_rule_reads_the_least_fraction_from_which_the_preset_holds():
     # a defaults run refused (below one batch) is not a verdict: auto keeps the preset there
     assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == 0.3
     assert derive(_records({("A", 0.1): (win, lose)})) == 0.1
+def test_measured_envs_are_those_with_a_whole_cell_of_the_derivation_seeds():
+    measured = _bench().measured_envs
+    win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]
+    records = _records({("A", 0.1): (win, lose), ("B", 0.3): (lose, None)})
+    assert measured(records) == {"A", "B"}  # B: the defaults refused is a whole cell
+    part = [r for r in _records({("C", 0.1): (win, lose)}) if r["seed"] == 1]
+    assert measured(records + part) == {"A", "B"}  # C: one seed of three
+    no_defaults = [r for r in _records({("D", 1.0): (win, lose)}) if r["setting"] == "zoo"]
+    assert measured(records + no_defaults) == {"A", "B"}
+
+
 def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
     bench = _bench()
     records = bench.load(RESULTS)
     assert records, "no committed results"
     derived = bench.derive_rule(records)
     assert AUTO_ZOO_FROM["ppo"] == (math.inf if derived is None else derived)
-    # the rule covers the envs measured, and those alone
-    assert AUTO_ZOO_ENVS == {r["env"] for r in records}
+    # the rule covers the envs measured (a whole cell of seeds 1-3), and those alone
+    assert AUTO_ZOO_ENVS == bench.measured_envs(records)
     page = (ROOT / "docs" / "presets.md").read_text()
     assert "\n".join(bench.table_lines(records)) in page
+
+
+def test_only_selects_the_plans_cells_by_env_or_env_and_percentage(tmp_path):
+    bench = _bench()
+    assert bench.selected("Hopper-v5", 0.1, None)
+    assert bench.selected("Hopper-v5", 0.1, ["Hopper-v5"])
+    assert bench.selected("Hopper-v5", 0.1, ["LunarLander-v3:30", "Hopper-v5:10"])
+    assert not bench.selected("Hopper-v5", 0.3, ["Hopper-v5:10"])
+    assert not bench.selected("Hopper-v5", 0.1, ["Hopper-v4", "HalfCheetah-v5:10"])
+    with pytest.raises(SystemExit):  # a cell not in the plan is an error, before any run
+        bench.main(["--out", str(tmp_path), "--only", "Hopper-v5:20"])

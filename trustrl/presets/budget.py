@@ -9,7 +9,7 @@ docs/presets.md (benchmarks/preset_budget.py: each zoo preset against trustrl's 
     batch of the defaults (then the preset, which fits).
 
 The rule covers the envs of AUTO_ZOO_ENVS, those measured. Out of the rule: the zoo's PPO
-presets of the envs not measured (MuJoCo, BipedalWalker, LunarLanderContinuous, ...), the
+presets of the envs not measured (MuJoCo, BipedalWalker, Atari, ...), the
 chapter's and CleanRL's presets, the zoo's presets of the other algorithms and its Atari
 presets (image observations): none was measured against the defaults at a part of its
 budget, so `auto` takes them as before. Every preset applied at less than the
@@ -28,12 +28,13 @@ no budget). The value is benchmarks/preset_budget.py's `derive_rule` on the comm
 (a test checks that the two agree): on Acrobot-v1 at 100% of the zoo's budget the defaults
 learned more than the preset beyond their spread, so no measured fraction qualifies."""
 
-AUTO_ZOO_ENVS: frozenset[str] = frozenset({"Acrobot-v1", "LunarLander-v3", "MountainCar-v0",
+AUTO_ZOO_ENVS: frozenset[str] = frozenset({"Acrobot-v1", "LunarLander-v3",
+                                           "LunarLanderContinuous-v3", "MountainCar-v0",
                                            "MountainCarContinuous-v0"})
 """The envs whose PPO zoo preset was measured against trustrl's defaults (docs/presets.md; a
 test checks that these are the envs of the committed results): the rule is derived from them
-and applies to them alone, since a measurement on classic control and LunarLander says nothing
-of a MuJoCo preset's."""
+and applies to them alone, since a measurement on classic control and Box2D says nothing of a
+MuJoCo preset's."""
 
 DOCS = "docs/presets.md"
 
