@@ -622,7 +622,10 @@ def test_gymnasium_iterations_with_the_compiled_step_equal_the_eager_ones(algo, 
             elif k == "cg_iters_run":  # its stop is a threshold on a rounded residual
                 assert abs(a[k] - b[k]) <= 1, k
             elif k != "cg_residual":  # CG's leftover: of the order of the rounding itself
-                assert a[k] == pytest.approx(b[k], rel=1e-3, abs=1e-5, nan_ok=True), k
+                # TRPO: the compiled Fisher products' forward pass (a few ulp off torch's
+                # tanh) goes through CG and the line search into the next iterations' data
+                assert a[k] == pytest.approx(b[k], rel=1e-3 if algo == "ppo" else 3e-3,
+                                             abs=1e-5, nan_ok=True), k
     # rounding differences in the actions move the env too, and TRPO's line search and CG
     # amplify them: up to about 1e-4 after three iterations
     torch.testing.assert_close(lc.net.flat, le.net.flat, rtol=1e-3, atol=5e-4)

@@ -174,11 +174,11 @@ class Compiled(ClosedForm):
         f32 = np.float32
         if "critic_fit" in kernels:
             D = 2 * d + 5
-            ks["critic_fit"](np.zeros((1, D + 1), f32), 1, np.zeros((1, D), f32),
-                             np.zeros((1, D), f32), np.zeros(1), np.zeros((1, 2, d), f32),
-                             np.zeros((1, 2), f32), np.zeros((1, 1, 2), np.int64),
-                             np.array((d, 2, 1), np.int64), relu, 2, 1e-3, 0.9, 0.999, 1e-8,
-                             np.zeros(1, f32))
+            ks["critic_fit"](np.zeros((1, D + 1), f32), 1, np.array((d, 2, 1), np.int64), relu,
+                             records.Adam(np.zeros((1, D), f32), np.zeros((1, D), f32),
+                                          np.zeros(1), 1e-3, 0.9, 0.999, 1e-8),
+                             np.zeros((1, 2, d), f32), np.zeros((1, 2), f32),
+                             np.zeros((1, 1, 2), np.int64), 2, np.zeros(1, f32))
         if "fisher_product" in kernels and net.hidden_sizes:
             from numba.typed import List
 
@@ -211,11 +211,13 @@ class Compiled(ClosedForm):
         last = np.zeros(P, np.float32)
         b1, b2 = opt.betas
         _kernels()["critic_fit"](
-            flat.numpy(), c0, opt.m.numpy(), opt.v.numpy(), opt.t.numpy(),
+            flat.numpy(), c0, np.array((net.obs_dim, *net.hidden_sizes, 1), np.int64),
+            net.activation == "relu",
+            records.Adam(opt.m.numpy(), opt.v.numpy(), opt.t.numpy(), float(lr), float(b1),
+                         float(b2), float(opt.eps)),
             np.ascontiguousarray(_np(obs), np.float32),
             np.ascontiguousarray(_np(returns), np.float32), np.ascontiguousarray(_np(order)),
-            np.array((net.obs_dim, *net.hidden_sizes, 1), np.int64), net.activation == "relu",
-            int(minibatch_size), float(lr), float(b1), float(b2), float(opt.eps), last)
+            int(minibatch_size), last)
         opt.count_steps(order.shape[0] * math.ceil(obs.shape[1] / minibatch_size))
         return torch.from_numpy(last)
 
@@ -347,11 +349,7 @@ class Compiled(ClosedForm):
         f32 = np.float32
         acts = batch["actions"]
         res = np.empty((P, 7 + len(quantiles)), np.float64)
-        args = (np.ascontiguousarray(_np(net.flat)),
-                np.array((net.obs_dim, *net.hidden_sizes, net.n_out), np.int64),
-                net.activation == "relu", net.discrete,
-                0 if net.discrete else net.segments[-1].offset,
-                np.ascontiguousarray(_np(batch["obs"]), f32),
+        args = (_policy(net), np.ascontiguousarray(_np(batch["obs"]), f32),
                 np.ascontiguousarray(_np(acts), np.int64) if net.discrete
                 else np.zeros((1, 1), np.int64),
                 np.zeros((1, 1, 1), f32) if net.discrete else np.ascontiguousarray(_np(acts), f32),
@@ -536,7 +534,7 @@ class CompiledActing:
         self._c0 = net.critic_slice.start
         self._ls_off = 0 if net.discrete else net.segments[-1].offset
         self._relu = net.activation == "relu"
-        self._records: tuple[np.ndarray, ...] = ()
+        self._records: Any = None
         self._flat = np.zeros(0, np.float32)
 
     def begin(self, obs: Tensor, actions: Tensor, logp: Tensor, values: Tensor, out: Tensor
@@ -544,7 +542,7 @@ class CompiledActing:
         """Start a rollout writing into these record tensors [T, N, ...] (CPU, float32): the
         current parameters are read from the network's flat row."""
         self._flat = self.net.flat.detach().numpy()[0]
-        self._records = tuple(r.numpy() for r in (obs, actions, logp, values, out))
+        self._records = records.Rows(*(r.numpy() for r in (obs, actions, logp, values, out)))
 
     def step(self, t: int, x: Tensor) -> Tensor:
         """Row t of the records from the network inputs x [N, D]; returns the actions ([N, n]
@@ -556,14 +554,14 @@ class CompiledActing:
         if self.net.discrete:  # torch.multinomial's draw for one sample per row
             q = torch.empty(shape, dtype=torch.float32).exponential_(1).numpy()
             args = (self._flat, self._sizes_a, self._c0, self._sizes_c, self._relu, xs, q, t,
-                    *self._records)
+                    self._records)
         else:  # DiagGaussian.sample's: torch.randn_like(means)
             noise = torch.randn(shape, dtype=torch.float32).numpy()
             args = (self._flat, self._sizes_a, self._c0, self._sizes_c, self._relu,
-                    self._ls_off, xs, noise, t, *self._records)
+                    self._ls_off, xs, noise, t, self._records)
         _first_call_announced(self._kernel.__name__, "compiling the policy's step (once per "
                               "machine, about 10 s; cached on disk)", self._kernel, *args)
-        return torch.from_numpy(self._records[1][t])
+        return torch.from_numpy(self._records.actions[t])
 
 
 def acting(net: Any, backend: Any) -> CompiledActing | None:

@@ -134,8 +134,8 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
                     last[p, j] = sums[p, j] / f32(n_mb)
                 epochs_run[p] += f32(per_call)
         if use_mask:
-            ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs_f, act_i_f, act_f_f,
-                            logp_f, out_f, flat_old, clip_eps, qs, diag)
+            ppo_diagnostics(policy, obs_f, act_i_f, act_f_f, logp_f, out_f, flat_old,
+                            clip_eps, qs, diag)
             any_active = False
             for p in range(P):  # the KL as the float32 torch compares with the target
                 active[p] = active[p] and f32(diag[p, 1]) <= f32(target_kl)
@@ -143,8 +143,8 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
             if not any_active:
                 break
     if not use_mask:
-        ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs_f, act_i_f, act_f_f, logp_f,
-                        out_f, flat_old, clip_eps, qs, diag)
+        ppo_diagnostics(policy, obs_f, act_i_f, act_f_f, logp_f, out_f, flat_old, clip_eps,
+                        qs, diag)
     # the learner's metrics: the episodes that ended, the critic before the update
     n_ep, ret_mean, len_mean = episode_stats(term_b | trunc_b, fin_ret,
                                              fin_len.astype(np.float64), np.nan)

@@ -230,13 +230,14 @@ HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def critic_fit(flat, c0, m, v, t, obs, ret, order, sizes, relu, mb, lr, b1, b2, eps, last):
+def critic_fit(flat, c0, sizes, relu, adam, obs, ret, order, mb, last):  # type: ignore[no-untyped-def]  # noqa: E501
     """The critic's regression for P members (algos.common.fit_critic): for each epoch e and
     member p, the minibatches of `mb` samples in the order order[e, p], 1/2 mean (V - R)^2,
-    its gradient and one Adam step (trustrl.optim's arithmetic, step counts from t [P], which
-    the caller advances). The critic's parameters are the columns c0: c0 + D of flat [P, *],
-    its Adam moments m, v [P, D]: all updated in place; last[p] gets the mean minibatch loss
-    of the last epoch."""
+    its gradient and one Adam step (trustrl.optim's arithmetic; `adam` a records.Adam whose
+    step counts t [P] the caller advances). The critic (layer sizes `sizes`) has the columns
+    c0: c0 + D of flat [P, *], its Adam moments m, v [P, D]: all updated in place; last[p]
+    gets the mean minibatch loss of the last epoch."""
+    m, v, t, lr, b1, b2, eps = adam
     P, N = ret.shape
     E = order.shape[0]
     L = sizes.shape[0] - 2
@@ -384,8 +385,7 @@ torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same b
 
 
 @njit(cache=True, error_model="numpy")
-def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp_old, old_out,  # type: ignore[no-untyped-def]  # noqa: E501
-                    flat_old, clip_eps, qs, res):
+def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip_eps, qs, res):  # type: ignore[no-untyped-def]  # noqa: E501
     """algos.common.diagnostics for P members in one call: the actor's outputs on the whole
     batch (mlp_out), log pi(a|s) and the entropy (softmax, or diagonal Gaussian with the
     log-std at ls_off), log_ratio = logp - logp_old and the ratio (float32, as torch), and
@@ -393,7 +393,8 @@ def ppo_diagnostics(flat, sizes, relu, discrete, ls_off, obs, act_i, act_f, logp
     kl_exact (KL(pi_old || pi) from old_out and flat_old's log-std), clip_fraction (outside
     1 +- clip_eps), ratio_min, ratio_max, then the ratio's quantiles qs (linear interpolation
     of the sorted ratios in float64, as common.quantiles). Means accumulate in float64.
-    flat [P, *] holds the actor's parameters from column 0."""
+    `policy` a records.Policy: flat [P, *] holds the actor's parameters from column 0."""
+    flat, sizes, relu, discrete, _, ls_off = policy
     P, B = logp_old.shape
     n = sizes[sizes.shape[0] - 1]
     f32 = np.float32

@@ -139,3 +139,14 @@ class IterationOut(NamedTuple):
     epochs_run: Any  # [P] float32
     diag: Any  # [P, 7 + quantiles] float64 (kernels.ppo_diagnostics' columns)
     stats: Any  # [P, 5] float64 (trustrl.compiled.STATS)
+
+
+class Rows(NamedTuple):
+    """The Gymnasium collector's records [T, N, ...] that the per-step policy kernels write a
+    row of."""
+
+    obs: Any  # [T, N, obs_dim] float32 the network inputs
+    actions: Any  # [T, N, n] float32 (Box, unclipped) or [T, N] int64 (Discrete)
+    logp: Any  # [T, N] float32
+    values: Any  # [T, N] float32 V(s)
+    out: Any  # [T, N, n] float32 the actor's outputs (pi_old's)

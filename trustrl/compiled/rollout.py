@@ -206,15 +206,15 @@ def bootstrap_values(flat, c0, sizes, relu, obs_b, final_x, x_last, term_b, trun
 
 
 @njit(cache=True, error_model="numpy")
-def gaussian_step(flat, sizes_a, c0, sizes_c, relu, ls_off, x, noise, t, obs_b, act_b,  # type: ignore[no-untyped-def]  # noqa: E501
-                  logp_b, val_b, out_b):
+def gaussian_step(flat, sizes_a, c0, sizes_c, relu, ls_off, x, noise, t, rows):  # type: ignore[no-untyped-def]  # noqa: E501
     """One env step's policy work in the Gymnasium collector (trustrl.rollout.Collector) for
     a Box action: what `ActorCritic.sample_step` computes with a DiagGaussian, as one call.
     flat: one member's parameters (the actor from column 0, the critic from c0, the log-std
     at ls_off); x [N, D]: the network inputs (already normalised); noise [N, n]: the standard
     normal draws the eager sample takes (torch.randn_like of the means). Writes row t of the
-    records: obs_b [T, N, D], act_b [T, N, n] (the unclipped samples), logp_b [T, N],
-    val_b [T, N] (V(s)) and out_b [T, N, n] (the means: pi_old's output)."""
+    records `rows` (records.Rows): obs [T, N, D], actions [T, N, n] (the unclipped samples),
+    logp [T, N], values [T, N] (V(s)) and out [T, N, n] (the means: pi_old's output)."""
+    obs_b, act_b, logp_b, val_b, out_b = rows
     out = mlp_out(flat, sizes_a, relu, x)
     v = mlp_out(flat[c0:], sizes_c, relu, x)
     N, n = out.shape
@@ -233,13 +233,13 @@ def gaussian_step(flat, sizes_a, c0, sizes_c, relu, ls_off, x, noise, t, obs_b, 
 
 
 @njit(cache=True, error_model="numpy")
-def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, obs_b, act_b, logp_b,  # type: ignore[no-untyped-def]  # noqa: E501
-                     val_b, out_b):
+def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, rows):  # type: ignore[no-untyped-def]  # noqa: E501
     """`gaussian_step` for a Discrete action: what `ActorCritic.sample_step` computes with a
     Categorical. q [N, n]: the Exp(1) draws torch.multinomial takes for one sample (it draws
     the action as argmax p / q, the exponential form of the Gumbel-max trick), so the action
-    is the eager one unless two of p / q tie to rounding. act_b [T, N] holds the actions
-    (int64), out_b [T, N, n] the logits."""
+    is the eager one unless two of p / q tie to rounding. rows.actions [T, N] holds the
+    actions (int64), rows.out [T, N, n] the logits."""
+    obs_b, act_b, logp_b, val_b, out_b = rows
     out = mlp_out(flat, sizes_a, relu, x)
     v = mlp_out(flat[c0:], sizes_c, relu, x)
     N, n = out.shape
