@@ -273,6 +273,8 @@ Section = tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]
 SECTIONS: list[Section] = [
     ("trustrl's runners on Ray beside RLlib's PPO, 2026-12-06", "rllib_2026-12-06",
      ("RESULT.json",), rllib_beside),
+    ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-06",
+     "purejaxrl_cpu_2026-12-06", ("full_run.json",), purejaxrl_cpu),
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-03",
      "purejaxrl_cpu_2026-12-03", ("full_run.json",), purejaxrl_cpu),
     ("Atari Breakout against CleanRL, CPU, one and two threads, 2026-12-03",
