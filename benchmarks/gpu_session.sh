@@ -23,7 +23,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$W
 # itself runs from this checkout (an editable install would try to fetch its build backend)
 export PYTHONPATH="$PWD:$SITE"
 log "CUDA tests of the fast path"
-timeout 100 python3 -m pytest -q -x tests/test_fast.py tests/test_torch_envs.py -k "gpu or cuda" >> "$OUT/log.txt" 2>&1
+timeout 100 python3 -m pytest -q -x tests/test_fast.py tests/test_torch_envs.py tests/test_callbacks.py -k "gpu or cuda" >> "$OUT/log.txt" 2>&1
 log "trustrl PPO, eager and CUDA graph"
 timeout 150 python3 benchmarks/gpu_fast.py --out "$OUT/gpu_fast.jsonl" >> "$OUT/log.txt" 2>&1
 log "trustrl TRPO, CUDA graph"
