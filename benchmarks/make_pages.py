@@ -6,9 +6,11 @@
 Every table of the pages is computed here from the files under benchmarks/results/ (the JSON
 the benchmark scripts wrote, or, for measurements older than this script, the numbers moved
 unchanged from the hand-written pages into data files that say so), and every figure drawn
-from them (matplotlib, Agg). tests/test_benchmark_pages.py checks that each committed page is
-this script's output, so a page cannot be edited out of step with the files. A new
-measurement is a new result folder and a line in a page's sections, not an edit of a table.
+from them (matplotlib, Agg); so is every figure committed beside the data it is drawn from (a
+sweep report's curves_<env>.json, benchmarks/zoo_curves.py's CSVs: `data_figures`).
+tests/test_benchmark_pages.py checks that each committed page is this script's output, so a
+page cannot be edited out of step with the files. A new measurement is a new result
+folder and a line in a page's sections, not an edit of a table.
 
 benchmarks/RESULTS.md and benchmarks/SUITE.md (MARKED) keep a hand-written narrative, and
 each of their tables is a generated block between `<!-- make_pages: KIND PATH -->` and
@@ -155,11 +157,8 @@ def mujoco_figure(folder: Path, env_id: str) -> str:
 def draw_mujoco(folder: Path, out: Path) -> list[Path]:
     """The training curves of each env of a mujoco.json, drawn by the plot of
     benchmarks/peers_cpu.py (the one the benchmark itself draws) into `out`."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from peers_cpu import Result, plot_curves
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    peers_cpu = _bench_module("peers_cpu")
+    Result, plot_curves = peers_cpu.Result, peers_cpu.plot_curves
     d = json.loads((folder / "mujoco.json").read_text())
     paths = []
     for env_id, runs in d.items():
@@ -635,18 +634,76 @@ DRAWN = [(name, DRAWERS[fn]) for _, (_, sections) in PAGES.items()
 """The figures: (result folder, the function drawing its figures into a folder)."""
 
 
-def draw(results: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
-    """Draw every figure of DRAWN into `out`; returns their paths.
+def _bench_module(name: str) -> Any:
+    """A module of benchmarks/ (a script of this folder), imported by name."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def data_figures(results: Path = RESULTS) -> list[tuple[Path, Callable[[], None]]]:
+    """The figures that sit beside the data they are drawn from, under `results`: each
+    (PNG path, a function drawing it there). A sweep report's curves_<env>.json
+    (trustrl.sweep.report.draw_curves), benchmarks/zoo_curves.py's pair of CSVs,
+    trustrl_<algo>_<env>.csv beside zoo_<algo>_<env>.csv (zoo_curves.draw), and the
+    curves.png of benchmarks/rllib_beside.py's RESULT.json (rllib_beside.plot).
 
     Args:
         results: the folder holding the result folders.
-        out: the folder the PNGs go to.
+    """
+    from trustrl.sweep.report import draw_curves
+
+    found: list[tuple[Path, Callable[[], None]]] = []
+    for data in sorted(results.rglob("curves_*.json")):
+        png = data.with_suffix(".png")
+        found.append((png, lambda d=data, p=png: draw_curves(d, p)))
+    for data in sorted(results.rglob("trustrl_*.csv")):
+        algo, _, env = data.stem.removeprefix("trustrl_").partition("_")
+        if (data.parent / f"zoo_{algo}_{env}.csv").is_file():
+            found.append((data.parent / f"curve_{env}.png",
+                          lambda f=data.parent, a=algo, e=env: _bench_module("zoo_curves").draw(
+                              f, a, e) and None))
+    for folder in sorted(results.glob("rllib_*")):
+        for data in sorted(folder.rglob("RESULT.json")):
+            png = data.parent / "curves.png"
+            found.append((png, lambda d=data, p=png: _bench_module("rllib_beside").plot(
+                json.loads(d.read_text()), p)))
+    return found
+
+
+def figures(results: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
+    """Every figure `draw` writes: DRAWN's (into `out`) and data_figures' (beside their data).
+
+    Args:
+        results: the folder holding the result folders.
+        out: the folder DRAWN's PNGs go to.
+    """
+    drawn = [out / mujoco_figure(results / name, env_id) for name, fn in DRAWN
+             if fn is draw_mujoco
+             for env_id in json.loads((results / name / "mujoco.json").read_text())]
+    return drawn + [p for p, _ in data_figures(results)]
+
+
+def draw(results: Path = RESULTS, out: Path = FIGURES, beside_data: bool = True) -> list[Path]:
+    """Draw every figure: DRAWN's into `out`, and each of data_figures beside its data;
+    returns their paths.
+
+    Args:
+        results: the folder holding the result folders.
+        out: the folder DRAWN's PNGs go to.
+        beside_data: also draw data_figures (into `results`).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     out.mkdir(parents=True, exist_ok=True)
-    return [p for name, fn in DRAWN for p in fn(results / name, out)]
+    paths = [p for name, fn in DRAWN for p in fn(results / name, out)]
+    for png, drawer in data_figures(results) if beside_data else []:
+        drawer()
+        paths.append(png)
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:

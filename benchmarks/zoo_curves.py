@@ -22,8 +22,10 @@ evaluations up to the budget against the zoo's running mean of 9 evaluations at 
 how many lie above it, and the gap on average, at its lowest and at its highest.
 With --out, writes curve_<env>.png (each seed, the zoo's run up to 1.5x trustrl's budget, and
 a line at the zoo's published score unless it would stretch the axis past three times the
-curves' span: then the legend names it) and zoo_<algo>_<env>.csv (the zoo's evaluations up to
-that point: step, mean, std).
+curves' span: then the legend names it) and the two files it is drawn from:
+zoo_<algo>_<env>.csv (the zoo's evaluations up to that point: step, mean, std) and
+trustrl_<algo>_<env>.csv (each seed's evaluations: seed, mode, step, return), so the figure is
+redrawn from committed files alone (`draw`; benchmarks/make_pages.py does).
 """
 
 from __future__ import annotations
@@ -156,6 +158,73 @@ def score_in_view(score: float, lo: float, hi: float, stretch: float = 3.0) -> b
     return span <= 0 or max(hi, score) - min(lo, score) <= stretch * span
 
 
+def read_curves(folder: Path, algo: str, env: str
+                ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, np.ndarray, np.ndarray, str]]]:
+    """The figure's data, as the script wrote it into `folder`: the zoo's evaluations (steps,
+    means; zoo_<algo>_<env>.csv) and trustrl's per seed (seed, steps, returns, mode;
+    trustrl_<algo>_<env>.csv). Plain CSV, read as data."""
+    safe = env.replace("/", "-")
+    with open(folder / f"zoo_{algo}_{safe}.csv", newline="") as f:
+        zoo = [(int(r["step"]), float(r["mean"])) for r in csv.DictReader(f)]
+    per_seed: dict[int, tuple[str, list[int], list[float]]] = {}
+    with open(folder / f"trustrl_{algo}_{safe}.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            mode, steps, rets = per_seed.setdefault(int(r["seed"]), (r["mode"], [], []))
+            steps.append(int(r["step"]))
+            rets.append(float(r["return"]))
+    curves = [(seed, np.array(st), np.array(rt), mode)
+              for seed, (mode, st, rt) in sorted(per_seed.items())]
+    return (np.array([z[0] for z in zoo]), np.array([z[1] for z in zoo], dtype=float), curves)
+
+
+def draw(folder: Path, algo: str, env: str) -> str | None:
+    """Draw curve_<env>.png in `folder` from the two CSVs this script wrote there (read_curves):
+    each trustrl seed, the zoo's run, trustrl's budget, and the zoo's published score (a line,
+    or named in the legend when it lies far outside the curves: then returns that note).
+    benchmarks/make_pages.py redraws every committed pair with this."""
+    row = zoo_score(algo, env)
+    if row is None:
+        raise SystemExit(f"--env {env}: the zoo published no {algo} score for it")
+    zoo_id, zoo_mean, _, zoo_budget = row
+    zs, zm, curves = read_curves(folder, algo, env)
+    budget = int(min(c[1][-1] for c in curves))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    label = f"the zoo's agent (SB3, {zoo_id}): {zoo_mode(zoo_id)}, 10 episodes"
+    if len(zm) > 40:  # many evaluations: each one faint, a running mean of 9 drawn over them
+        ax.plot(zs, zm, color="0.75", lw=0.6)
+        ax.plot(*running_mean_curve(zs, zm), color="0.3", lw=1.4,
+                label=label + " (running mean of 9)")
+    else:
+        ax.plot(zs, zm, color="0.4", lw=1.2, label=label)
+    for seed, s, r, mode in curves:
+        ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: {mode}, 10 episodes")
+    ax.axvline(budget, color="k", lw=0.8, ls=":")
+    drawn = np.concatenate([zm] + [r for _, _, r, _ in curves])
+    lo, hi = float(drawn.min()), float(drawn.max())
+    score_label = f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}"
+    note = None
+    if score_in_view(zoo_mean, lo, hi):
+        ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--", label=score_label)
+    else:
+        side = "above" if zoo_mean > hi else "below"
+        ax.plot([], [], " ", label=score_label + f" (far {side}: not drawn)")
+        note = (f"the zoo's score at {zoo_budget} ({zoo_mean:.1f}) lies far outside the "
+                f"curves' range ({lo:.1f} to {hi:.1f}): named in the legend, not drawn")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("evaluation return")
+    ax.set_title(f"{algo.upper()} on {env}, zoo preset: trustrl's budget {budget:,} steps")
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(folder / f"curve_{env.replace('/', '-')}.png", dpi=110)
+    plt.close(fig)
+    return note
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", required=True, type=Path, help="clone of rl-trained-agents")
@@ -213,40 +282,17 @@ def main() -> None:
         w.writerow(["step", "mean", "std"])
         for s, m, sd in zip(z_steps[shown], z_mean[shown], z_std[shown], strict=True):
             w.writerow([int(s), f"{m:.3f}", f"{sd:.3f}"])
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    zs, zm = z_steps[shown], z_mean[shown]
-    label = f"the zoo's agent (SB3, {zoo_id}): {zoo_mode(zoo_id)}, 10 episodes"
-    if len(zm) > 40:  # many evaluations: each one faint, a running mean of 9 drawn over them
-        ax.plot(zs, zm, color="0.75", lw=0.6)
-        ax.plot(*running_mean_curve(zs, zm), color="0.3", lw=1.4,
-                label=label + " (running mean of 9)")
-    else:
-        ax.plot(zs, zm, color="0.4", lw=1.2, label=label)
-    for seed, s, r, mode in curves:
-        ax.plot(s, r, lw=1.2, label=f"trustrl seed {seed}: {mode}, 10 episodes")
-    ax.axvline(budget, color="k", lw=0.8, ls=":")
-    drawn = np.concatenate([zm] + [r for _, _, r, _ in curves])
-    lo, hi = float(drawn.min()), float(drawn.max())
-    score_label = f"the zoo's score at {zoo_budget}: {zoo_mean:.1f}"
-    if score_in_view(zoo_mean, lo, hi):
-        ax.axhline(zoo_mean, color="0.4", lw=0.8, ls="--", label=score_label)
-    else:
-        side = "above" if zoo_mean > hi else "below"
-        ax.plot([], [], " ", label=score_label + f" (far {side}: not drawn)")
-        print(f"\nthe zoo's score at {zoo_budget} ({zoo_mean:.1f}) lies far outside the curves' "
-              f"range ({lo:.1f} to {hi:.1f}): named in the legend, not drawn")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("evaluation return")
-    ax.set_title(f"{a.algo.upper()} on {a.env}, zoo preset: trustrl's budget {budget:,} steps")
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    fig.savefig(a.out / f"curve_{safe}.png", dpi=110)
-    print(f"\nwrote {a.out / f'curve_{safe}.png'} and {a.out / f'zoo_{a.algo}_{safe}.csv'}")
+    with open(a.out / f"trustrl_{a.algo}_{safe}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["seed", "mode", "step", "return"])
+        for seed, steps, rets, mode in curves:
+            for s, r in zip(steps, rets, strict=True):
+                w.writerow([seed, mode, int(s), repr(float(r))])
+    note = draw(a.out, a.algo, a.env)
+    if note:
+        print(f"\n{note}")
+    print(f"\nwrote {a.out / f'curve_{safe}.png'}, {a.out / f'zoo_{a.algo}_{safe}.csv'} and "
+          f"{a.out / f'trustrl_{a.algo}_{safe}.csv'}")
 
 
 if __name__ == "__main__":

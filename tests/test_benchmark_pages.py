@@ -95,9 +95,57 @@ def test_the_figures_the_pages_show_are_drawn_from_the_result_files(make_pages,
             assert path.is_file(), target
             if path.parent == make_pages.FIGURES:
                 linked.add(path.name)
-    drawn = make_pages.draw(out=tmp_path)
+    drawn = make_pages.draw(out=tmp_path, beside_data=False)
     assert {p.name for p in drawn} == linked and linked
     assert all(p.stat().st_size > 10_000 and p.read_bytes()[:4] == b"\x89PNG" for p in drawn)
+
+
+def test_figures_beside_their_data_are_found_and_drawn(make_pages, tmp_path: Path) -> None:
+    """data_figures finds a sweep report's curves_<env>.json and zoo_curves' pair of CSVs
+    anywhere under the results, and draw writes each figure beside its data; a zoo CSV
+    without trustrl's (an older result, its runs' data not kept) is not a figure."""
+    report = tmp_path / "sweep_x" / "report"
+    report.mkdir(parents=True)
+    (report / "curves_CartPole-v1.json").write_text(json.dumps({
+        "format": "trustrl-curves/1", "env_id": "CartPole-v1", "stat": "mean",
+        "threshold": None, "word": "greedy", "n_boot": 100,
+        "variants": {"ppo": [{"seed": s, "steps": [0, 100], "returns": [10.0, 50.0 * s]}
+                             for s in (1, 2)]}}))
+    zoo = tmp_path / "zoo_x"
+    zoo.mkdir()
+    (zoo / "zoo_ppo_PongNoFrameskip-v4.csv").write_text("step,mean,std\n0,-21,0\n100,-5,1\n")
+    (zoo / "trustrl_ppo_PongNoFrameskip-v4.csv").write_text(
+        "seed,mode,step,return\n1,sampled,0,-21.0\n1,sampled,100,-10.0\n")
+    old = tmp_path / "old_x"
+    old.mkdir()
+    (old / "zoo_ppo_PongNoFrameskip-v4.csv").write_text("step,mean,std\n0,-21,0\n")
+    found = [p for p, _ in make_pages.data_figures(tmp_path)]
+    assert found == [report / "curves_CartPole-v1.png", zoo / "curve_PongNoFrameskip-v4.png"]
+    for png, drawer in make_pages.data_figures(tmp_path):
+        drawer()
+        assert png.stat().st_size > 10_000
+
+
+def test_every_committed_figure_with_data_is_redrawn_from_it(make_pages, tmp_path: Path
+                                                            ) -> None:
+    """Each committed figure that sits beside its data is redrawn from that data alone (into a
+    copy of its folder without the PNG): the same image size. Pixels are not compared: they
+    follow the machine's matplotlib and fonts."""
+    import matplotlib
+    from PIL import Image
+
+    matplotlib.use("Agg")
+    committed = [p for p, _ in make_pages.data_figures()]
+    assert committed, "no committed figure sits beside its data"
+    for png in committed:
+        rel = png.relative_to(make_pages.RESULTS)
+        shutil.copytree(png.parent, tmp_path / rel.parent, dirs_exist_ok=True)
+        (tmp_path / rel).unlink()
+    for png, drawer in make_pages.data_figures(tmp_path):
+        drawer()
+        committed_png = make_pages.RESULTS / png.relative_to(tmp_path)
+        with Image.open(png) as new, Image.open(committed_png) as old:
+            assert new.size == old.size, png.relative_to(tmp_path)
 
 
 def test_the_page_follows_the_result_files(make_pages, tmp_path: Path) -> None:

@@ -150,6 +150,29 @@ def test_report_means_bands_and_thresholds_on_a_synthetic_sweep(tmp_path):
     assert (folder.path / "report" / "curves_CartPole-v1.png").stat().st_size > 10_000
 
 
+def test_a_reports_figure_is_redrawn_from_its_data_file_alone(tmp_path):
+    """curves_<env>.json holds every trial's evaluations: with the runs gone, draw_curves
+    gives the report's figure byte for byte, and the file's curves are the trials'."""
+    import shutil
+
+    from trustrl.sweep.report import draw_curves
+
+    folder = _synthetic_sweep(tmp_path / "sw")
+    assert main(["report", str(folder.path), "--out", str(tmp_path / "rep")]) == 0
+    data = tmp_path / "rep" / "curves_CartPole-v1.json"
+    d = json.loads(data.read_text())
+    assert {v: [t["seed"] for t in ts] for v, ts in d["variants"].items()} == {
+        "ppo": [1, 2, 3], "trpo": [1, 2, 3]}
+    assert [t["returns"] for t in d["variants"]["ppo"]] == [
+        [float(x) for x in CURVES["ppo"][s]] for s in (1, 2, 3)]
+    assert [t["steps"] for t in d["variants"]["ppo"]] == [list(STEPS)] * 3
+    shutil.copy(data, tmp_path / "alone.json")
+    shutil.rmtree(folder.path)
+    draw_curves(tmp_path / "alone.json", tmp_path / "again.png")
+    assert (tmp_path / "again.png").read_bytes() == (
+        tmp_path / "rep" / "curves_CartPole-v1.png").read_bytes()
+
+
 def test_report_lists_failed_and_pending_trials(tmp_path):
     folder = _synthetic_sweep(tmp_path / "sw")
     a, b = folder.trials[0], folder.trials[1]

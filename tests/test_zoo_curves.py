@@ -75,6 +75,35 @@ def test_table_and_files_at_the_smallest_budget(tmp_path: Path) -> None:
     assert "not drawn" not in text  # the zoo's 122.4 lies within the curves' -7 to 150
 
 
+def test_the_figure_is_redrawn_from_its_two_csvs_alone(tmp_path: Path, monkeypatch) -> None:
+    """trustrl_<algo>_<env>.csv keeps each seed's evaluations beside the zoo's CSV: with the
+    runs and the zoo's agents gone, `draw` gives the script's figure byte for byte."""
+    import shutil
+
+    agents = _agents(tmp_path)
+    _run(tmp_path / "runs" / "a", 1, [(500_000, 10.0), (1_000_000, 30.0)])
+    _run(tmp_path / "runs" / "b", 2, [(400_000, -7.5), (1_000_000, 20.0)],
+         eval_deterministic=False)
+    out = tmp_path / "out"
+    proc = _zoo_curves("--agents", str(agents), "--env", ENV, "--runs", str(tmp_path / "runs"),
+                       "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / f"trustrl_ppo_{ENV}.csv").read_text().splitlines() == [
+        "seed,mode,step,return", "1,greedy,500000,10.0", "1,greedy,1000000,30.0",
+        "2,sampled,400000,-7.5", "2,sampled,1000000,20.0"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for name in (f"trustrl_ppo_{ENV}.csv", f"zoo_ppo_{ENV}.csv"):
+        shutil.copy(out / name, alone / name)
+    shutil.rmtree(tmp_path / "runs")
+    shutil.rmtree(agents)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # sys.path restored after the test
+    from zoo_curves import draw
+
+    assert draw(alone, "ppo", ENV) is None
+    assert (alone / f"curve_{ENV}.png").read_bytes() == (out / f"curve_{ENV}.png").read_bytes()
+
+
 def test_a_score_far_above_the_curves_is_named_not_drawn(tmp_path: Path) -> None:
     # the zoo's run at 1e-5 per step (0.5 to 15 up to 1.5M), trustrl's 2 to 9: the zoo's 100M
     # score 122.4 would stretch the axis to 8x the curves' span

@@ -1,4 +1,5 @@
-"""`trustrl report DIR`: read a sweep folder, write REPORT.md and one PNG of curves per env.
+"""`trustrl report DIR`: read a sweep folder, write REPORT.md and one PNG of curves per env
+(with the data it is drawn from, curves_<env>.json, to redraw it without the runs).
 
 Protocol (what the numbers are): every trial evaluates its greedy policy (argmax / Gaussian
 mean; sampled actions where eval_deterministic is false; observation normaliser frozen) on
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,14 @@ from trustrl.sweep.spec import Trial
 DIAGNOSTICS = (("approx_kl", "approx KL (k3)"), ("kl_exact", "exact KL"),
                ("clip_fraction", "clip fraction"), ("explained_variance", "explained var."),
                ("entropy", "entropy"))
+
+
+@dataclass
+class Curve:
+    """One run's evaluations: what a curve figure is drawn from."""
+
+    steps: np.ndarray
+    returns: np.ndarray
 
 
 @dataclass
@@ -167,7 +177,7 @@ def _nanmedian(xs: list[float]) -> float:
     return float(np.median(v)) if len(v) else math.nan
 
 
-def env_grid(data: list[TrialData], max_points: int = 400) -> np.ndarray:
+def env_grid(data: Sequence[Curve | TrialData], max_points: int = 400) -> np.ndarray:
     """The union of the evaluated steps, or an even grid when that union is too fine."""
     union = np.unique(np.concatenate([d.steps for d in data]))
     if len(union) <= max_points:
@@ -175,7 +185,7 @@ def env_grid(data: list[TrialData], max_points: int = 400) -> np.ndarray:
     return np.linspace(0, union.max(), 200)
 
 
-def curve_band(data: list[TrialData], grid: np.ndarray, stat: str, n_boot: int
+def curve_band(data: Sequence[Curve | TrialData], grid: np.ndarray, stat: str, n_boot: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The stat over seeds at each grid step and its 95% bootstrap band ([points] each)."""
     ys = np.stack([stats.curve_on_grid(d.steps, d.returns, grid) for d in data])
@@ -237,6 +247,44 @@ def _plot_env(env_id: str, curves: dict[str, tuple[np.ndarray, ...]], stat: str,
     plt.close(fig)
 
 
+CURVES_FORMAT = "trustrl-curves/1"
+"""The format tag of a curves_<env>.json: the data a report's figure is drawn from."""
+
+
+def write_curves(path: Path, env_id: str, variants: dict[str, list[TrialData]], stat: str,
+                 threshold: float | None, word: str, n_boot: int) -> None:
+    """Write the data of an env's curve figure: every trial's evaluations (step, mean return)
+    and how the figure reads them, so that `draw_curves` redraws it from this file alone
+    (benchmarks/make_pages.py redraws the committed ones)."""
+    path.write_text(json.dumps({
+        "format": CURVES_FORMAT, "env_id": env_id, "stat": stat, "threshold": threshold,
+        "word": word, "n_boot": n_boot,
+        "variants": {v: [{"seed": d.trial.seed, "steps": [int(x) for x in d.steps],
+                          "returns": [float(x) for x in d.returns]} for d in data]
+                     for v, data in variants.items()}}, indent=1) + "\n")
+
+
+def draw_curves(data: Path, png: Path) -> None:
+    """Draw a report's curve figure from its curves_<env>.json (write_curves): the stat over
+    seeds on the union of evaluated steps with its 95% bootstrap band, per variant.
+
+    Args:
+        data: the curves_<env>.json; read as data (JSON), never executed.
+        png: the figure to write.
+    """
+    d = json.loads(data.read_text())
+    if not isinstance(d, dict) or d.get("format") != CURVES_FORMAT:
+        raise ValueError(f"{data}: not a {CURVES_FORMAT} file")
+    curves: dict[str, tuple[np.ndarray, ...]] = {}
+    for variant, trials in d["variants"].items():
+        runs = [Curve(np.asarray(t["steps"], dtype=float), np.asarray(t["returns"], dtype=float))
+                for t in trials]
+        grid = env_grid(runs)
+        curves[variant] = (grid, *curve_band(runs, grid, d["stat"], int(d["n_boot"])))
+    _plot_env(d["env_id"], curves, d["stat"], d["threshold"],
+              {v: len(t) for v, t in d["variants"].items()}, png, d["word"])
+
+
 def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in s)
 
@@ -264,7 +312,8 @@ def _protocol(trials: list[Trial]) -> list[str]:
 
 def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
                  thresholds: dict[str, float] | None = None, n_boot: int = 5000) -> Path:
-    """Write out/REPORT.md and out/curves_<env>.png; returns the REPORT.md path."""
+    """Write out/REPORT.md, out/curves_<env>.png and the figure's data out/curves_<env>.json;
+    returns the REPORT.md path."""
     folder = SweepFolder.open(sweep_dir)
     thr = dict(folder.thresholds)
     thr.update(thresholds or {})
@@ -316,16 +365,14 @@ def write_report(sweep_dir: Path, out: Path, stat: str = "mean",
     for env_id, variants in by_env.items():
         env_word = eval_word([d.trial for v in variants.values() for d in v])
         threshold = thr.get(env_id)
-        curves: dict[str, tuple[np.ndarray, ...]] = {}
         summaries = []
         for variant, data in variants.items():
             data.sort(key=lambda d: d.trial.seed)
-            grid = env_grid(data)
-            curves[variant] = (grid, *curve_band(data, grid, stat, min(n_boot, 2000)))
             summaries.append(summarise(env_id, variant, data, threshold, n_boot))
         png = out / f"curves_{_safe(env_id)}.png"
-        _plot_env(env_id, curves, stat, threshold,
-                  {v: len(d) for v, d in variants.items()}, png, env_word)
+        write_curves(png.with_suffix(".json"), env_id, variants, stat, threshold, env_word,
+                     min(n_boot, 2000))
+        draw_curves(png.with_suffix(".json"), png)
         lines += [f"## {env_id}", "", f"![{env_id}]({png.name})", "",
                   f"| variant | seeds | final {env_word} return, mean ± std | 95% CI (mean) "
                   "| median "
