@@ -228,3 +228,108 @@ def test_the_gpu_block_follows_the_sessions_json_lines(make_pages, tmp_path: Pat
             r["sps"] = 171_000
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert "| 85,500 | 2,765 | 171,000 (34,330) | 2.00 |" in make_pages.gpu_session(folder)[2]
+
+
+# ----- links and images of the benchmark pages ----------------------------------------------
+LINKED = ["benchmarks/RESULTS.md", "benchmarks/SUITE.md", "benchmarks/RESULTS_HISTORY.md",
+          "benchmarks/SUITE_HISTORY.md", "benchmarks/README.md"]
+MAIN = ["benchmarks/RESULTS.md", "benchmarks/SUITE.md"]
+HISTORY = ["benchmarks/RESULTS_HISTORY.md", "benchmarks/SUITE_HISTORY.md"]
+
+LEGACY_IMAGES = {
+    *(f"benchmarks/results/presets_2026-12-05/{folder}/zoo_curve_{env}.png" for folder, env in [
+        ("bwh_ppo", "BipedalWalkerHardcore-v3"), ("atari_pong", "PongNoFrameskip-v4"),
+        ("atari_breakout", "BreakoutNoFrameskip-v4"),
+        ("atari_beamrider", "BeamRiderNoFrameskip-v4"),
+        ("atari_spaceinvaders", "SpaceInvadersNoFrameskip-v4"),
+        ("atari_qbert", "QbertNoFrameskip-v4"), ("atari_mspacman", "MsPacmanNoFrameskip-v4"),
+        ("atari_roadrunner", "RoadRunnerNoFrameskip-v4"),
+        ("atari_asteroids", "AsteroidsNoFrameskip-v4"),
+        ("atari_seaquest", "SeaquestNoFrameskip-v4"), ("atari_enduro", "EnduroNoFrameskip-v4")]),
+    "benchmarks/results/peers_cartpole_curves.png",
+    "benchmarks/results/peers_cartpole_curves_2026-12-01.png",
+    "benchmarks/results/peers_pendulum_curves.png"}
+"""Legacy images: drawn when their runs ran, whose data were not kept, so make_pages cannot
+redraw them. Only the HISTORY pages may show them, each under LEGACY_LABEL."""
+
+LEGACY_LABEL = ("*Drawn when the runs ran; the runs' data were not kept, so this image cannot "
+                "be redrawn.*")
+
+LINK = re.compile(r"(!?)\[[^\]\n]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def _links(page: str) -> list[tuple[bool, str]]:
+    """(is an image, target) of every Markdown link of a page outside its fenced code."""
+    text = FENCE.sub("", (ROOT / page).read_text(encoding="utf-8"))
+    return [(bang == "!", target) for bang, target in LINK.findall(text)]
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file (a repeated one gets -1, -2)."""
+    seen: dict[str, int] = {}
+    out = set()
+    for line in FENCE.sub("", path.read_text(encoding="utf-8")).splitlines():
+        if m := re.match(r"#{1,6} (.*)", line):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+@pytest.mark.parametrize("page", LINKED)
+def test_every_relative_link_and_image_of_a_benchmark_page_exists(page) -> None:
+    """Each relative link or image points to a file of the repository, and an anchor into a
+    Markdown file to one of its headings."""
+    broken = []
+    for _, target in _links(page):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        rel, _, anchor = target.partition("#")
+        path = ((ROOT / page).parent / rel).resolve() if rel else ROOT / page
+        if not path.exists():
+            broken.append(target)
+        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+            broken.append(target)
+    assert not broken, f"{page}: broken links {broken}"
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory) -> set[Path]:
+    """The figures make_pages draws, as the paths the pages link them at (under docs/)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import make_pages
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    out = tmp_path_factory.mktemp("figures")
+    return {make_pages.FIGURES / p.name for p in make_pages.draw(out=out)}
+
+
+def _images(page: str) -> list[Path]:
+    return [((ROOT / page).parent / t).resolve() for image, t in _links(page) if image]
+
+
+@pytest.mark.parametrize("page", MAIN)
+def test_a_main_page_shows_only_figures_make_pages_draws(page, drawn) -> None:
+    """RESULTS.md and SUITE.md show only images a committed result file redraws; legacy
+    images are for the HISTORY pages."""
+    images = _images(page)
+    outside = [str(p.relative_to(ROOT)) for p in images if p not in drawn]
+    assert not outside, f"{page} shows images make_pages does not draw: {outside}"
+
+
+def test_every_legacy_image_is_on_a_history_page_under_its_label() -> None:
+    """Each legacy image is shown on a HISTORY page, the line before it saying why it cannot
+    be redrawn."""
+    shown = set()
+    for page in HISTORY:
+        lines = (ROOT / page).read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            for image, target in LINK.findall(line):
+                rel = str(((ROOT / page).parent / target).resolve().relative_to(ROOT))
+                if image and rel in LEGACY_IMAGES:
+                    assert lines[i - 2] == LEGACY_LABEL and not lines[i - 1], (page, rel)
+                    shown.add(rel)
+    assert shown == LEGACY_IMAGES
