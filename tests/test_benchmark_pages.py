@@ -248,7 +248,13 @@ LEGACY_IMAGES = {
         ("atari_seaquest", "SeaquestNoFrameskip-v4"), ("atari_enduro", "EnduroNoFrameskip-v4")]),
     "benchmarks/results/peers_cartpole_curves.png",
     "benchmarks/results/peers_cartpole_curves_2026-12-01.png",
-    "benchmarks/results/peers_pendulum_curves.png"}
+    "benchmarks/results/peers_pendulum_curves.png",
+    *(f"benchmarks/results/presets_2026-12-03/{name}.png" for name in [
+        "bwh_ppo/zoo_curve_BipedalWalkerHardcore-v3", "pong_ppo/curve_PongNoFrameskip-v4",
+        *(f"{game.lower()}_ppo_zoo_schedule/curve_{game}NoFrameskip-v4" for game in (
+            "Pong", "Breakout", "BeamRider", "SpaceInvaders", "Qbert", "MsPacman", "RoadRunner",
+            "Asteroids", "Seaquest")),
+        "enduro_ppo_zoo_schedule/vf_sb3/curve_EnduroNoFrameskip-v4"])}
 """Legacy images: drawn when their runs ran, whose data were not kept, so make_pages cannot
 redraw them. Only the HISTORY pages may show them, each under LEGACY_LABEL."""
 
@@ -297,14 +303,13 @@ def test_every_relative_link_and_image_of_a_benchmark_page_exists(page) -> None:
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory) -> set[Path]:
-    """The figures make_pages draws, as the paths the pages link them at (under docs/)."""
+    """The figures make_pages draws (into docs/figures/, or beside their data)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import make_pages
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    out = tmp_path_factory.mktemp("figures")
-    return {make_pages.FIGURES / p.name for p in make_pages.draw(out=out)}
+    return set(make_pages.figures())
 
 
 def _images(page: str) -> list[Path]:
@@ -333,3 +338,11 @@ def test_every_legacy_image_is_on_a_history_page_under_its_label() -> None:
                     assert lines[i - 2] == LEGACY_LABEL and not lines[i - 1], (page, rel)
                     shown.add(rel)
     assert shown == LEGACY_IMAGES
+
+
+@pytest.mark.parametrize("page", HISTORY)
+def test_a_history_page_shows_drawn_or_labelled_legacy_images(page, drawn) -> None:
+    """Every image of a HISTORY page is drawn by make_pages or a listed legacy image."""
+    outside = [str(p.relative_to(ROOT)) for p in _images(page)
+               if p not in drawn and str(p.relative_to(ROOT)) not in LEGACY_IMAGES]
+    assert not outside, f"{page} shows images neither drawn nor listed as legacy: {outside}"
