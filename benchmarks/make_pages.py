@@ -629,8 +629,23 @@ DRAWERS: dict[Callable[[Path], list[str]], Callable[[Path, Path], list[Path]]] =
     mujoco_cpu: draw_mujoco}
 """A section renderer that links figures -> the function drawing them into a folder."""
 
+def _feature_drawer(script: str) -> Callable[[Path, Path], list[Path]]:
+    """A drawer of one figure, out/<folder>.png, from the folder's results.json by `script`'s
+    draw(results, path) (a benchmark beside sb3-contrib; its page under docs/ shows it)."""
+    def drawer(folder: Path, out: Path) -> list[Path]:
+        path = out / f"{folder.name}.png"
+        _bench_module(script).draw(json.loads((folder / "results.json").read_text()), path)
+        return [path]
+    return drawer
+
+
+FEATURE_FIGURES = [("masking", "masking_vs_sb3"), ("recurrent_2026-12-06", "recurrent_vs_sb3")]
+"""The figures of the feature pages (docs/masking.md, docs/recurrent.md): (result folder, the
+benchmark script whose draw() draws it)."""
+
 DRAWN = [(name, DRAWERS[fn]) for _, (_, sections) in PAGES.items()
-         for _, name, _, fn in sections if fn in DRAWERS]
+         for _, name, _, fn in sections if fn in DRAWERS] + [
+    (name, _feature_drawer(script)) for name, script in FEATURE_FIGURES]
 """The figures: (result folder, the function drawing its figures into a folder)."""
 
 
@@ -683,6 +698,7 @@ def figures(results: Path = RESULTS, out: Path = FIGURES) -> list[Path]:
     drawn = [out / mujoco_figure(results / name, env_id) for name, fn in DRAWN
              if fn is draw_mujoco
              for env_id in json.loads((results / name / "mujoco.json").read_text())]
+    drawn += [out / f"{name}.png" for name, _ in FEATURE_FIGURES]
     return drawn + [p for p, _ in data_figures(results)]
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -41,6 +40,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from beside_contrib import (  # noqa: E402 - the benchmarks beside sb3-contrib share these
+    plot,
+    run_interleaved,
+    spread,
+    write_between_markers,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -129,19 +136,6 @@ def run_one(tool: str, seed: int, total: int) -> dict[str, Any]:
     return r
 
 
-def versions() -> dict[str, str]:
-    import gymnasium
-    import sb3_contrib
-    import stable_baselines3
-    import torch
-
-    import trustrl
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "gymnasium": gymnasium.__version__, "stable_baselines3": stable_baselines3.__version__,
-            "sb3_contrib": sb3_contrib.__version__, "trustrl": trustrl.__version__}
-
-
 def best_play() -> float:
     """The mean return of the best play (the 4 largest values) on the evaluation episodes."""
     from trustrl.envs.masked_pick import MaskedPick
@@ -151,11 +145,6 @@ def best_play() -> float:
         game.reset(seed=EVAL_SEED + i)
         best.append(float(np.sort(game.values)[-game.picks:].sum()))
     return float(np.mean(best))
-
-
-def _spread(xs: list[float], fmt: str) -> str:
-    mean = statistics.fmean(xs)
-    return f"{mean:{fmt}} [{min(xs):{fmt}}, {max(xs):{fmt}}]"
 
 
 def table(results: dict[str, Any]) -> str:
@@ -175,10 +164,10 @@ def table(results: dict[str, Any]) -> str:
         if not rs:
             continue
         sps = [r["sps"] for r in rs]
-        lines.append(f"| {tool} | {_spread([r['final_return'] for r in rs], '.3f')} | "
-                     f"{_spread([r['train_return'] for r in rs], '.3f')} | "
+        lines.append(f"| {tool} | {spread([r['final_return'] for r in rs], '.3f')} | "
+                     f"{spread([r['train_return'] for r in rs], '.3f')} | "
                      f"{statistics.fmean(r['invalid_fraction'] for r in rs):.1%} | "
-                     f"{_spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
+                     f"{spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
     v = results["versions"]
     lines += ["", f"Measured {results['date']} on {results['machine']}; "
               + ", ".join(f"{k} {x}" for k, x in v.items()) + ". Command: `"
@@ -191,13 +180,14 @@ def write_report(out: Path) -> str:
     text = table(results)
     (out / "report.md").write_text("# Action masking: trustrl against sb3-contrib's "
                                    "MaskablePPO\n\n" + text + "\n")
-    if DOC.is_file():
-        doc = DOC.read_text()
-        if MARK_BEGIN in doc and MARK_END in doc:
-            head, rest = doc.split(MARK_BEGIN, 1)
-            _, tail = rest.split(MARK_END, 1)
-            DOC.write_text(head + MARK_BEGIN + "\n" + text + "\n" + MARK_END + tail)
+    write_between_markers(DOC, MARK_BEGIN, MARK_END, text)
     return text
+
+
+def draw(results: dict[str, Any], path: Path) -> None:
+    """The figure of docs/masking.md, from a results.json (make_pages redraws it)."""
+    plot(results, TOOLS, "sb3-maskable", f"{ENV_ID}: trustrl beside sb3-contrib's MaskablePPO",
+         path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,24 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true")
     a = p.parse_args(argv)
     if not a.report_only:
-        seeds = [int(s) for s in a.seeds.split(",")]
-        for tool in TOOLS:  # warm-up, not timed: imports, and the compiled backend's kernels
-            run_one(tool, 99, 2048)  # (compiled on the first use on a machine, then cached)
-        runs = []
-        for seed in seeds:  # tools interleaved per seed: a load change hits them alike
-            for tool in TOOLS:
-                r = run_one(tool, seed, a.total_steps)
-                print(f"{tool:17s} seed {seed}: return {r['final_return']:.3f}  "
-                      f"sps {r['sps']:,.0f}", flush=True)
-                runs.append(r)
-        a.out.mkdir(parents=True, exist_ok=True)
         cmd = "nice -n 10 python benchmarks/masking_vs_sb3.py --total-steps " \
               f"{a.total_steps} --seeds {a.seeds}"
-        (a.out / "results.json").write_text(json.dumps({
-            "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} CPU, "
-            "2 cores shared with other jobs, one torch thread per run",
-            "command": cmd, "seeds": seeds, "settings": SETTINGS, "versions": versions(),
-            "runs": runs}, indent=1))
+        run_interleaved(TOOLS, [int(s) for s in a.seeds.split(",")], a.total_steps, 2048,
+                        run_one, a.out, cmd, SETTINGS, 3)
     print(write_report(a.out))
     return 0
 

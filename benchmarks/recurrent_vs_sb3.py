@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -44,7 +43,12 @@ HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "recurrent.md"
 MARK_BEGIN, MARK_END = "<!-- recurrent-table:begin -->", "<!-- recurrent-table:end -->"
 sys.path.insert(0, str(HERE))
-from masking_vs_sb3 import _spread, versions  # noqa: E402 - the sibling benchmark's helpers
+from beside_contrib import (  # noqa: E402 - the benchmarks beside sb3-contrib share these
+    plot,
+    run_interleaved,
+    spread,
+    write_between_markers,
+)
 
 ENV_ID = "CartPoleNoVel-v1"
 TOOLS = ("sb3-recurrent", "trustrl-lstm", "trustrl-mlp")
@@ -139,13 +143,19 @@ def table(results: dict[str, Any]) -> str:
         if not rs:
             continue
         sps = [r["sps"] for r in rs]
-        lines.append(f"| {tool} | {_spread([r['final_return'] for r in rs], '.1f')} | "
-                     f"{_spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
+        lines.append(f"| {tool} | {spread([r['final_return'] for r in rs], '.1f')} | "
+                     f"{spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
     v = results["versions"]
     lines += ["", f"Measured {results['date']} on {results['machine']}; "
               + ", ".join(f"{k} {x}" for k, x in v.items()) + ". Command: `"
               + results["command"] + "`."]
     return "\n".join(lines)
+
+
+def draw(results: dict[str, Any], path: Path) -> None:
+    """The figure of docs/recurrent.md, from a results.json (make_pages redraws it)."""
+    plot(results, TOOLS, "sb3-recurrent",
+         f"{ENV_ID}: trustrl beside sb3-contrib's RecurrentPPO", path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,32 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true")
     a = p.parse_args(argv)
     if not a.report_only:
-        seeds = [int(s) for s in a.seeds.split(",")]
-        for tool in TOOLS:  # warm-up, not timed: imports
-            run_one(tool, 99, 512)
-        runs = []
-        for seed in seeds:  # tools interleaved per seed: a load change hits them alike
-            for tool in TOOLS:
-                r = run_one(tool, seed, a.total_steps)
-                print(f"{tool:14s} seed {seed}: return {r['final_return']:.1f}  "
-                      f"sps {r['sps']:,.0f}", flush=True)
-                runs.append(r)
-                a.out.mkdir(parents=True, exist_ok=True)
-                cmd = ("nice -n 10 python benchmarks/recurrent_vs_sb3.py --total-steps "
-                       f"{a.total_steps} --seeds {a.seeds}")
-                (a.out / "results.json").write_text(json.dumps({
-                    "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} CPU, "
-                    "2 cores shared with other jobs, one torch thread per run",
-                    "command": cmd, "seeds": seeds, "settings": SETTINGS,
-                    "versions": versions(), "runs": runs}, indent=1))
+        cmd = ("nice -n 10 python benchmarks/recurrent_vs_sb3.py --total-steps "
+               f"{a.total_steps} --seeds {a.seeds}")
+        run_interleaved(TOOLS, [int(s) for s in a.seeds.split(",")], a.total_steps, 512,
+                        run_one, a.out, cmd, SETTINGS, 1)
     text = table(json.loads((a.out / "results.json").read_text()))
     (a.out / "RESULT.md").write_text("# Recurrent PPO: trustrl against sb3-contrib's "
                                      "RecurrentPPO\n\n" + text + "\n")
-    doc = DOC.read_text()  # the table in docs/recurrent.md, between its markers
-    if MARK_BEGIN in doc and MARK_END in doc:
-        head, rest = doc.split(MARK_BEGIN, 1)
-        DOC.write_text(head + MARK_BEGIN + "\n" + text + "\n" + MARK_END
-                       + rest.split(MARK_END, 1)[1])
+    write_between_markers(DOC, MARK_BEGIN, MARK_END, text)  # docs/recurrent.md's table
     print(text)
     return 0
 
