@@ -51,6 +51,38 @@ def test_categorical_kl_matches_torch_and_is_zero_with_itself():
                                rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_log_softmax_source_is_torchs_fused_kernel_to_rounding(seed):
+    """distributions.log_softmax (the source compiled code runs) computes what torch's fused
+    log_softmax (the torch binding's kernel, `masked_log_softmax`) does, over torch and NumPy:
+    large logits (no overflow: the shift), masked rows (MASKED_LOGIT stays finite), 2-d and
+    3-d batches; and the entropy and KL of its rows are Categorical's."""
+    import numpy as np
+
+    from trustrl import distributions as dist
+    from trustrl.rebind import rebound
+
+    g = _gen(seed)
+    x = 30.0 * torch.randn(3, 7, 5, generator=g)  # exp(x) overflows float32 unshifted
+    x[0, :, 0] = 200.0
+    mask = torch.rand(3, 7, 5, generator=g) > 0.4
+    mask[..., 1] = True  # a valid action in every row
+    for logits in (x, dist.mask_logits(x, mask), x[1]):
+        fused = dist.masked_log_softmax(logits)
+        ours = dist.log_softmax(logits)
+        assert torch.isfinite(ours).all()
+        torch.testing.assert_close(ours, fused, rtol=0, atol=2e-6 * (1 + fused.abs().max()))
+        np_ops = rebound(f"_test_distributions_numpy_{seed}", "test", vars(dist),
+                         [dist.log_softmax], {"o": np})
+        torch.testing.assert_close(torch.from_numpy(np_ops.log_softmax(logits.numpy())), fused,
+                                   rtol=0, atol=2e-6 * (1 + fused.abs().max()))
+    y = 3.0 * torch.randn(3, 7, 5, generator=g, dtype=F64)
+    lo, ln = dist.log_softmax(y), dist.log_softmax(y.flip(-1))
+    torch.testing.assert_close(dist.categorical_entropy(lo), td.Categorical(logits=y).entropy())
+    torch.testing.assert_close(dist.categorical_kl(lo, ln), td.kl_divergence(
+        td.Categorical(logits=y), td.Categorical(logits=y.flip(-1))))
+
+
 def test_categorical_uniform_entropy_is_log_n():
     d = Categorical(torch.zeros(3, 6, dtype=F64))
     torch.testing.assert_close(d.entropy(), torch.full((3,), torch.log(torch.tensor(6.0)).item(),

@@ -85,6 +85,47 @@ def test_gaussian_densities_compiled_binding_runs_the_source():
     assert ppo.gaussian_entropy_density is kernels.gaussian_entropy_density
 
 
+CATEGORICAL = ("log_softmax", "categorical_entropy", "categorical_kl")
+
+
+def test_categorical_bindings_run_the_source():
+    """The categorical's log-softmax, entropy and KL: torch (Categorical, popnet) calls the
+    source's entropy and KL and torch's fused log-softmax (masked_log_softmax); the compiled
+    rollouts, PPO's epochs and the diagnostics call the source compiled."""
+    from trustrl import distributions, popnet
+
+    assert popnet.categorical_entropy is distributions.categorical_entropy
+    assert popnet.categorical_kl is distributions.categorical_kl
+    assert popnet.masked_log_softmax is distributions.masked_log_softmax
+    pytest.importorskip("numba")
+    from trustrl.compiled import kernels, ppo, rollout
+
+    for name in CATEGORICAL:
+        assert getattr(kernels, name).py_func.__code__ is getattr(distributions, name).__code__
+        assert kernels.ppo_diagnostics.py_func.__globals__[name] is getattr(kernels, name)
+    assert rollout.log_softmax is kernels.log_softmax
+    assert rollout.rollout.__globals__["log_softmax"] is kernels.log_softmax
+    assert rollout.categorical_step.py_func.__globals__["log_softmax"] is kernels.log_softmax
+    epochs = ppo.ppo_epochs.__globals__
+    for name in CATEGORICAL:
+        assert epochs[name] is getattr(kernels, name)
+
+
+def test_no_log_softmax_written_out_in_the_policy_code():
+    """The RL core's log-softmax is distributions' (the source, or torch's fused kernel
+    through masked_log_softmax): no hand-written one in popnet, backends or compiled/ (four
+    were there)."""
+    import re
+    from pathlib import Path
+
+    import trustrl
+
+    root = Path(trustrl.__file__).parent
+    files = [root / "popnet.py", root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    written = re.compile(r"torch\.log_softmax|def _?log_softmax|np\.log\(s[eo]?\)|\blse\b")
+    assert [p.name for p in files if written.search(p.read_text())] == []
+
+
 def test_no_gaussian_log_density_written_out_elsewhere():
     """The Gaussian's normalising constant log(2 pi) / 2 appears in one module: a copy of the
     density written out anywhere else (as the eight there were) would name it again."""

@@ -23,7 +23,8 @@ HALF_LOG_2PI = 0.5 * _LOG_2PI
 """log(2 pi) / 2, the Gaussian's normalising constant per dimension."""
 
 o: Any = torch
-"""The array namespace of the elementwise functions below."""
+"""The array namespace of the one-source functions below (Gaussian densities, the
+categorical's log-softmax, entropy and KL)."""
 
 
 # --- the diagonal Gaussian's densities, written once ------------------------------------------
@@ -63,6 +64,36 @@ def gaussian_var_ratio(log_std_p: Any, log_std_q: Any, two: Any) -> Any:
     return o.exp(two * (log_std_p - log_std_q))
 
 
+# --- the categorical's log-softmax, entropy and KL, written once --------------------------------
+# Array functions over the last axis (the actions): compiled code runs them on a batch's rows
+# (trustrl.compiled: both rollouts, PPO's epochs, the diagnostics) from this source
+# (tests/test_one_source.py); torch runs `categorical_entropy` and `categorical_kl` as they are
+# (Categorical here, trustrl.popnet), and for the log-softmax calls its fused kernel,
+# torch.log_softmax, the library's implementation of the same arithmetic (`masked_log_softmax`;
+# tests/test_distributions.py holds the two equal).
+
+def log_softmax(x: Any) -> Any:
+    """log softmax(x) over the last axis, shifted by the row's maximum so that exp never
+    overflows: (x - max) - log sum_j exp(x_j - max). The easy mistake: no shift (exp of a
+    logit of 100 is inf in float32), or a softmax followed by a log (log 0 = -inf for a very
+    unlikely action, where the shifted form stays finite)."""
+    shifted = x - o.amax(x, -1)[..., None]
+    return shifted - o.log(o.exp(shifted).sum(-1))[..., None]
+
+
+def categorical_entropy(logp: Any) -> Any:
+    """H = -sum_a p(a) log p(a) per row, from the log-probabilities over the last axis (a
+    masked action's p is exactly 0, so its finite MASKED_LOGIT-like log p adds 0)."""
+    return -(o.exp(logp) * logp).sum(-1)
+
+
+def categorical_kl(logp_p: Any, logp_q: Any) -> Any:
+    """KL(p || q) = sum_a p(a) (log p(a) - log q(a)) per row, exactly, from log-probabilities
+    over the last axis. The easy mistake: the arguments' order (PPO's diagnostics and penalty
+    take pi_old as p)."""
+    return (o.exp(logp_p) * (logp_p - logp_q)).sum(-1)
+
+
 # --- action masks, written once -----------------------------------------------------------------
 MASKED_LOGIT = -1e8
 """The logit an invalid action gets (sb3-contrib's MaskableCategorical uses the same): finite,
@@ -86,8 +117,9 @@ def mask_logits(logits: Tensor, mask: Tensor | None) -> Tensor:
 def masked_log_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
     """log pi(a|s) for every action a over the last dimension, with the probability of the
     invalid actions (mask False) exactly 0 and their log-probability MASKED_LOGIT-like (finite):
-    log_softmax(mask_logits(logits, mask)). Any log-softmax of a categorical's logits goes
-    through here, so a masked policy's log-probs, entropy and KL are over the valid actions."""
+    `log_softmax` of mask_logits(logits, mask), by torch's fused kernel (the same arithmetic).
+    Any log-softmax of a categorical's logits in torch goes through here, so a masked policy's
+    log-probs, entropy and KL are over the valid actions."""
     return torch.log_softmax(mask_logits(logits, mask), dim=-1)
 
 
@@ -113,11 +145,11 @@ class Categorical:
         return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
     def entropy(self) -> Tensor:
-        return -(self.probs * self.logits).sum(-1)
+        return categorical_entropy(self.logits)
 
     def kl(self, other: Categorical) -> Tensor:
         """KL(self || other) per state, exactly: sum_a p(a) (log p(a) - log q(a))."""
-        return (self.probs * (self.logits - other.logits)).sum(-1)
+        return categorical_kl(self.logits, other.logits)
 
 
 class DiagGaussian:

@@ -26,10 +26,13 @@ from torch import Tensor
 
 from trustrl.distributions import (
     HALF_LOG_2PI,
+    categorical_entropy,
+    categorical_kl,
     gaussian_entropy_density,
     gaussian_kl_density,
     gaussian_log_density,
     gaussian_var_ratio,
+    masked_log_softmax,
 )
 from trustrl.policies import ActionSpec, ActorCritic
 
@@ -48,7 +51,7 @@ def _tanh(x: Tensor) -> Tensor:
 
 def _blocks(out: Tensor, nvec: tuple[int, ...]) -> list[Tensor]:
     """The log-softmax of each MultiDiscrete dimension's block of logits."""
-    return [torch.log_softmax(x, dim=-1) for x in torch.split(out, nvec, dim=-1)]
+    return [masked_log_softmax(x) for x in torch.split(out, nvec, dim=-1)]
 
 
 def _multi_logp(blocks: list[Tensor], actions: Tensor) -> Tensor:
@@ -58,7 +61,7 @@ def _multi_logp(blocks: list[Tensor], actions: Tensor) -> Tensor:
 
 
 def _multi_entropy(blocks: list[Tensor]) -> Tensor:
-    return sum(-(lp.exp() * lp).sum(-1) for lp in blocks)  # type: ignore[return-value]
+    return sum(categorical_entropy(lp) for lp in blocks)  # type: ignore[return-value]
 
 
 def _bernoulli_logp(out: Tensor, actions: Tensor) -> Tensor:
@@ -133,7 +136,7 @@ class PopNet:
         if self.action.kind == "multibinary":
             return _bernoulli_logp(out, actions)
         if self.discrete:
-            return torch.log_softmax(out, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            return masked_log_softmax(out).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         log_std = self.log_std(flat)
         return gaussian_log_density(actions, out, log_std, torch.exp(-log_std), 0.5,
                                     HALF_LOG_2PI).sum(-1)
@@ -150,7 +153,7 @@ class PopNet:
         if self.action.kind == "multibinary":
             return {"logp": _bernoulli_logp(out, actions), "out": out}
         if self.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
+            logp_all = masked_log_softmax(out)
             logp = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
             return {"logp": logp, "logp_all": logp_all, "prob": logp_all.exp()}
         log_std = self.log_std(flat)
@@ -186,7 +189,7 @@ class PopNet:
         if self.action.kind == "multibinary":
             return _bernoulli_entropy(parts["out"])
         if self.discrete:
-            return -(parts["prob"] * parts["logp_all"]).sum(-1)
+            return categorical_entropy(parts["logp_all"])
         return gaussian_entropy_density(parts["log_std"], 0.5, HALF_LOG_2PI).sum(-1).expand_as(
             parts["logp"])
 
@@ -196,7 +199,7 @@ class PopNet:
         flat_new: pi_new's (default: the leaf). MultiDiscrete and MultiBinary: summed over
         their independent dimensions."""
         if self.action.kind == "multidiscrete":
-            return sum((lo.exp() * (lo - ln)).sum(-1)  # type: ignore[return-value]
+            return sum(categorical_kl(lo, ln)  # type: ignore[return-value]
                        for lo, ln in zip(_blocks(old_out, self.action.nvec),
                                          _blocks(new_out, self.action.nvec), strict=True))
         if self.action.kind == "multibinary":
@@ -204,8 +207,7 @@ class PopNet:
             return (torch.sigmoid(old_out) * (old_out - new_out) - sp(old_out)
                     + sp(new_out)).sum(-1)
         if self.discrete:
-            lo, ln = torch.log_softmax(old_out, -1), torch.log_softmax(new_out, -1)
-            return (lo.exp() * (lo - ln)).sum(-1)
+            return categorical_kl(masked_log_softmax(old_out), masked_log_softmax(new_out))
         ls_new = self.log_std(flat_new)
         ls_old = ls_new.detach() if flat_old is None else self.log_std(flat_old)
         var_ratio = gaussian_var_ratio(ls_old, ls_new, 2.0)
@@ -219,7 +221,7 @@ class PopNet:
         dimension, summed over the batch)."""
         if self.discrete:
             prob, logp_all = parts["prob"], parts["logp_all"]
-            ent = -(prob * logp_all).sum(-1, keepdim=True)
+            ent = categorical_entropy(logp_all).unsqueeze(-1)
             return -g_ent.unsqueeze(-1) * prob * (logp_all + ent), None
         return None, g_ent.sum(1, keepdim=True).expand(-1, self.n_out)
 

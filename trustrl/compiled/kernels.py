@@ -217,14 +217,21 @@ def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def
                                          bc2)
 
 
-_GAUSSIAN = compiled_source(distributions, ("gaussian_log_density", "gaussian_entropy_density",
-                                           "gaussian_kl_density", "gaussian_var_ratio"))
-gaussian_log_density = _GAUSSIAN.gaussian_log_density
-gaussian_entropy_density = _GAUSSIAN.gaussian_entropy_density
-gaussian_kl_density = _GAUSSIAN.gaussian_kl_density
-gaussian_var_ratio = _GAUSSIAN.gaussian_var_ratio
+_DISTRIBUTIONS = compiled_source(distributions, (
+    "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
+    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"))
+gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
+gaussian_entropy_density = _DISTRIBUTIONS.gaussian_entropy_density
+gaussian_kl_density = _DISTRIBUTIONS.gaussian_kl_density
+gaussian_var_ratio = _DISTRIBUTIONS.gaussian_var_ratio
 """trustrl.distributions' Gaussian densities compiled over trustrl.compiled.xp, called on
 float32 scalars in the loops below (compiled/rollout.py and compiled/ppo.py too)."""
+log_softmax = _DISTRIBUTIONS.log_softmax
+categorical_entropy = _DISTRIBUTIONS.categorical_entropy
+categorical_kl = _DISTRIBUTIONS.categorical_kl
+"""trustrl.distributions' categorical log-softmax, entropy and KL compiled over
+trustrl.compiled.xp, called on a batch's rows of logits [..., n] (float32) below and in
+compiled/rollout.py and compiled/ppo.py."""
 HALF_LOG_2PI = np.float32(distributions.HALF_LOG_2PI)
 HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
 
@@ -398,8 +405,6 @@ def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip
     P, B = logp_old.shape
     n = sizes[sizes.shape[0] - 1]
     f32 = np.float32
-    lsm = np.empty(n, np.float32)
-    lso = np.empty(n, np.float32)
     inv_std = np.empty(n, np.float32)
     var_ratio = np.empty(n, np.float32)
     for p in range(P):
@@ -411,7 +416,13 @@ def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip
         s_kl = 0.0
         clipped = 0
         ent_box = f32(0.0)
-        if not discrete:
+        if discrete:  # trustrl.distributions' functions on the member's whole batch
+            lsm = log_softmax(out)
+            ent_d = categorical_entropy(lsm)
+            kl_d = categorical_kl(log_softmax(old_out[p]), lsm)
+        else:
+            lsm = np.empty((0, 0), f32)
+            ent_d = kl_d = np.empty(0, f32)
             for k in range(n):
                 ent_box += gaussian_entropy_density(flat[p, ls_off + k], HALF, HALF_LOG_2PI)
                 inv_std[k] = np.exp(-flat[p, ls_off + k])
@@ -419,26 +430,9 @@ def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip
                                                   TWO)
         for i in range(B):
             if discrete:
-                m = out[i, 0]
-                mo = old_out[p, i, 0]
-                for k in range(1, n):
-                    m = max(m, out[i, k])
-                    mo = max(mo, old_out[p, i, k])
-                se = f32(0.0)
-                so = f32(0.0)
-                for k in range(n):
-                    se += np.exp(out[i, k] - m)
-                    so += np.exp(old_out[p, i, k] - mo)
-                lse = np.log(se)
-                lseo = np.log(so)
-                ent = f32(0.0)
-                kl = f32(0.0)
-                for k in range(n):
-                    lsm[k] = (out[i, k] - m) - lse
-                    lso[k] = (old_out[p, i, k] - mo) - lseo
-                    ent -= np.exp(lsm[k]) * lsm[k]
-                    kl += np.exp(lso[k]) * (lso[k] - lsm[k])
-                logp = lsm[act_i[p, i]]
+                logp = lsm[i, act_i[p, i]]
+                ent = ent_d[i]
+                kl = kl_d[i]
             else:
                 logp = f32(0.0)
                 kl = f32(0.0)

@@ -4,7 +4,8 @@ does in its epochs with the closed-form backend, with no Python between its oper
 For each member still active and each minibatch of its shuffled samples (the order is drawn by
 trustrl.rng outside the call, as for the eager epoch): the advantages normalised over the
 minibatch, the actor's and the critic's forward passes (kernels.mlp_forward), the action's
-log-probability and the entropy (softmax or diagonal Gaussian), PPO's loss terms and their
+log-probability and the entropy (trustrl.distributions' categorical or diagonal Gaussian
+functions, compiled from their source), PPO's loss terms and their
 derivatives, the backward pass (kernels.mlp_backward_hidden), the global gradient-norm clip and
 one Adam step (trustrl.optim's arithmetic), parameters and moments updated in place.
 
@@ -36,12 +37,15 @@ from trustrl.compiled.kernels import (
     HALF,
     HALF_LOG_2PI,
     adam_,
+    categorical_entropy,
+    categorical_kl,
     dot_tn,
     gaussian_entropy_density,
     gaussian_kl_density,
     gaussian_log_density,
     gaussian_var_ratio,
     hidden_size,
+    log_softmax,
     mlp_backward_hidden,
     mlp_forward,
     sum_squares,
@@ -63,20 +67,6 @@ def OBJECTIVE(ratio, advantages, *args):  # type: ignore[no-untyped-def]  # noqa
 
 OBJECTIVE_GRAD = OBJECTIVE
 """d objective / d ratio per sample (the algorithm's `objective_grad`, compiled)."""
-
-
-@njit(cache=True, error_model="numpy")
-def _log_softmax_into(x, out):  # type: ignore[no-untyped-def]
-    """out[k] = x[k] - log sum_j exp(x[j]) for one row (max-shifted), in x's dtype."""
-    mx = x[0]
-    for k in range(1, x.shape[0]):
-        mx = max(mx, x[k])
-    se = x.dtype.type(0.0)
-    for k in range(x.shape[0]):
-        se += np.exp(x[k] - mx)
-    lse = mx + np.log(se)
-    for k in range(x.shape[0]):
-        out[k] = x[k] - lse
 
 
 def ppo_epochs(policy, adam, batch, loss, penalty, active, order, mb, sums):  # type: ignore[no-untyped-def]  # noqa: E501
@@ -165,15 +155,12 @@ def ppo_epochs(policy, adam, batch, loss, penalty, active, order, mb, sums):  # 
                 lpa = np.empty((M, n), np.float32)  # log-softmax (discrete) or z (Box)
                 prob = np.empty((M, n), np.float32)
                 inv_std = np.empty(n, np.float32)
-                if discrete:
+                if discrete:  # trustrl.distributions' log-softmax and entropy, compiled
+                    lpa = log_softmax(out)
+                    prob = np.exp(lpa)
+                    ent = categorical_entropy(lpa)
                     for i in range(M):
-                        _log_softmax_into(out[i], lpa[i])
-                        h = f32(0.0)
-                        for k in range(n):
-                            prob[i, k] = np.exp(lpa[i, k])
-                            h -= prob[i, k] * lpa[i, k]
                         logp[i] = lpa[i, a_i[i]]
-                        ent[i] = h
                 else:
                     h = f32(0.0)
                     for k in range(n):
@@ -201,15 +188,17 @@ def ppo_epochs(policy, adam, batch, loss, penalty, active, order, mb, sums):  # 
                 ref = np.empty((M if beta != 0.0 else 0, n), np.float32)
                 if beta != 0.0:
                     kl = np.zeros(M, np.float32)
-                    lo = np.empty(n, np.float32)
-                    for i in range(M):
-                        j = order[e, p, s + i]
-                        if discrete:
-                            _log_softmax_into(old_out[p, j], lo)
+                    if discrete:
+                        lo = np.empty((M, n), np.float32)
+                        for i in range(M):
                             for k in range(n):
-                                ref[i, k] = np.exp(lo[k])
-                                kl[i] += ref[i, k] * (lo[k] - lpa[i, k])
-                        else:
+                                lo[i, k] = old_out[p, order[e, p, s + i], k]
+                        lo = log_softmax(lo)
+                        ref = np.exp(lo)
+                        kl = categorical_kl(lo, lpa)
+                    else:
+                        for i in range(M):
+                            j = order[e, p, s + i]
                             for k in range(n):
                                 ls_n = th[ls_off + k]
                                 kl[i] += gaussian_kl_density(

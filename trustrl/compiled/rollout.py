@@ -23,7 +23,13 @@ import numpy as np
 from numba import njit
 
 from trustrl import normalize
-from trustrl.compiled.kernels import HALF, HALF_LOG_2PI, gaussian_log_density, mlp_out
+from trustrl.compiled.kernels import (
+    HALF,
+    HALF_LOG_2PI,
+    gaussian_log_density,
+    log_softmax,
+    mlp_out,
+)
 from trustrl.compiled.xp import compiled_source
 
 
@@ -87,6 +93,7 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
         for p in range(P):
             out[p] = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(x[p]))
         out_b[t] = out
+        lsm = log_softmax(out) if discrete else out  # trustrl.distributions', compiled
         for p in range(P):
             for i in range(N):
                 if discrete:
@@ -96,13 +103,7 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
                         v = out[p, i, j] + noise[t, p, i, j]
                         if v > best_v:
                             best, best_v = j, v
-                    m = out[p, i, 0]
-                    for j in range(1, n_out):
-                        m = max(m, out[p, i, j])
-                    s = np.float32(0.0)
-                    for j in range(n_out):
-                        s += np.exp(out[p, i, j] - m)
-                    logp_b[t, p, i] = (out[p, i, best] - m) - np.log(s)
+                    logp_b[t, p, i] = lsm[p, i, best]
                     act_i[t, p, i] = best
                     a_env_i[p * N + i] = best
                 else:
@@ -243,23 +244,17 @@ def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, rows):  # type: 
     out = mlp_out(flat, sizes_a, relu, x)
     v = mlp_out(flat[c0:], sizes_c, relu, x)
     N, n = out.shape
+    lsm = log_softmax(out)  # trustrl.distributions', compiled
     for i in range(N):
-        m = out[i, 0]
-        for j in range(1, n):
-            m = max(m, out[i, j])
-        s = np.float32(0.0)
-        for j in range(n):
-            s += np.exp(out[i, j] - m)
-        lse = m + np.log(s)
         best, best_v = 0, np.float32(-1.0)
         for j in range(n):
-            pj = np.exp(out[i, j] - lse)
+            pj = np.exp(lsm[i, j])
             r = pj / q[i, j]
             if r > best_v:
                 best, best_v = j, r
             out_b[t, i, j] = out[i, j]
         act_b[t, i] = best
-        logp_b[t, i] = out[i, best] - lse
+        logp_b[t, i] = lsm[i, best]
         val_b[t, i] = v[i, 0]
         obs_b[t, i] = x[i]
 

@@ -56,6 +56,21 @@ def where(mask, x, y):  # type: ignore[no-untyped-def]
 
 
 @_jit
+def amax(x, axis):  # type: ignore[no-untyped-def]
+    """np.amax over the last axis (`axis` -1, the only one the sources reduce a maximum over:
+    trustrl.distributions.log_softmax), which Numba's np.amax lacks: one loop per row."""
+    n = x.shape[-1]
+    rows = np.ascontiguousarray(x).reshape((-1, n))
+    out = np.empty(rows.shape[0], x.dtype)
+    for i in range(rows.shape[0]):
+        m = rows[i, 0]
+        for k in range(1, n):
+            m = builtins.max(m, rows[i, k])
+        out[i] = m
+    return out.reshape(x.shape[:-1])
+
+
+@_jit
 def take(tab, index):  # type: ignore[no-untyped-def]
     return tab[index]
 
