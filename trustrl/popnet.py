@@ -507,7 +507,7 @@ class ModuleNet(PopNet):
             self.module, {n: t[p] for n, t in v.items()},
             (obs[p], part) if state0 is None else (obs[p], part, starts[p], state0[p]))  # type: ignore[index]  # noqa: E501
             for p in range(obs.shape[0])]
-        if isinstance(outs[0], tuple):  # "both", "step": each output stacked
+        if part in ("both", "step"):  # each output stacked
             return tuple(torch.stack(x) for x in zip(*outs, strict=True))
         return torch.stack(outs)
 
