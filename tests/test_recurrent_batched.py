@@ -5,6 +5,9 @@ rollout carried; resume is exact; a population member equals its seed alone."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -244,3 +247,25 @@ def test_greedy_evaluation_carries_the_state():
                 obs = st.final_obs
         assert total.max() > 10  # not only the first steps
         np.testing.assert_allclose(got[p], total)
+
+
+def test_cli_population_end_to_end(tmp_path, cli_env):
+    """trustrl train --seeds 0,1 with recurrent=gru on CartPoleNoVel-v1 (the batched
+    collector), then trustrl eval of a member's agent file: a recurrent agent that plays
+    Gymnasium's env."""
+    common = [sys.executable, "-m", "trustrl"]
+    p = subprocess.run(common + [
+        "train", "--env", "CartPoleNoVel-v1", "--seeds", "0,1", "--total-steps", "640",
+        "--runs-dir", "runs", "--set", "recurrent=gru", "--set", "recurrent_hidden=16",
+        "--set", "num_envs=4", "--set", "num_steps=40", "--set", "minibatch_size=80",
+        "--set", "update_epochs=2", "--set", "eval_episodes=2", "--set", "tensorboard=false"],
+        env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (run,) = list((tmp_path / "runs").iterdir())
+    assert '"vector": "torch"' in (run / "config.json").read_text()
+    agents = sorted(run.glob("*/agent.pt"))
+    assert len(agents) == 2
+    p = subprocess.run(common + ["eval", str(agents[1]), "--episodes", "2"], env=cli_env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "greedy over 2 episodes" in p.stdout
