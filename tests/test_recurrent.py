@@ -251,8 +251,9 @@ def test_predict_carries_the_state():
 
 
 @pytest.mark.parametrize("sets,match", [
-    ({"vector": "torch", "env_id": "CartPole-v1"}, "Gymnasium collector"),
-    ({"runners": 2}, "Gymnasium collector"),
+    ({"runners": 2}, "not on runners"),
+    ({"vector": "torch", "jit": "compile"}, "run eagerly"),
+    ({"vector": "torch", "grad_backend": "compiled"}, "autograd backend"),
     ({"algo": "trpo"}, "PPO family, not trpo"),
     ({"algo": "npg"}, "PPO family, not npg"),
     ({"grad_backend": "closed-form"}, "autograd backend"),

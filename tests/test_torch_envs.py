@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 import torch
 
+from trustrl.envs.no_vel import IDS as NO_VEL
+from trustrl.envs.no_vel import KEEP
+from trustrl.envs.numpy_classic import make_numpy_dynamics
 from trustrl.envs.torch_classic import SUPPORTED, TorchVecEnv, make_torch_env
+
+GYMNASIUM_FIVE = tuple(e for e in SUPPORTED if e not in NO_VEL)
+"""Gymnasium's own classic-control envs (the two without velocities: their own test)."""
 
 F32, F64 = torch.float32, torch.float64
 PI = math.pi
@@ -47,6 +53,7 @@ RESET_RANGES = {
     "MountainCarContinuous-v0": [(-0.6, -0.4), None],
     "Pendulum-v1": [(-PI, PI), (-1.0, 1.0)],
 }
+RESET_RANGES.update({e: RESET_RANGES[base] for e, base in NO_VEL.items()})  # their base's
 
 
 def gym_obs(env_id: str, s: np.ndarray) -> np.ndarray:
@@ -110,13 +117,14 @@ def max_abs(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_supported_ids_and_spaces_match_gymnasium():
     assert SUPPORTED == ("CartPole-v1", "Acrobot-v1", "MountainCar-v0",
-                         "MountainCarContinuous-v0", "Pendulum-v1")
+                         "MountainCarContinuous-v0", "Pendulum-v1", "CartPoleNoVel-v1",
+                         "PendulumNoVel-v1")
     for env_id in SUPPORTED:
         env = make_torch_env(env_id, 3)
-        ref = make_gym(env_id)
+        ref = make_gym(env_id, wrapped=True)
         assert env.env_id == env_id and env.num_envs == 3
         assert env.obs_dim == ref.observation_space.shape[0]
-        assert env.max_episode_steps == gym.spec(env_id).max_episode_steps
+        assert env.max_episode_steps == gym.spec(NO_VEL.get(env_id, env_id)).max_episode_steps
         if isinstance(ref.action_space, gym.spaces.Discrete):
             assert env.action_kind == "discrete" and env.n_actions == ref.action_space.n
         else:
@@ -168,7 +176,7 @@ def test_action_shapes_and_box_clipping():
 # -- dynamics equivalence ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
-@pytest.mark.parametrize("env_id", SUPPORTED)
+@pytest.mark.parametrize("env_id", GYMNASIUM_FIVE)
 def test_step_matches_gymnasium(env_id: str, dtype: torch.dtype):
     """Random states and actions, one step each, torch (all at once) against Gymnasium."""
     rng = np.random.default_rng(1)
@@ -250,7 +258,7 @@ def episode_policy(env_id: str, kind: str) -> Callable[[np.ndarray], int | np.nd
 
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
 @pytest.mark.parametrize("kind", ["random", "policy"])
-@pytest.mark.parametrize("env_id", SUPPORTED)
+@pytest.mark.parametrize("env_id", GYMNASIUM_FIVE)
 def test_episode_matches_gymnasium(env_id: str, kind: str, dtype: torch.dtype):
     """A whole episode of gym.make's env (with its TimeLimit) against the torch env (N = 1),
     same start state and actions, every step compared, until termination or truncation.
@@ -296,7 +304,7 @@ def test_episode_matches_gymnasium(env_id: str, kind: str, dtype: torch.dtype):
 
 # -- resets, autoreset, seeding ---------------------------------------------------------------
 
-@pytest.mark.parametrize("env_id", SUPPORTED)
+@pytest.mark.parametrize("env_id", GYMNASIUM_FIVE)
 def test_reset_distribution(env_id: str):
     """reset() and autoreset draw from Gymnasium's reset distribution: inside its bounds,
     covering them, uniform (mean and std), and the bounds agree with Gymnasium's own resets."""
@@ -384,7 +392,7 @@ def rollout(env: TorchVecEnv, steps: int, seed: int | None) -> list[torch.Tensor
     return outs
 
 
-@pytest.mark.parametrize("env_id", SUPPORTED)
+@pytest.mark.parametrize("env_id", GYMNASIUM_FIVE)
 def test_seeding(env_id: str):
     """Same seed, same trajectories (resets included); another seed, other ones."""
     steps = 120
@@ -404,7 +412,7 @@ def test_seeding(env_id: str):
 # -- other devices ----------------------------------------------------------------------------
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("env_id", SUPPORTED)
+@pytest.mark.parametrize("env_id", GYMNASIUM_FIVE)
 def test_cuda_matches_cpu(env_id: str):
     """The same states and actions on CUDA and on CPU, in float64, to 1e-12 relative (CUDA's
     sin and cos may differ from the CPU's in the last bits: Acrobot's four RK4 stages gave
@@ -427,3 +435,51 @@ def test_cuda_matches_cpu(env_id: str):
                                    atol=1e-12)
     live = ~(c.terminated | c.truncated)  # ended rows were reset from different generators
     torch.testing.assert_close(c.next_obs[live], g.next_obs.cpu()[live], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("env_id", sorted(NO_VEL))
+def test_no_vel_envs_are_their_base_env_without_velocities(env_id):
+    """CartPoleNoVel-v1 and PendulumNoVel-v1 on torch (float32, float64) and NumPy: the base
+    env's states, rewards and episode ends to the bit, with the same actions and resets
+    (episodes end inside the 300 steps), and its observation's position columns; the first
+    observation equals Gymnasium's NoVel env's from the same state."""
+    base, keep = NO_VEL[env_id], list(KEEP[NO_VEL[env_id]])
+    n, g = 8, np.random.default_rng(0)
+    for dtype in (F32, F64):
+        env, ref = make_torch_env(env_id, n, dtype=dtype, seed=3), make_torch_env(
+            base, n, dtype=dtype, seed=3)
+        dyn = make_numpy_dynamics(env_id, np.float32 if dtype == F32 else np.float64)
+        state = env.sample_states()
+        assert torch.equal(state, ref.sample_states())
+        s_ref, s_np = state.clone(), state.numpy().copy()
+        el = el_ref = torch.zeros(n, dtype=torch.int64)
+        el_np = el.numpy().copy()
+        ended = 0
+        for _ in range(300):
+            if env.action_kind == "discrete":
+                a = torch.as_tensor(g.integers(0, 2, n))
+            else:
+                a = torch.as_tensor(g.uniform(-2, 2, (n, 1)), dtype=dtype)
+            reset = env.sample_states()
+            state, el, st = env.transition(state, el, a, reset)
+            s_ref, el_ref, st_ref = ref.transition(s_ref, el_ref, a, reset)
+            s_np, el_np, obs_np, r_np, term_np, trunc_np, fin_np = dyn.transition(
+                s_np, el_np, a.numpy(), reset.numpy())
+            assert torch.equal(state, s_ref) and torch.equal(el, el_ref)
+            assert torch.equal(st.next_obs, st_ref.next_obs[:, keep])
+            assert torch.equal(st.final_obs, st_ref.final_obs[:, keep])
+            for x, y in ((st.reward, st_ref.reward), (st.terminated, st_ref.terminated),
+                         (st.truncated, st_ref.truncated)):
+                assert torch.equal(x, y)
+            np.testing.assert_allclose(obs_np, st.next_obs.numpy(), rtol=0, atol=TOL[dtype])
+            np.testing.assert_array_equal(term_np | trunc_np,
+                                          (st.terminated | st.truncated).numpy())
+            s_np = state.numpy().copy()  # re-synced: only the observation is under test
+            el_np = el.numpy().copy()
+            ended += int((st.terminated | st.truncated).sum())
+        assert ended > 0
+    gym_env = make_gym(env_id, wrapped=True)
+    obs0, _ = gym_env.reset(seed=1)
+    start = np.asarray(gym_env.unwrapped.state, np.float64)[None]
+    np.testing.assert_allclose(obs0, make_torch_env(env_id, 1, dtype=F64)._observe(
+        torch.as_tensor(start))[0].numpy(), rtol=0, atol=1e-6)

@@ -18,6 +18,13 @@ bootstrap values; GAE and the update are the learner's and the algorithm's. How:
 
 Box actions are clipped to the bounds before the env step (the stored action and its log-prob
 are the unclipped sample's), as on the Gymnasium collector (trustrl.rollout).
+
+A recurrent policy (trustrl.popnet.ModuleNet over trustrl.policies.RecurrentActorCritic) acts
+as it does on the Gymnasium collector: one step of the one unroll (`ModuleNet.step`) from the
+state each env carries, reset where its observation starts an episode; the state and the
+episode-start flags carry over from one rollout to the next, and the rollout returns the flags
+and each segment's start state for the update's whole-sequence minibatches
+(docs/recurrent.md). Its rollout runs the torch path, eagerly.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import ResetSampler, TorchVecEnv, make_torch_env
 from trustrl.normalize import fold_moments, fold_moments_torch, normalized, normalized_torch
-from trustrl.popnet import PopActorCritic
+from trustrl.popnet import PopNet
 
 DRAWS_AHEAD = 16
 """Rollouts whose noise and reset states a CPU collector draws at once (one hash each)."""
@@ -44,9 +51,12 @@ DRAWS_AHEAD_NUMBERS = 1 << 21
 _STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_var", "obs_count",
           "ret_var", "ret_mean", "ret_count", "disc_return", "it")
 """Tensors that carry the run from one iteration to the next (updated in place)."""
+_RECURRENT_STATE = ("hidden", "next_start")
+"""... and with a recurrent policy: its state before `obs` [P, N, S] and whether `obs` starts
+an episode [P, N]."""
 
 
-def _numpy_actor(net: PopActorCritic) -> Callable[[np.ndarray], np.ndarray]:
+def _numpy_actor(net: Any) -> Callable[[np.ndarray], np.ndarray]:
     """The actor's forward pass in NumPy, on views of the current parameters (optimizers update
     them in place, so the function stays current): [P, n, obs_dim] -> [P, n, n_out]."""
     w = {k: v.numpy() for k, v in net.views(net.flat.detach()).items()}
@@ -85,9 +95,11 @@ class BatchedCollector:
     unless compiling).
     compiled_rollout: run that NumPy rollout as one Numba call (trustrl.compiled.rollout)
     wherever the NumPy rollout runs.
+    A recurrent `net` (a ModuleNet whose module has `recurrent`) runs the torch rollout
+    eagerly (neither NumPy nor compile).
     """
 
-    def __init__(self, cfg: Any, net: PopActorCritic, seeds: list[int],
+    def __init__(self, cfg: Any, net: PopNet, seeds: list[int],
                  compile: bool = False, numpy_rollout: bool | None = None,
                  compiled_rollout: bool = False):
         self.cfg, self.seeds, self.net = cfg, list(seeds), net
@@ -130,6 +142,15 @@ class BatchedCollector:
         if cfg.normalize_obs:
             self.obs_mean, self.obs_var, self.obs_count = fold_moments_torch(
                 self.obs_mean, self.obs_var, self.obs_count, self.obs.double())
+        module = getattr(net, "module", None)
+        self.recurrent = bool(getattr(module, "recurrent", False))
+        self._state_names = _STATE + (_RECURRENT_STATE if self.recurrent else ())
+        if self.recurrent:  # zero states, every first observation an episode's start
+            self.hidden = module.initial_state(N, dev).expand(P, -1, -1).clone()  # type: ignore[union-attr]  # noqa: E501
+            self.next_start = torch.ones(P, N, dtype=torch.bool, device=dev)
+            if numpy_rollout or compile:
+                raise ValueError("a recurrent policy's rollout runs on torch, eagerly")
+            numpy_rollout = False
         self._step_fn: Callable[..., Any] = self._policy_env_step
         if numpy_rollout is None:  # the default: NumPy wherever it can run
             numpy_rollout = dev.type == "cpu" and not compile and cfg.env_id in NUMPY_SUPPORTED
@@ -185,11 +206,19 @@ class BatchedCollector:
                          elapsed: Tensor, reset_state: Tensor, ep_ret: Tensor, ep_len: Tensor,
                          obs_mean: Tensor, obs_var: Tensor, obs_count: Tensor,
                          ret_mean: Tensor, ret_var: Tensor, ret_count: Tensor,
-                         disc_return: Tensor) -> tuple[Tensor, ...]:
+                         disc_return: Tensor, hidden: Tensor | None = None,
+                         starts: Tensor | None = None) -> tuple[Tensor, ...]:
         """One step of every env with the current policy: a pure function of tensors (the
-        unit torch.compile fuses). Returns the step's records and the new carried state."""
+        unit torch.compile fuses). Returns the step's records and the new carried state.
+        A recurrent policy steps from its state `hidden` [P, N, S] with the episode-start
+        flags `starts` [P, N] of x (ModuleNet.step: the state is reset there); the step then
+        also returns the actor's output, V(x), the next state and the next flags (the
+        episodes that ended)."""
         cfg, net, P, N, D = self.cfg, self.net, self.P, self.N, self.D
-        out = net.actor(x, flat)
+        if hidden is None:
+            out = net.actor(x, flat)  # type: ignore[attr-defined]
+        else:
+            out, value, hidden = net.step(x, flat, starts, hidden)  # type: ignore[attr-defined]
         a = self._sample(out, noise, flat)
         logp = net.log_prob(out, a, flat)
         env_state, elapsed, st = self.env.transition(
@@ -217,9 +246,10 @@ class BatchedCollector:
         else:
             rew = r.float()
         x_next = self.normalize(next_obs, obs_mean, obs_var)
+        recurrent = () if hidden is None else (out, value, hidden, done)
         return (a, logp, rew, term, trunc, fin_ret, fin_len, final_x, x_next, next_obs,
                 env_state, elapsed, ep_ret, ep_len, obs_mean, obs_var, obs_count,
-                ret_mean, ret_var, ret_count, disc_return)
+                ret_mean, ret_var, ret_count, disc_return) + recurrent
 
     # --- the rollout in NumPy (CPU) ---------------------------------------------------------------
     def _numpy_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
@@ -410,7 +440,9 @@ class BatchedCollector:
         valid where an episode ended), values V(obs) and next_values (the bootstrap values:
         V(next obs), V(final obs) on truncation, 0 on termination); with the compiled
         rollout also old_out, the actor's outputs (pi_old's: PPO's update need not compute
-        them again). The carried state (envs, trackers, normalisers) moves on in place."""
+        them again). With a recurrent policy also old_out, starts (x's episode-start flags
+        [T, P, N]) and state0 (the state at the segment's start [P, N, S]). The carried
+        state (envs, trackers, normalisers, a recurrent policy's state) moves on in place."""
         net = self.net
         P, N, T, D = self.P, self.N, self.T, self.D
         noise, resets = self._draws()
@@ -425,20 +457,32 @@ class BatchedCollector:
             carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
                      self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
                      self.disc_return]
+            # a recurrent policy's state and the episode-start flags of x, carried step to step
+            seq = [self.hidden, self.next_start] if self.recurrent else []
             x = self.normalize(self.obs, self.obs_mean, self.obs_var)
             recs: list[tuple[Tensor, ...]] = []
+            seq_recs: list[tuple[Tensor, ...]] = []
             next_obs = self.obs
             with torch.no_grad():
                 for t in range(T):
                     out = self._step_fn(flat, x, noise[t], carry[0], carry[1], resets[t],
-                                        *carry[2:])
+                                        *carry[2:], *seq)
                     recs.append((x,) + tuple(out[:8]))
                     x, next_obs = out[8], out[9]
-                    carry = list(out[10:])
+                    carry = list(out[10:21])
+                    if seq:  # x's starts, the actor's output, V(x), the state after the step
+                        seq_recs.append((seq[1],) + tuple(out[21:24]))
+                        seq = list(out[23:25])
                 # stacked before the carried state is overwritten: the first records may be
                 # views of it (x is self.obs itself without normalisation)
                 obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
                     torch.stack(c) for c in zip(*recs, strict=True))
+                if seq:
+                    starts_b, out_b, values, after_b = (
+                        torch.stack(c) for c in zip(*seq_recs, strict=True))
+                    state0 = self.hidden.clone()  # the segment's start state
+                    self.hidden.copy_(seq[0])
+                    self.next_start.copy_(seq[1])
                 # carry the state over, in place (a CUDA graph replays on the same memory)
                 for name, value in zip(("env_state", "elapsed", "ep_ret", "ep_len",
                                         "obs_mean", "obs_var", "obs_count", "ret_mean",
@@ -446,20 +490,34 @@ class BatchedCollector:
                                        strict=True):
                     getattr(self, name).copy_(value)
                 self.obs.copy_(next_obs)
+        seq_out: dict[str, Tensor] = {}
         with torch.no_grad():
-            # the critic is fixed during the rollout: V of every state in one call
-            values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)
-            values = values.view(P, T, N).transpose(0, 1)
-            final_v = net.critic(final_x.transpose(0, 1).reshape(P, T * N, D), flat)
-            final_v = final_v.view(P, T, N).transpose(0, 1)
-            last_v = net.critic(x, flat)
+            if self.recurrent:
+                # V(x) came with each step; V(final obs) is one step on from the state the
+                # episode reached, V(last obs) one step from the carried state (the
+                # Gymnasium collector's), each over all rows in one call
+                rows = (P, T * N)
+                final_v = net.step(  # type: ignore[attr-defined]
+                    final_x.transpose(0, 1).reshape(*rows, D), flat,
+                    torch.zeros(rows, device=self.device),
+                    after_b.transpose(0, 1).reshape(*rows, -1))[1]
+                final_v = final_v.view(P, T, N).transpose(0, 1)
+                last_v = net.step(x, flat, self.next_start, self.hidden)[1]  # type: ignore[attr-defined]  # noqa: E501
+                seq_out = {"starts": starts_b, "state0": state0, "old_out": out_b}
+            else:
+                # the critic is fixed during the rollout: V of every state in one call
+                values = net.critic(obs_b.transpose(0, 1).reshape(P, T * N, D), flat)  # type: ignore[attr-defined]  # noqa: E501
+                values = values.view(P, T, N).transpose(0, 1)
+                final_v = net.critic(final_x.transpose(0, 1).reshape(P, T * N, D), flat)  # type: ignore[attr-defined]  # noqa: E501
+                final_v = final_v.view(P, T, N).transpose(0, 1)
+                last_v = net.critic(x, flat)  # type: ignore[attr-defined]
             next_v = torch.cat([values[1:], last_v[None]], 0)
             next_v = torch.where(trunc_b, final_v, next_v)
             next_v = torch.where(term_b, torch.zeros_like(next_v), next_v)
         return {"obs": obs_b, "actions": act_b, "logp": logp_b, "rewards": rew_b,
                 "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
                 "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
-                "next_values": next_v}
+                "next_values": next_v, **seq_out}
 
     # --- greedy evaluation on the torch envs ------------------------------------------------------
     @torch.no_grad()
@@ -480,8 +538,16 @@ class BatchedCollector:
             self._numpy_evaluate(state.numpy(), obs.numpy(), total.numpy(), running.numpy())
             return total
         params = self.net.views(self.net.flat.detach())
+        if self.recurrent:  # each episode from the zero state (its first step a start)
+            hidden = self.hidden.new_zeros(P, E, self.hidden.shape[-1])
+            starts = torch.ones(P, E, device=dev)
         for t in range(env.max_episode_steps):
-            out = self.net.actor(self.normalize(obs, self.obs_mean, self.obs_var), params)
+            x = self.normalize(obs, self.obs_mean, self.obs_var)
+            if self.recurrent:  # the state carried through the episode
+                out, _, hidden = self.net.step(x, params, starts, hidden)  # type: ignore[attr-defined]  # noqa: E501
+                starts = torch.zeros_like(starts)
+            else:
+                out = self.net.actor(x, params)  # type: ignore[attr-defined]
             a = (out.argmax(-1).reshape(P * E) if self.net.discrete
                  else self.env_action(out).reshape(P * E, -1))
             state, elapsed, st = env.transition(state, elapsed, a, state)  # no reset needed
@@ -515,7 +581,8 @@ class BatchedCollector:
 
     # --- state for checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: getattr(self, k).detach().cpu().clone() for k in _STATE}
+        out: dict[str, Any] = {k: getattr(self, k).detach().cpu().clone()
+                               for k in self._state_names}
         out.update(resets_counter=self.resets.counter.cpu().clone(), seeds=list(self.seeds))
         return out
 
@@ -523,7 +590,7 @@ class BatchedCollector:
         if list(s["seeds"]) != self.seeds:
             raise ValueError("checkpoint seeds differ from the run's")
         with torch.no_grad():
-            for k in _STATE:
+            for k in self._state_names:
                 getattr(self, k).copy_(s[k])
             self.resets.counter.copy_(s["resets_counter"])
 

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train a population of seeds in one process, e.g. 0-255 or 1,2,5 "
                    "(batched torch envs: implies --vector torch)")
     t.add_argument("--vector", help="auto (default: torch where it runs, i.e. the five "
-                   "classic-control envs, every algorithm; else sync), sync, async, or torch "
+                   "classic-control envs and the two without velocities, every algorithm, "
+                   "memoryless policies; else sync), sync, async, or torch "
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--preset", help="auto (default: the chapter's preset for the algorithm "

@@ -246,8 +246,9 @@ class RunConfig:
     vector: str = "auto"
     """Collector: 'auto' (the default: 'torch' where it runs, else 'sync'), 'sync' (Gymnasium
     vector env in one process, exact resume), 'async' (a process per env) or 'torch' (batched
-    envs, the whole iteration on `device`: the five classic-control envs; every algorithm). A
-    run's config.json records the collector it used."""
+    envs, the whole iteration on `device`: the five classic-control envs and CartPoleNoVel-v1
+    and PendulumNoVel-v1; every algorithm; recurrent policies too, which 'auto' runs on
+    'sync'). A run's config.json records the collector it used."""
     runners: int = 0
     """0 (the default): the rollout runs in the learner's process. N >= 1: on N runners
     (trustrl.runners), Ray actors each with a vector env (vector 'sync' or 'async') of
@@ -323,8 +324,8 @@ class RunConfig:
     puts one LSTM or GRU of recurrent_hidden units between the observation (or an image's
     CNN) and the actor and critic MLPs, its state carried across steps and reset where an
     episode starts; minibatches are whole env sequences (minibatch_size a multiple of
-    num_steps). 'none' (the default): memoryless. The PPO family on the Gymnasium
-    collector, autograd."""
+    num_steps). 'none' (the default): memoryless. The PPO family on either collector
+    (vector 'torch': populations too), autograd, jit 'none'."""
     recurrent_hidden: int = 64
     """Units of the recurrent cell (recurrent 'lstm' or 'gru')."""
 
@@ -617,7 +618,7 @@ class RunConfig:
             if self.shared_trunk:
                 raise ConfigError("vector 'torch' needs separate actor and critic "
                                   "(shared_trunk false)")
-            if not self.ortho_init:
+            if not self.ortho_init and self.recurrent == "none":
                 raise ConfigError("vector 'torch' builds orthogonally initialised networks "
                                   "(ortho_init true); use vector 'sync'")
             if self.policy:
@@ -638,13 +639,12 @@ class RunConfig:
 
     def _check_recurrent(self) -> None:
         """One line for a combination a recurrent policy does not run (docs/recurrent.md)."""
-        where = ("recurrent policies run on the Gymnasium collector (vector 'sync' or "
-                 "'async', one seed, runners 0)")
-        if self.vector == "torch":
-            raise ConfigError(f"{where}, not vector 'torch' (the batched collector, which "
-                              "also runs populations of seeds)")
         if self.runners:
-            raise ConfigError(f"{where}, not on runners")
+            raise ConfigError("recurrent policies run on the Gymnasium collector (vector 'sync' "
+                              "or 'async') and the batched one (vector 'torch'), not on runners")
+        if self.jit != "none":
+            raise ConfigError(f"recurrent policies run eagerly (jit 'none'), not jit "
+                              f"'{self.jit}'")
         if self.algo in ("trpo", "npg"):
             raise ConfigError(f"recurrent policies train with the PPO family, not {self.algo} "
                               "(its critic regression and Fisher products take shuffled "

@@ -43,7 +43,7 @@ from trustrl.errors import ConfigError, NotCompilable, RunError
 from trustrl.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.extractors import nature_cnn
 from trustrl.normalize import ObsNormalizer, RewardScaler
-from trustrl.policies import ActorCritic
+from trustrl.policies import Policy
 from trustrl.popnet import ModuleNet, PopActorCritic, PopNet
 from trustrl.rollout import Collector
 from trustrl.seeding import rng_state, seed_everything, set_rng_state
@@ -140,27 +140,27 @@ def make_learner(cfg: RunConfig, seeds: list[int], cold_start: bool = False) -> 
     return GymLearner(cfg)
 
 
-def init_policies(spec: EnvSpec, cfg: Any, seeds: list[int]) -> list[ActorCritic]:
-    """Each member's initial network exactly as a run of its seed alone builds it."""
+def init_policies(spec: EnvSpec, cfg: Any, seeds: list[int]) -> list[Policy]:
+    """Each member's initial network exactly as a run of its seed alone builds it (on either
+    collector: make_policy after seeding, as GymLearner does)."""
     out = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small QRs: threads only add overhead (20 ms vs 2 ms a network)
     try:
         for s in seeds:
             seed_everything(s)
-            out.append(ActorCritic(spec.obs_dim, spec.action, cfg.hidden_sizes, cfg.activation,
-                                   cfg.shared_trunk, cfg.log_std_init, cfg.ortho_init))
+            out.append(make_policy(spec, cfg))
     finally:
         torch.set_num_threads(threads)
     return out
 
 
-def population_net(policies: list[ActorCritic], spec: EnvSpec, device: str | torch.device
+def population_net(policies: list[Policy], spec: EnvSpec, device: str | torch.device
                    ) -> PopNet:
     """The MLP population network where it applies (closed-form backend available), else the
     module itself through torch.func (autograd only)."""
     if policies[0].closed_form_ok:
-        return PopActorCritic.from_policies(policies, device)
+        return PopActorCritic.from_policies(policies, device)  # type: ignore[arg-type]
     return ModuleNet.from_policies(policies, spec.action, device)
 
 
@@ -486,7 +486,8 @@ class BatchedLearner:
         if self.graph and dev.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
         self.spec = check_env(cfg.env_id)
-        net = PopActorCritic.from_policies(init_policies(self.spec, cfg, self.seeds), dev)
+        # the MLPs as batched products; a recurrent network through ModuleNet (autograd)
+        net = population_net(init_policies(self.spec, cfg, self.seeds), self.spec, dev)
         self.net = net
         self.algo = _algorithm(cfg, net, self.seeds, prepare=False)
         why = cold_start_eager(cfg, self.algo, len(self.seeds)) if cold_start else None
@@ -606,6 +607,8 @@ class BatchedLearner:
                  "advantages": bflat(adv), "returns": bflat(ret)}
         if "old_out" in r:  # pi_old's outputs from the rollout's own forward passes
             batch["old_out"] = bflat(r["old_out"])
+        if "state0" in r:  # recurrent: episode starts, each segment's start state [P, N, S]
+            batch["starts"], batch["state0"] = bflat(r["starts"]), r["state0"]
         m = self.algo.update(batch, col.it, self.lr)
         with torch.no_grad():
             done = term_b | trunc_b
@@ -678,8 +681,8 @@ class BatchedLearner:
     def evaluate(self, episodes: int) -> np.ndarray:
         return self.collector.evaluate(episodes).cpu().numpy()
 
-    def policy(self, member: int) -> ActorCritic:
-        return self.net.to_policy(member)
+    def policy(self, member: int) -> Policy:
+        return self.net.to_policy(member)  # type: ignore[attr-defined,no-any-return]
 
     def agent(self, member: int) -> Agent:
         col = self.collector

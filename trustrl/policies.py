@@ -483,16 +483,19 @@ class RecurrentActorCritic(_Acting, nn.Module):
     def forward(self, obs: Tensor, part: str = "actor", starts: Tensor | None = None,
                 state: Tensor | None = None) -> Any:
         """The actor's output for part "actor", V for "critic", both for "both", on the rows
-        of a segment (the class's docstring); what a population network calls through
-        torch.func.functional_call."""
+        of a segment (the class's docstring); for "step" both and the state after the
+        segment [m, S] (with one row per env: `step`, acting). What a population network calls
+        through torch.func.functional_call."""
         if state is None:  # every row an episode's first step
             state = self.initial_state(obs.shape[0], obs.device)
             starts = torch.ones(obs.shape[0], device=obs.device)
         assert starts is not None
         m = state.shape[0]
         T = obs.shape[0] // m
-        out, v, _ = self.unroll(obs.reshape(T, m, -1), starts.reshape(T, m), state)
+        out, v, last = self.unroll(obs.reshape(T, m, -1), starts.reshape(T, m), state)
         out, v = out.reshape(T * m, -1), v.reshape(T * m)
+        if part == "step":
+            return out, v, last
         return (out, v) if part == "both" else v if part == "critic" else out
 
     def value(self, obs: Tensor, state: Tensor | None = None, starts: Tensor | None = None

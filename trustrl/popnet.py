@@ -509,8 +509,8 @@ class ModuleNet(PopNet):
             self.module, {n: t[p] for n, t in v.items()},
             (obs[p], part) if state0 is None else (obs[p], part, starts[p], state0[p]))  # type: ignore[index]  # noqa: E501
             for p in range(obs.shape[0])]
-        if part == "both":
-            return torch.stack([o[0] for o in outs]), torch.stack([o[1] for o in outs])
+        if part in ("both", "step"):  # each output stacked
+            return tuple(torch.stack(x) for x in zip(*outs, strict=True))
         return torch.stack(outs)
 
     def actor_critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None,
@@ -527,6 +527,14 @@ class ModuleNet(PopNet):
     def critic(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None,
                starts: Tensor | None = None, state0: Tensor | None = None) -> Tensor:
         return self._call("critic", obs, flat, starts, state0)
+
+    def step(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None, starts: Tensor,
+             state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """A recurrent module's one step of N envs per member (its forward(obs, "step"):
+        trustrl.policies.unroll with T = 1, as acting on the Gymnasium collector): obs
+        [P, N, D], starts [P, N], state [P, N, S] -> (actor output [P, N, k], V [P, N], the
+        next state [P, N, S])."""
+        return self._call("step", obs, flat, starts, state)
 
     def log_std(self, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:
         return self._params(flat)["log_std"].unsqueeze(1)

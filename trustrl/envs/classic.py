@@ -54,11 +54,13 @@ __all__ = [
     "Acrobot",
     "ArrayOps",
     "CartPole",
+    "CartPoleNoVel",
     "Dynamics",
     "MountainCar",
     "MountainCarContinuous",
     "NumpyOps",
     "Pendulum",
+    "PendulumNoVel",
     "TorchOps",
     "torch_ops",
 ]
@@ -367,7 +369,12 @@ def bind(ops: Any, step: Any, observe: Any, wrap: Any = None) -> dict[str, Any]:
     # A name that is the same in every process (Numba's disk cache records it and imports it
     # when it loads compiled code) and has no dot (importers would look for a package).
     ops_name = re.sub(r"\W", "_", getattr(ops, "__name__", None) or repr(ops))
-    name = f"_trustrl_classic_{ops_name}_{step.__name__}" + ("" if wrap is None else "_wrapped")
+    # the observation's name too where it is not the step's env's own (CartPoleNoVel shares
+    # CartPole's step): the five envs keep the names Numba's disk cache knows them by
+    own = observe is observe_state or (observe.__name__.removesuffix("_observe")
+                                       == step.__name__.removesuffix("_step"))
+    name = (f"_trustrl_classic_{ops_name}_{step.__name__}"
+            + ("" if own else f"_{observe.__name__}") + ("" if wrap is None else "_wrapped"))
     ns = rebound(name, f"trustrl.envs.classic over {ops!r}", globals(), _FUNCTIONS.values(),
                  {"o": ops}, wrap).__dict__
     ns["step"], ns["observe"] = ns[step.__name__], ns[observe.__name__]
@@ -922,10 +929,43 @@ class Pendulum(Dynamics):
             max_speed=c(self.max_speed), min_speed=c(-self.max_speed))
 
 
+@_over_o
+def cartpole_no_vel_observe(k: Any, state: Array) -> Array:
+    """``CartPoleNoVel``'s observation [x, theta]: CartPole's without the velocities."""
+    return o.stack((state[:, 0], state[:, 2]), k.dtype)
+
+
+class CartPoleNoVel(CartPole):
+    """CartPoleNoVel-v1 (trustrl.envs.no_vel, rl-baselines3-zoo's partially observed
+    CartPole): CartPole-v1's dynamics, time limit and reset, observing [x, theta] only."""
+
+    env_id = "CartPoleNoVel-v1"
+    obs_dim = 2
+    observe_fn = staticmethod(cartpole_no_vel_observe)
+
+
+@_over_o
+def pendulum_no_vel_observe(k: Any, state: Array) -> Array:
+    """``PendulumNoVel``'s observation [cos theta, sin theta]: Pendulum's without thetadot."""
+    th = state[:, 0]
+    return o.stack((o.cos(th), o.sin(th)), k.dtype)
+
+
+class PendulumNoVel(Pendulum):
+    """PendulumNoVel-v1 (trustrl.envs.no_vel): Pendulum-v1's dynamics, time limit and reset,
+    observing [cos theta, sin theta] only."""
+
+    env_id = "PendulumNoVel-v1"
+    obs_dim = 2
+    observe_fn = staticmethod(pendulum_no_vel_observe)
+
+
 DYNAMICS: dict[str, type[Dynamics]] = {
-    cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum)
+    cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum,
+                                CartPoleNoVel, PendulumNoVel)
 }
-"""The five envs by Gymnasium id, in Gymnasium's order."""
+"""The envs by Gymnasium id: Gymnasium's five classic-control envs in Gymnasium's order, then
+the two without velocities (registered by trustrl.envs.no_vel)."""
 
 for _cls in DYNAMICS.values():
     # Each env's constants type (``CartPoleConstants``, ...) is made by its first instance and

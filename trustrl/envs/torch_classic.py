@@ -317,8 +317,23 @@ class Pendulum(TorchVecEnv):
         return torch.stack((theta, thetadot), 1)
 
 
+class CartPoleNoVel(CartPole):
+    """CartPoleNoVel-v1 (dynamics: ``trustrl.envs.classic.CartPoleNoVel``): CartPole-v1
+    observing [x, theta]. Reset: CartPole's."""
+
+    dynamics = classic.CartPoleNoVel
+
+
+class PendulumNoVel(Pendulum):
+    """PendulumNoVel-v1 (dynamics: ``trustrl.envs.classic.PendulumNoVel``): Pendulum-v1
+    observing [cos theta, sin theta]. Reset: Pendulum's."""
+
+    dynamics = classic.PendulumNoVel
+
+
 _ENVS: dict[str, type[TorchVecEnv]] = {
-    cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum)
+    cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum,
+                                CartPoleNoVel, PendulumNoVel)
 }
 SUPPORTED: tuple[str, ...] = tuple(_ENVS)
 
