@@ -26,7 +26,7 @@ from trustrl.presets.budget import AUTO_ZOO_ENVS
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "preset_budget"
 DEFAULTS_BATCH = PPOConfig(preset="none").num_envs * PPOConfig(preset="none").num_steps
-RULED = ["LunarLander-v3", "Acrobot-v1", "MountainCar-v0"]
+RULED = ["LunarLander-v3", "Acrobot-v1", "MountainCar-v0", "Hopper-v5"]
 
 
 def _bench():
@@ -38,11 +38,11 @@ def _bench():
 
 
 @pytest.mark.parametrize("env", RULED)
-@pytest.mark.parametrize("rule", [0.3, 1.0, math.inf, "trustrl's"])
+@pytest.mark.parametrize("rule", [0.1, 0.3, 1.0, math.inf, "trustrl's"])
 def test_auto_takes_the_preset_only_from_the_rules_fraction(env, rule, monkeypatch):
     if rule != "trustrl's":
-        monkeypatch.setitem(AUTO_ZOO_FROM, "ppo", rule)
-    rule = AUTO_ZOO_FROM["ppo"]
+        monkeypatch.setitem(AUTO_ZOO_FROM["ppo"], env, rule)
+    rule = AUTO_ZOO_FROM["ppo"][env]
     budget = ZOO_PRESETS[("ppo", env)]["total_steps"]
     for total in (None, DEFAULTS_BATCH, budget // 10, budget * 3 // 10 - 1, budget * 3 // 10,
                   budget - 1, budget, 3 * budget):
@@ -75,7 +75,7 @@ def test_auto_keeps_the_preset_below_one_batch_of_the_defaults():
     ("ppo", "CartPole-v1", "chapter:CartPole-v1"),  # the chapter's
     ("trpo", "LunarLander-v3", "zoo:LunarLander-v3"),  # TRPO: not measured
     ("ppo", "ALE/Pong-v5", "cleanrl:ALE/Pong-v5"),
-    ("ppo", "Hopper-v5", "zoo:Hopper-v5"),  # MuJoCo: not measured against the defaults
+    ("ppo", "HalfCheetah-v5", "zoo:HalfCheetah-v5"),  # not measured against the defaults
     ("ppo", "BipedalWalker-v3", "zoo:BipedalWalker-v3"),  # not measured
 ])
 def test_presets_out_of_the_rule_are_kept_and_said(algo, env, label):
@@ -159,17 +159,24 @@ def _records(table: dict[tuple[str, float], tuple[list[float], list[float] | Non
     return out
 
 
-def test_derive_rule_reads_the_least_fraction_from_which_the_preset_holds():
+def test_derive_rule_reads_per_env_the_least_fraction_from_which_the_preset_holds():
     derive = _bench().derive_rule
     win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]
     base = {("A", 0.1): (lose, win), ("A", 0.3): (win, lose), ("A", 1.0): (win, win),
             ("B", 0.1): (lose, win), ("B", 0.3): (win, lose)}
-    assert derive(_records(base)) == 0.3
-    assert derive(_records(base | {("B", 0.3): (lose, win)})) == 1.0
-    assert derive(_records(base | {("A", 1.0): (lose, win)})) is None
+    assert derive(_records(base)) == {"A": 0.3, "B": 0.3}
+    assert derive(_records(base | {("B", 0.3): (lose, win)})) == {"A": 0.3, "B": None}
+    assert derive(_records(base | {("A", 1.0): (lose, win)})) == {"A": None, "B": 0.3}
+    assert derive(_records(base | {("B", 0.1): (win, lose)})) == {"A": 0.3, "B": 0.1}
     # a defaults run refused (below one batch) is not a verdict: auto keeps the preset there
-    assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == 0.3
-    assert derive(_records({("A", 0.1): (win, lose)})) == 0.1
+    assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == {"A": 0.3}
+    assert derive(_records({("A", 0.1): (win, lose)})) == {"A": 0.1}
+    # the medians decide; the defaults' spread is a tolerance only when asked for
+    near = [9.0, 10.5, 11.5]  # median 10.5 below win's 11, within its spread (2)
+    assert derive(_records({("A", 1.0): (near, win)})) == {"A": None}
+    assert derive(_records({("A", 1.0): (near, win)}), spread=True) == {"A": 1.0}
+
+
 def test_measured_envs_are_those_with_a_whole_cell_of_the_derivation_seeds():
     measured = _bench().measured_envs
     win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]
@@ -186,7 +193,7 @@ def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
     records = bench.load(RESULTS)
     assert records, "no committed results"
     derived = bench.derive_rule(records)
-    assert AUTO_ZOO_FROM["ppo"] == (math.inf if derived is None else derived)
+    assert AUTO_ZOO_FROM["ppo"] == {e: math.inf if f is None else f for e, f in derived.items()}
     # the rule covers the envs measured (a whole cell of seeds 1-3), and those alone
     assert AUTO_ZOO_ENVS == bench.measured_envs(records)
     page = (ROOT / "docs" / "presets.md").read_text()
