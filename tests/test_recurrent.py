@@ -252,7 +252,6 @@ def test_predict_carries_the_state():
 
 @pytest.mark.parametrize("sets,match", [
     ({"vector": "torch", "env_id": "CartPole-v1"}, "Gymnasium collector"),
-    ({"runners": 2}, "Gymnasium collector"),
     ({"algo": "trpo"}, "PPO family, not trpo"),
     ({"algo": "npg"}, "PPO family, not npg"),
     ({"grad_backend": "closed-form"}, "autograd backend"),

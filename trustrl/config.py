@@ -639,12 +639,10 @@ class RunConfig:
     def _check_recurrent(self) -> None:
         """One line for a combination a recurrent policy does not run (docs/recurrent.md)."""
         where = ("recurrent policies run on the Gymnasium collector (vector 'sync' or "
-                 "'async', one seed, runners 0)")
+                 "'async', one seed; in the learner's process or on runners)")
         if self.vector == "torch":
             raise ConfigError(f"{where}, not vector 'torch' (the batched collector, which "
                               "also runs populations of seeds)")
-        if self.runners:
-            raise ConfigError(f"{where}, not on runners")
         if self.algo in ("trpo", "npg"):
             raise ConfigError(f"recurrent policies train with the PPO family, not {self.algo} "
                               "(its critic regression and Fisher products take shuffled "
