@@ -270,6 +270,15 @@ Section = tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]
 """(title, result folder, its files read, renderer)."""
 
 SECTIONS: list[Section] = [
+    ("trustrl's runners beside RLlib's PPO, HalfCheetah-v5, N = 2, with and without RLlib's "
+     "initialisation, 2026-12-06", "rllib_2026-12-06b/halfcheetah_164k_n2", ("RESULT.json",),
+     rllib_beside),
+    ("trustrl's runners beside RLlib's PPO, HalfCheetah-v5, N = 1, with and without RLlib's "
+     "initialisation, 2026-12-06", "rllib_2026-12-06b/halfcheetah_164k", ("RESULT.json",),
+     rllib_beside),
+    ("trustrl's runners beside RLlib's PPO, CartPole-v1, with and without RLlib's "
+     "initialisation, 2026-12-06", "rllib_2026-12-06b/cartpole", ("RESULT.json",),
+     rllib_beside),
     ("trustrl's runners on Ray beside RLlib's PPO, 2026-12-06", "rllib_2026-12-06",
      ("RESULT.json",), rllib_beside),
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-06",

@@ -2,7 +2,8 @@
 and the learning curve, the same setting on the same machine, N = 1 and 2 runners.
 
     python benchmarks/rllib_beside.py [--envs HalfCheetah-v5 CartPole-v1] [--runners 1 2]
-        [--rounds 2] [--steps-scale 1.0] [--out benchmarks/results/rllib_DATE]
+        [--rounds 2] [--steps-scale 1.0] [--variants "" ortho_init=false]
+        [--out benchmarks/results/rllib_DATE]
     python benchmarks/rllib_beside.py --report benchmarks/results/rllib_DATE/RESULT.json
 
 Needs `pip install "trustrl[rllib,mujoco]"` (RLlib of the installed Ray). One process, one
@@ -22,6 +23,11 @@ matched is said there (and in the result). The learning curve: the mean return o
 100 finished episodes at the end of each iteration, against env steps, on both sides from
 every episode's return (RLlib's: reported by a callback at each episode's end). Writes
 RESULT.json, RESULT.md and curves.png in --out. Not run by the test suite.
+
+--variants: the trustrl sides, each a comma-separated list of `--set` overrides of the
+settings below ("" is trustrl as in COMMON, the default; "ortho_init=false" a second trustrl
+side with PyTorch's default init, RLlib's): every round runs each variant and RLlib, in the
+alternating order.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import statistics
 import sys
 import tempfile
@@ -105,17 +112,34 @@ def _window_mean(returns: list[float], k: int = 100) -> float:
     return float(statistics.fmean(returns[-k:])) if returns else math.nan
 
 
-def run_trustrl(env_id: str, n_runners: int, seed: int, total: int) -> dict[str, Any]:
+def parse_variant(spec: str) -> dict[str, str]:
+    """'key=value,key=value' -> {key: value} (trustrl's --set values, as strings)."""
+    pairs = [p.partition("=") for p in spec.split(",") if p.strip()]
+    bad = [k for k, eq, _ in pairs if not eq]
+    if bad:
+        raise SystemExit(f"--variants: {bad[0]!r} is not key=value")
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
+def side_name(spec: str) -> str:
+    """The name of a trustrl side in the results: 'trustrl', or 'trustrl key=value,...'."""
+    return "trustrl" + (f" {spec}" if spec else "")
+
+
+def run_trustrl(env_id: str, n_runners: int, seed: int, total: int, variant: str = ""
+                ) -> dict[str, Any]:
     from trustrl.config import make_config
     from trustrl.runners import RunnerLearner
 
     s = dict(SETTINGS[env_id])
     s.pop("total_steps")
+    sets = parse_variant(variant)
     load0 = _load()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = make_config("ppo", env_id, flags=dict(
-            COMMON, **s, runners=n_runners, seed=seed, total_steps=total, preset="none",
-            tensorboard=False, runs_dir=tmp, eval_every=0))
+        flags = dict(COMMON, **s, runners=n_runners, seed=seed, total_steps=total,
+                     preset="none", tensorboard=False, runs_dir=tmp, eval_every=0)
+        cfg = make_config("ppo", env_id, sets=sets,
+                          flags={k: v for k, v in flags.items() if k not in sets})
         cfg.validate()
         t0 = time.perf_counter()
         learner = RunnerLearner(cfg)
@@ -144,7 +168,8 @@ def run_trustrl(env_id: str, n_runners: int, seed: int, total: int) -> dict[str,
                               "return_window": _window_mean(returns)})
         finally:
             learner.close()
-    return _summary("trustrl", env_id, n_runners, seed, build, iters, len(returns), load0)
+    return _summary(side_name(variant), env_id, n_runners, seed, build, iters, len(returns),
+                    load0)
 
 
 def _episode_returns() -> Any:
@@ -254,20 +279,24 @@ def curve_mean(run: dict[str, Any]) -> float:
     return statistics.fmean(ys) if ys else math.nan
 
 
+def trustrl_sides(results: dict[str, Any]) -> list[str]:
+    return [side_name(v) for v in results.get("variants", [""])]
+
+
 def table(results: dict[str, Any]) -> list[str]:
-    lines = ["| env | N | trustrl train SPS | RLlib train SPS | ratio (trustrl / RLlib) | "
-             "trustrl final return | RLlib final return | trustrl curve mean | RLlib curve "
-             "mean |", "| --- |" + " --- |" * 8]
+    lines = ["| env | N | trustrl side | trustrl train SPS | RLlib train SPS | ratio (trustrl / "
+             "RLlib) | trustrl final return | RLlib final return | trustrl curve mean | RLlib "
+             "curve mean |", "| --- |" + " --- |" * 9]
     for env_id in results["envs"]:
-        for n in results["runners"]:
+        for n, side in ((n, side) for n in results["runners"] for side in trustrl_sides(results)):
             rs = [r for r in results["runs"] if r["env"] == env_id and r["runners"] == n]
-            t = [r for r in rs if r["side"] == "trustrl"]
+            t = [r for r in rs if r["side"] == side]
             b = [r for r in rs if r["side"] == "rllib"]
             if not t or not b:
                 continue
             ratios = [x["train_sps"] / y["train_sps"] for x, y in zip(t, b, strict=False)]
             lines.append(
-                f"| {env_id} | {n} | {_fmt_mean([r['train_sps'] for r in t])} | "
+                f"| {env_id} | {n} | {side} | {_fmt_mean([r['train_sps'] for r in t])} | "
                 f"{_fmt_mean([r['train_sps'] for r in b])} | {_fmt_mean(ratios, 2)} | "
                 f"{_fmt_mean([r['final_return'] for r in t], 1)} | "
                 f"{_fmt_mean([r['final_return'] for r in b], 1)} | "
@@ -293,18 +322,24 @@ def markdown(results: dict[str, Any]) -> str:
              "RESULT.json: it is not that mean). Curve mean: that mean return at the end of "
              "each iteration, averaged over the iterations (the area under the learning "
              "curve per env step).", ""]
+    variants = [v for v in results.get("variants", [""]) if v]
+    if variants:
+        lines += ["trustrl sides: `trustrl` with the settings mapped below; " + "; ".join(
+            f"`{side_name(v)}` the same with `--set {v.replace(',', ' --set ')}`"
+            for v in variants) + ".", ""]
     lines += table(results)
+    sides = [*trustrl_sides(results), "rllib"]
     lines += ["", "Share of an iteration spent collecting (trustrl: the runners' segments "
               "gathered; RLlib: its env_runner_sampling_timer, a smoothed value), mean over "
-              "rounds:", "", "| env | N | trustrl | RLlib |", "| --- | --- | --- | --- |"]
+              "rounds:", "", "| env | N | " + " | ".join(sides) + " |",
+              "| --- | --- |" + " --- |" * len(sides)]
     for env_id in results["envs"]:
         for n in results["runners"]:
             rs = [r for r in results["runs"] if r["env"] == env_id and r["runners"] == n]
-            sh = {side: [r["collect_share"] for r in rs if r["side"] == side]
-                  for side in ("trustrl", "rllib")}
+            sh = {side: [r["collect_share"] for r in rs if r["side"] == side] for side in sides}
             if all(sh.values()):
-                lines.append(f"| {env_id} | {n} | {statistics.fmean(sh['trustrl']):.2f} | "
-                             f"{statistics.fmean(sh['rllib']):.2f} |")
+                lines.append(f"| {env_id} | {n} | " + " | ".join(
+                    f"{statistics.fmean(sh[side]):.2f}" for side in sides) + " |")
     lines += ["", "Learning curves (mean over rounds): `curves.png`.", "",
               "## Settings, mapped one to one", "", "| trustrl | RLlib | matched |",
               "| --- | --- | --- |"]
@@ -316,6 +351,8 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
+    """Per env: the learning curves (mean over seeds) above, each seed's curve mean below
+    (the spread across seeds; a bar at their mean)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -323,11 +360,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import numpy as np
 
     envs = results["envs"]
-    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4.2), squeeze=False)
-    styles = {"trustrl": "-", "rllib": "--"}
+    fig, axes = plt.subplots(2, len(envs), figsize=(6.5 * len(envs), 8.4), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2]})
+    sides = [*trustrl_sides(results), "rllib"]
+    styles = dict(zip(sides[:-1], ["-", ":", "-.", (0, (1, 4))], strict=False), rllib="--")
     colors = {1: "tab:blue", 2: "tab:orange", 4: "tab:green", 8: "tab:red"}
-    for ax, env_id in zip(axes[0], envs, strict=True):
-        for side in ("trustrl", "rllib"):
+    for ax, spread, env_id in zip(axes[0], axes[1], envs, strict=True):
+        labels = []
+        for side in sides:
             for n in results["runners"]:
                 rs = [r for r in results["runs"] if r["env"] == env_id and r["runners"] == n
                       and r["side"] == side]
@@ -338,15 +378,24 @@ def plot(results: dict[str, Any], path: Path) -> None:
                 ys = np.array([[i["return_window"] for i in r["iterations"][:k]] for r in rs])
                 seen = ~np.isnan(ys).all(0)  # from the first iteration with an episode
                 x, y = x[seen], np.nanmean(ys[:, seen], 0)
-                ax.plot(x, y, styles[side], color=colors.get(n, "k"),
-                        label=f"{'trustrl' if side == 'trustrl' else 'RLlib'} N={n} "
-                              f"({len(rs)} seeds)")
+                name = f"{'RLlib' if side == 'rllib' else side} N={n}"
+                ax.plot(x, y, linestyle=styles.get(side, "-"), color=colors.get(n, "k"),
+                        label=f"{name} ({len(rs)} seeds)")
+                means = [curve_mean(r) for r in rs]
+                j = len(labels)
+                spread.plot([j] * len(means), means, "o", color=colors.get(n, "k"), alpha=0.7)
+                spread.plot([j - 0.25, j + 0.25], [statistics.fmean(means)] * 2, "-",
+                            color=colors.get(n, "k"), lw=2)
+                labels.append(name.replace(" ", "\n"))
         ax.set_title(env_id)
         ax.set_xlabel("env steps")
         ax.set_ylabel("mean return, last 100 episodes")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"PPO, trustrl runners vs RLlib, {results['date']} (mean over seeds)")
+        spread.set_xticks(range(len(labels)), labels, fontsize=7)
+        spread.set_ylabel("curve mean per seed")
+        spread.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"PPO, trustrl runners vs RLlib, {results['date']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -386,6 +435,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps-scale", type=float, default=1.0,
                     help="multiply each env's total_steps (a short check: 0.1)")
+    ap.add_argument("--variants", nargs="+", default=[""],
+                    help="trustrl sides: comma-separated --set overrides each ('' = as set "
+                         "here), e.g. '' ortho_init=false")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--report", type=Path, default=None,
                     help="a RESULT.json: rewrite its RESULT.md and curves.png")
@@ -403,26 +455,29 @@ def main(argv: list[str] | None = None) -> None:
     ray.init(num_cpus=max(2, *args.runners), include_dashboard=False, log_to_driver=False)
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
-        "command": "python benchmarks/rllib_beside.py " + " ".join(
+        "command": "python benchmarks/rllib_beside.py " + shlex.join(
             sys.argv[1:] if argv is None else argv),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "versions": versions(), "envs": args.envs, "runners": args.runners,
+        "variants": args.variants,
         "settings": {e: dict(SETTINGS[e], total_steps=int(SETTINGS[e]["total_steps"]
                                                           * args.steps_scale))
                      for e in args.envs},
         "common": {k: list(v) if isinstance(v, tuple) else v for k, v in COMMON.items()},
         "mapping": MAPPING, "runs": []}
-    sides = {"trustrl": run_trustrl, "rllib": run_rllib}
+    for v in args.variants:
+        parse_variant(v)
+    sides: list[tuple[str, Any]] = [(side_name(v), lambda e, n, s, t, v=v: run_trustrl(
+        e, n, s, t, v)) for v in args.variants] + [("rllib", run_rllib)]
     try:
         for env_id in args.envs:
             total = results["settings"][env_id]["total_steps"]
             for k in range(args.rounds):
                 for n in args.runners:
-                    order = ["trustrl", "rllib"] if k % 2 == 0 else ["rllib", "trustrl"]
-                    for side in order:
-                        r = sides[side](env_id, n, k + 1, total)
+                    for name, run in sides if k % 2 == 0 else sides[::-1]:
+                        r = run(env_id, n, k + 1, total)
                         results["runs"].append(r)
-                        print(f"{env_id} N={n} round {k} {side}: train {r['train_sps']:.0f} "
+                        print(f"{env_id} N={n} round {k} {name}: train {r['train_sps']:.0f} "
                               f"steps/s, build {r['build_s']:.1f} s, final return "
                               f"{r['final_return']:.1f}, load {r['load'][0]:.1f}-"
                               f"{r['load'][1]:.1f}", flush=True)

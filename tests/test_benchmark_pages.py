@@ -47,7 +47,7 @@ def test_committed_page_is_the_scripts_output(make_pages, page) -> None:
 
 def _copy_named_files(make_pages, sections, to: Path) -> None:
     for _, name, files, _ in sections:
-        (to / name).mkdir(exist_ok=True)
+        (to / name).mkdir(parents=True, exist_ok=True)  # a folder of a folder too
         for f in files:
             shutil.copy(make_pages.RESULTS / name / f, to / name / f)
 

@@ -251,7 +251,6 @@ def test_predict_carries_the_state():
 
 
 @pytest.mark.parametrize("sets,match", [
-    ({"runners": 2}, "not on runners"),
     ({"vector": "torch", "jit": "compile"}, "run eagerly"),
     ({"vector": "torch", "grad_backend": "compiled"}, "autograd backend"),
     ({"algo": "trpo"}, "PPO family, not trpo"),

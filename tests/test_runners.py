@@ -61,37 +61,52 @@ def test_merged_statistics_are_those_of_all_rows(seed):
     assert all(r.delta.count == 0 for r in runners)  # reported: not merged a second time
 
 
+def one_runner_equals_single_process(tmp_path, make):
+    """make(folder, **sets) -> a config: the run on one inline runner and the run in one
+    process give the same metrics, episodes and final evaluation. Returns both results."""
+    single = trustrl.train(make(tmp_path / "single"))
+    one = trustrl.train(make(tmp_path / "one", runners=1, ray_address="inline"))
+    assert rows(single.run_dir / "metrics.csv") == rows(one.run_dir / "metrics.csv",
+                                                        drop=NOT_COMPARED)
+    assert rows(single.run_dir / "episodes.csv") == rows(one.run_dir / "episodes.csv")
+    assert single.final_eval["returns"] == one.final_eval["returns"]
+    return single, one
+
+
+def resume_equals_uninterrupted(tmp_path, make):
+    """make(folder, **sets) -> a config: two inline runners stopped after iteration 5 and
+    resumed from the checkpoint at 3 continue as the uninterrupted two (metrics, episodes,
+    final evaluation). Returns the uninterrupted run's result and the resumed run's."""
+    full = trustrl.train(make(tmp_path / "full", runners=2, ray_address="inline"))
+
+    def stop_at_5(row):
+        if row["iteration"] == 5:
+            raise Stop
+
+    with pytest.raises(Stop):
+        trustrl.train(make(tmp_path / "cut", runners=2, ray_address="inline",
+                           checkpoint_every=3), callback=stop_at_5)
+    (run,) = (tmp_path / "cut").iterdir()
+    resumed = trustrl.resume(run)
+    assert rows(run / "metrics.csv") == rows(full.run_dir / "metrics.csv")
+    assert rows(run / "episodes.csv") == rows(full.run_dir / "episodes.csv")
+    assert resumed.final_eval["returns"] == full.final_eval["returns"]
+    return full, resumed
+
+
 def test_one_runner_is_the_single_process_run(tmp_path):
     """runners=1: the same envs, seeds, torch stream and statistics as the collector in the
     learner's process, so the same metrics and episodes, bit for bit (normalised observations
     and rewards: the statistics' merge is exercised)."""
-    a = trustrl.train(small(tmp_path / "a"))
-    b = trustrl.train(small(tmp_path / "b", runners=1, ray_address="inline"))
-    ra = rows(a.run_dir / "metrics.csv")
-    rb = rows(b.run_dir / "metrics.csv", drop=NOT_COMPARED)
-    assert len(ra) == 6 and ra == rb
-    assert rows(a.run_dir / "episodes.csv") == rows(b.run_dir / "episodes.csv")
-    assert a.final_eval["returns"] == b.final_eval["returns"]
+    a, b = one_runner_equals_single_process(tmp_path, small)
+    assert len(rows(a.run_dir / "metrics.csv")) == 6
     assert {r["runner_restarts"] for r in rows(b.run_dir / "metrics.csv")} == {"0"}
 
 
 def test_two_runners_resume_equals_uninterrupted(tmp_path):
     """Losing the learner is the ordinary resume: every runner's envs, trackers, reward
     returns, pending statistics and torch stream come back from the checkpoint."""
-    full = trustrl.train(small(tmp_path / "full", runners=2, ray_address="inline"))
-
-    def stop_at_5(row):
-        if row["iteration"] == 5:
-            raise Stop
-
-    cfg = small(tmp_path / "cut", runners=2, ray_address="inline", checkpoint_every=3)
-    with pytest.raises(Stop):
-        trustrl.train(cfg, callback=stop_at_5)
-    (run,) = (tmp_path / "cut").iterdir()
-    resumed = trustrl.resume(run)
-    assert rows(run / "metrics.csv") == rows(full.run_dir / "metrics.csv")
-    assert rows(run / "episodes.csv") == rows(full.run_dir / "episodes.csv")
-    assert resumed.final_eval["returns"] == full.final_eval["returns"]
+    full, _ = resume_equals_uninterrupted(tmp_path, small)
     # and two runners are not one: each has its own normaliser during its segment and its
     # own torch stream
     one = trustrl.train(small(tmp_path / "one"))
@@ -167,26 +182,71 @@ def test_masks_travel_with_the_runners_segments(tmp_path, env):
     in each runner's state): runners=1 is the single-process masked run bit for bit; two
     runners stopped after iteration 5 and resumed from the checkpoint at 3 (mid-episode)
     continue as the uninterrupted two; no episode ever ends on an invalid move (-1)."""
-    single = trustrl.train(masked(tmp_path / "single", env))
-    one = trustrl.train(masked(tmp_path / "one", env, runners=1, ray_address="inline"))
-    assert rows(single.run_dir / "metrics.csv") == rows(one.run_dir / "metrics.csv",
-                                                        drop=NOT_COMPARED)
-    assert rows(single.run_dir / "episodes.csv") == rows(one.run_dir / "episodes.csv")
-    assert single.final_eval["returns"] == one.final_eval["returns"]
-    full = trustrl.train(masked(tmp_path / "full", env, runners=2, ray_address="inline"))
+    def make(folder, **sets):
+        return masked(folder, env, **sets)
 
-    def stop_at_5(row):
-        if row["iteration"] == 5:
-            raise Stop
-
-    with pytest.raises(Stop):
-        trustrl.train(masked(tmp_path / "cut", env, runners=2, ray_address="inline",
-                             checkpoint_every=3), callback=stop_at_5)
-    (run,) = (tmp_path / "cut").iterdir()
-    resumed = trustrl.resume(run)
-    assert rows(run / "metrics.csv") == rows(full.run_dir / "metrics.csv")
-    assert rows(run / "episodes.csv") == rows(full.run_dir / "episodes.csv")
-    assert resumed.final_eval["returns"] == full.final_eval["returns"]
+    single, one = one_runner_equals_single_process(tmp_path, make)
+    full, _ = resume_equals_uninterrupted(tmp_path, make)
     for r in (single, one, full):
         returns = [float(e["return"]) for e in rows(r.run_dir / "episodes.csv")]
         assert len(returns) > 100 and min(returns) >= 0.0
+
+
+def recurrent(tmp_path, kind, **sets):
+    """A recurrent PPO run on CartPoleNoVel-v1: rollouts of 40 steps on 4 envs, so segments
+    and checkpoints fall mid-episode and episodes end inside segments."""
+    base = dict(recurrent=kind, recurrent_hidden=16, hidden_sizes=(16,), grad_backend="autograd",
+                num_envs=4, num_steps=40, minibatch_size=80, total_steps=6 * 160,
+                eval_episodes=2)
+    base.update(sets)
+    return small(tmp_path, "CartPoleNoVel-v1", **base)
+
+
+def same_parameters(a, b) -> bool:
+    sa, sb = a.agent.policy.state_dict(), b.agent.policy.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_one_runner_is_the_single_process_run(tmp_path, kind):
+    """A recurrent policy on one runner: the hidden state carried in the runner across
+    iterations, the segment's start state and episode starts shipped with it, so the same
+    metrics, episodes, final evaluation and parameters as in one process, bit for bit."""
+    a, b = one_runner_equals_single_process(
+        tmp_path, lambda folder, **sets: recurrent(folder, kind, **sets))
+    assert same_parameters(a, b)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_runner_segments_are_what_the_update_unrolls(tmp_path, kind):
+    """Two runners: the merged rollout's start states and episode starts are each runner's,
+    in env order, so the training path's unroll of the merged segment (what the sequence
+    minibatches see) gives the actor outputs the runners acted with; the state is carried
+    inside each runner from one iteration to the next (zero only at the run's start)."""
+    cfg = recurrent(tmp_path, kind, runners=2, ray_address="inline")
+    cfg.validate()
+    learner = RunnerLearner(cfg)
+    try:
+        for it in range(3):
+            ro, _ = learner.collector.collect()
+            T, N = ro.starts.shape
+            assert N == 4 and ro.state0.shape[0] == 4
+            assert bool(ro.starts[0].all()) == (it == 0)
+            assert bool((ro.state0.abs().sum(1) > 0).all()) == (it > 0)
+            assert ro.starts[1:].any()  # episodes end inside the segment
+            out = learner.net.actor(ro.obs.reshape(1, T * N, -1),
+                                    starts=ro.starts.reshape(1, -1), state0=ro.state0[None])
+            torch.testing.assert_close(out[0], ro.actor_out.reshape(T * N, -1),
+                                       rtol=1e-5, atol=1e-6)
+    finally:
+        learner.close()
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_two_runners_resume_equals_uninterrupted(tmp_path, kind):
+    """Each runner's hidden state and episode-start flags are in the checkpoint (mid-episode):
+    stopped after iteration 5 and resumed from the checkpoint at 3, two recurrent runners
+    continue as the uninterrupted two (metrics, episodes, evaluation, parameters)."""
+    full, resumed = resume_equals_uninterrupted(
+        tmp_path, lambda folder, **sets: recurrent(folder, kind, **sets))
+    assert same_parameters(resumed, full)

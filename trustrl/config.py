@@ -639,9 +639,6 @@ class RunConfig:
 
     def _check_recurrent(self) -> None:
         """One line for a combination a recurrent policy does not run (docs/recurrent.md)."""
-        if self.runners:
-            raise ConfigError("recurrent policies run on the Gymnasium collector (vector 'sync' "
-                              "or 'async') and the batched one (vector 'torch'), not on runners")
         if self.jit != "none":
             raise ConfigError(f"recurrent policies run eagerly (jit 'none'), not jit "
                               f"'{self.jit}'")

@@ -15,6 +15,9 @@ exactly (RunningMeanStd.merge, Chan et al.'s parallel update): the learner's sta
 an iteration are runner 0's (the learner's statistics plus its rows, updated step by step)
 merged with what each other runner saw in its segment, in runner order. So a run is a
 function of (seed, N): on Ray, inline, on one machine or many (CPU, the same thread count).
+A recurrent policy's hidden state stays in each runner's collector from one segment to the
+next; a segment carries its episode starts and its start state, which the learner
+concatenates on the env axis for its whole-sequence minibatches.
 
 Faults: a runner that dies (its process killed, its node lost) is restarted as a fresh actor
 and its segment redone; its envs restart their episodes (the dead runner's steps of that
@@ -207,6 +210,7 @@ class Runner:
         obs, rew = self._stats()
         return {"envs": self._pickled_envs(), "envs_unpicklable": self._unpicklable,
                 "next_obs": st.next_obs, "next_mask": st.next_mask,
+                "hidden": st.hidden, "next_start": st.next_start,
                 "ep_return": st.ep_return, "ep_length": st.ep_length,
                 "reward_returns": None if scaler is None else scaler.returns.copy(),
                 "obs_pending": None if obs is None else obs.delta.state_dict(),
@@ -233,12 +237,15 @@ class Runner:
             # copies: arrays from Ray's object store are read-only
             st.next_obs = copy.deepcopy(s["next_obs"])
             st.next_mask = copy.deepcopy(s.get("next_mask"))
+            if st.hidden is not None:  # a recurrent policy's state mid-episode
+                st.hidden, st.next_start = np.array(s["hidden"]), np.array(s["next_start"])
             st.ep_return, st.ep_length = np.array(s["ep_return"]), np.array(s["ep_length"])
             if scaler is not None:
                 scaler.returns = np.array(s["reward_returns"], np.float64)
         else:  # as GymLearner: fresh episodes (their first observations are counted)
             fresh = Collector.start(self.envs, self.agent, restart_seed, self.mask_source)
             st.next_obs, st.next_mask = fresh.next_obs, fresh.next_mask
+            st.hidden, st.next_start = fresh.hidden, fresh.next_start
             st.ep_return[:] = 0.0
             st.ep_length[:] = 0
         self.rng = s["rng"]
@@ -409,11 +416,14 @@ class RunnerPool:
         first = segments[0].rollout
         parts = {}
         for name in ("obs", "actions", "logp", "values", "rewards", "next_values",
-                     "terminated", "truncated", "actor_out", "action_mask"):
+                     "terminated", "truncated", "actor_out", "action_mask", "starts", "state0"):
             if getattr(first, name) is None:
                 parts[name] = None
                 continue
-            parts[name] = torch.cat([getattr(s.rollout, name) for s in segments], dim=1).to(dev)
+            # [T, n, ...] on the env axis; a recurrent segment's start states [n, S] on theirs
+            axis = 0 if name == "state0" else 1
+            parts[name] = torch.cat([getattr(s.rollout, name) for s in segments],
+                                    dim=axis).to(dev)
         step0 = self.state.global_step
         episodes = [Episode(step0 + (e.global_step // n) * N, r * n + e.env_index, e.ret,
                             e.length)
