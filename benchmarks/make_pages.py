@@ -270,6 +270,8 @@ Section = tuple[str, str, tuple[str, ...], Callable[[Path], list[str]]]
 """(title, result folder, its files read, renderer)."""
 
 SECTIONS: list[Section] = [
+    ("trustrl's runners beside RLlib's PPO, ALE/Breakout-v5, N = 1 and 2, train SPS only, "
+     "2026-12-06", "rllib_2026-12-06b/atari", ("RESULT.json",), rllib_beside),
     ("trustrl's runners beside RLlib's PPO, HalfCheetah-v5, N = 2, with and without RLlib's "
      "initialisation, 2026-12-06", "rllib_2026-12-06b/halfcheetah_164k_n2", ("RESULT.json",),
      rllib_beside),

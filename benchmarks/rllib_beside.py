@@ -1,14 +1,15 @@
 """trustrl's runners on Ray beside RLlib's PPO (issue 55 point 4): train env steps per second
 and the learning curve, the same setting on the same machine, N = 1 and 2 runners.
 
-    python benchmarks/rllib_beside.py [--envs HalfCheetah-v5 CartPole-v1] [--runners 1 2]
-        [--rounds 2] [--steps-scale 1.0] [--variants "" ortho_init=false]
+    python benchmarks/rllib_beside.py [--envs HalfCheetah-v5 CartPole-v1 ALE/Breakout-v5]
+        [--runners 1 2] [--rounds 2] [--steps-scale 1.0] [--variants "" ortho_init=false]
         [--out benchmarks/results/rllib_DATE]
     python benchmarks/rllib_beside.py --report benchmarks/results/rllib_DATE/RESULT.json
 
-Needs `pip install "trustrl[rllib,mujoco]"` (RLlib of the installed Ray). One process, one
-local Ray (`ray.init(num_cpus=max(2, N))`), one run at a time, interleaved: per env and
-round, for each N, trustrl then RLlib (the order reversed every other round: A B B A), round
+Needs `pip install "trustrl[rllib,mujoco,atari]"` (RLlib of the installed Ray; Breakout is a
+train-SPS row only: its short run cannot move the learning curve). One process, one local
+Ray (`ray.init(num_cpus=max(2, N))`), one run at a time, interleaved: per env and round, for
+each N, trustrl then RLlib (the order reversed every other round: A B B A), round
 k with seed k + 1 on both sides. Each side builds its learner (actors started), then trains
 to the same total env steps; the first iteration is a warm-up, the train SPS is the env steps
 of the other iterations over their seconds (collection and update, as each library runs them:
@@ -52,6 +53,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
     # 8 envs x 128 steps, 4 epochs of 256
     "CartPole-v1": dict(num_envs=8, num_steps=128, minibatch_size=256, update_epochs=4,
                         lr=3e-4, total_steps=30_720),
+    # speed only: CleanRL's ppo_atari.py's batch (8 envs x 128 steps, minibatches of 256, lr,
+    # clip, entropy; NatureCNN shared by actor and critic, no MLP layers, no observation
+    # normalisation) with one epoch (four: a NatureCNN update of about 80 s on one CPU
+    # thread) and 4 iterations: too short for the learning curve to move
+    "ALE/Breakout-v5": dict(num_envs=8, num_steps=128, minibatch_size=256, update_epochs=1,
+                            lr=2.5e-4, total_steps=4096, clip_eps=0.1, ent_coef=0.01,
+                            hidden_sizes=(), shared_trunk=True, normalize_obs=False,
+                            grad_backend="autograd"),
 }
 COMMON: dict[str, Any] = dict(
     gamma=0.99, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.0, max_grad_norm=0.5,
@@ -102,6 +111,36 @@ MAPPING: list[tuple[str, str, str]] = [
     ("torch_threads 1", "torch.set_num_threads(1) in the learner; Ray's one thread per actor",
      "same"),
 ]
+ATARI_MAPPING: list[tuple[str, str, str]] = [
+    ("ALE/Breakout-v5, frameskip 1, repeat_action_probability 0 (trustrl.envs.atari)",
+     "gym.make(the same id, frameskip=1, repeat_action_probability=0.0)", "same emulator"),
+    ("atari_wrappers: no-op reset (up to 30), frame skip 4 (max of the last two frames), "
+     "84x84 grey, episodic life, FIRE at reset, rewards clipped to their sign, 4 frames stacked",
+     "wrap_atari_for_new_api_stack(dim=84, frameskip=4, framestack=4) and rewards clipped to "
+     "their sign (gymnasium TransformReward np.sign: the new stack's clip_rewards is not "
+     "applied)", "the same steps; NOT the same order and type: RLlib resizes each frame before "
+     "the max over the skip, and its observations are float32 in [-1, 1] (84, 84, 4), "
+     "trustrl's uint8 (4, 84, 84) scaled to [0, 1] in the network"),
+    ("NatureCNN (conv 32 8x8/4, 64 4x4/2, 64 3x3/1, ReLU), linear 512 ReLU, shared_trunk, "
+     "hidden_sizes empty: linear heads",
+     "conv_filters [[32, 8, 4, 'valid'], [64, 4, 2, 'valid'], [64, 3, 1, 'valid']] ReLU, "
+     "vf_share_layers, head_fcnet_hiddens [512] ReLU", "NOT the same: the convolutions are "
+     "shared on both sides; the 512-unit layer is shared by actor and critic in trustrl, one "
+     "per head in RLlib (its default CNN encoder ends at the convolutions): RLlib computes "
+     "a second 3136 x 512 layer"),
+    ("normalize_obs false", "no MeanStdFilter", "same"),
+    ("grad_backend autograd", "RLlib's torch learner", "trustrl's shared trunk needs autograd"),
+]
+"""The rows that differ for an Atari env (ALE/ ids): its preprocessing and network."""
+
+
+def is_atari(env_id: str) -> bool:
+    return env_id.startswith("ALE/")
+
+
+def mapping(envs: list[str]) -> list[tuple[str, str, str]]:
+    """MAPPING, and the Atari rows where an Atari env is measured."""
+    return MAPPING + (ATARI_MAPPING if any(is_atari(e) for e in envs) else [])
 
 
 def _load() -> float:
@@ -191,35 +230,69 @@ def _episode_returns() -> Any:
 EPISODE_KEY = "bench_episode_returns"
 
 
+def _rllib_atari(env_config: dict[str, Any]) -> Any:
+    """RLlib's Atari env: the ALE id without frame skip or sticky actions behind RLlib's
+    wrappers for its new API stack, rewards clipped to their sign."""
+    import ale_py
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+
+    gym.register_envs(ale_py)
+    env = gym.make(env_config["id"], frameskip=1, repeat_action_probability=0.0)
+    env = wrap_atari_for_new_api_stack(env, dim=84, frameskip=4, framestack=4)
+    return gym.wrappers.TransformReward(env, np.sign)
+
+
+def _rllib_model(c: dict[str, Any], atari: bool, continuous: bool) -> Any:
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    if atari:  # NatureCNN's convolutions, then a 512-unit layer per head
+        return DefaultModelConfig(
+            conv_filters=[[32, 8, 4, "valid"], [64, 4, 2, "valid"], [64, 3, 1, "valid"]],
+            conv_activation="relu", head_fcnet_hiddens=[512], head_fcnet_activation="relu",
+            vf_share_layers=True)
+    return DefaultModelConfig(
+        fcnet_hiddens=list(c["hidden_sizes"]), fcnet_activation=c["activation"],
+        vf_share_layers=c["shared_trunk"], free_log_std=continuous)
+
+
 def run_rllib(env_id: str, n_runners: int, seed: int, total: int) -> dict[str, Any]:
     import gymnasium as gym
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.connectors.env_to_module import MeanStdFilter
-    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-    s, c = SETTINGS[env_id], COMMON
-    probe = gym.make(env_id)
-    continuous = isinstance(probe.action_space, gym.spaces.Box)
-    probe.close()
+    s = SETTINGS[env_id]
+    c = dict(COMMON, **s)
+    atari = is_atari(env_id)
+    if atari:
+        from ray.tune.registry import register_env
+
+        register_env("bench_atari", _rllib_atari)
+        continuous = False
+    else:
+        probe = gym.make(env_id)
+        continuous = isinstance(probe.action_space, gym.spaces.Box)
+        probe.close()
     batch = s["num_envs"] * s["num_steps"]
     load0 = _load()
+    connector = (None if not c["normalize_obs"] else lambda env, spaces, device: MeanStdFilter(
+        clip_by_value=c["obs_clip"]))
     config = (
         PPOConfig()
-        .environment(env_id)
+        .environment("bench_atari" if atari else env_id,
+                     env_config={"id": env_id} if atari else {})
         .env_runners(num_env_runners=n_runners,
                      num_envs_per_env_runner=s["num_envs"] // n_runners,
                      rollout_fragment_length=s["num_steps"],
-                     env_to_module_connector=lambda env, spaces, device: MeanStdFilter(
-                         clip_by_value=c["obs_clip"]))
+                     env_to_module_connector=connector)
         .training(train_batch_size_per_learner=batch, minibatch_size=s["minibatch_size"],
                   num_epochs=s["update_epochs"], lr=s["lr"], gamma=c["gamma"],
                   lambda_=c["gae_lambda"], clip_param=c["clip_eps"],
                   vf_loss_coeff=c["vf_coef"] / 2, vf_clip_param=float("inf"),
                   entropy_coeff=c["ent_coef"], grad_clip=c["max_grad_norm"],
                   grad_clip_by="global_norm", use_kl_loss=False, kl_coeff=0.0)
-        .rl_module(model_config=DefaultModelConfig(
-            fcnet_hiddens=list(c["hidden_sizes"]), fcnet_activation=c["activation"],
-            vf_share_layers=c["shared_trunk"], free_log_std=continuous))
+        .rl_module(model_config=_rllib_model(c, atari, continuous))
         .learners(num_learners=0)
         .debugging(seed=seed, log_level="ERROR")
         .callbacks(_episode_returns())
@@ -327,6 +400,12 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["trustrl sides: `trustrl` with the settings mapped below; " + "; ".join(
             f"`{side_name(v)}` the same with `--set {v.replace(',', ' --set ')}`"
             for v in variants) + ".", ""]
+    if any(is_atari(e) for e in results["envs"]):
+        lines += ["Atari rows (" + ", ".join(e for e in results["envs"] if is_atari(e)) + "): "
+                  "**train SPS only**. A few thousand steps cannot move an Atari learning "
+                  "curve, and the returns are not comparable: trustrl's episode is the whole "
+                  "game (its raw score), RLlib's a life (EpisodicLife ends it, clipped "
+                  "rewards).", ""]
     lines += table(results)
     sides = [*trustrl_sides(results), "rllib"]
     lines += ["", "Share of an iteration spent collecting (trustrl: the runners' segments "
@@ -450,7 +529,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     print("Settings mapped (trustrl | RLlib | matched):")
-    for a, b, c in MAPPING:
+    for a, b, c in mapping(args.envs):
         print(f"  {a} | {b} | {c}")
     ray.init(num_cpus=max(2, *args.runners), include_dashboard=False, log_to_driver=False)
     results: dict[str, Any] = {
@@ -464,7 +543,7 @@ def main(argv: list[str] | None = None) -> None:
                                                           * args.steps_scale))
                      for e in args.envs},
         "common": {k: list(v) if isinstance(v, tuple) else v for k, v in COMMON.items()},
-        "mapping": MAPPING, "runs": []}
+        "mapping": mapping(args.envs), "runs": []}
     for v in args.variants:
         parse_variant(v)
     sides: list[tuple[str, Any]] = [(side_name(v), lambda e, n, s, t, v=v: run_trustrl(
