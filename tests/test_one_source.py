@@ -8,6 +8,7 @@ in a binding fails here, whatever numbers it computes.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from trustrl import advantages
@@ -97,6 +98,10 @@ def test_categorical_bindings_run_the_source():
     assert popnet.categorical_entropy is distributions.categorical_entropy
     assert popnet.categorical_kl is distributions.categorical_kl
     assert popnet.masked_log_softmax is distributions.masked_log_softmax
+    from trustrl import batched  # the NumPy rollout: the source bound to NumPy
+
+    assert batched.log_softmax_numpy.__code__ is distributions.log_softmax.__code__
+    assert batched.log_softmax_numpy.__globals__["o"] is np
     pytest.importorskip("numba")
     from trustrl.compiled import kernels, ppo, rollout
 
@@ -113,15 +118,16 @@ def test_categorical_bindings_run_the_source():
 
 def test_no_log_softmax_written_out_in_the_policy_code():
     """The RL core's log-softmax is distributions' (the source, or torch's fused kernel
-    through masked_log_softmax): no hand-written one in popnet, backends or compiled/ (four
-    were there)."""
+    through masked_log_softmax): no hand-written one in popnet, backends, batched or compiled/
+    (five were there)."""
     import re
     from pathlib import Path
 
     import trustrl
 
     root = Path(trustrl.__file__).parent
-    files = [root / "popnet.py", root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    files = [root / "popnet.py", root / "backends.py", root / "batched.py",
+             *sorted((root / "compiled").glob("*.py"))]
     written = re.compile(r"torch\.log_softmax|def _?log_softmax|np\.log\(s[eo]?\)|\blse\b")
     assert [p.name for p in files if written.search(p.read_text())] == []
 

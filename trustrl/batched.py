@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from trustrl import rng
-from trustrl.distributions import HALF_LOG_2PI, gaussian_log_density
+from trustrl.distributions import HALF_LOG_2PI, gaussian_log_density, log_softmax_numpy
 from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.torch_classic import ResetSampler, TorchVecEnv, make_torch_env
@@ -308,11 +308,8 @@ class BatchedCollector:
             out = actor(x)
             if net.discrete:
                 a = np.argmax(out + noise_np[t], axis=-1)
-                m = out.max(-1, keepdims=True)
-                shifted = out - m
-                lse = np.log(np.exp(shifted).sum(-1))
                 a_env = a.reshape(P * N)
-                logp = shifted.reshape(P * N, -1)[rows, a_env].reshape(P, N) - lse
+                logp = log_softmax_numpy(out).reshape(P * N, -1)[rows, a_env].reshape(P, N)
             else:
                 a = out + std * noise_np[t]
                 logp = gaussian_log_density(a, out, log_std, inv_std, 0.5, HALF_LOG_2PI).sum(-1)

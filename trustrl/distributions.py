@@ -15,8 +15,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
+
+from trustrl.rebind import rebound
 
 _LOG_2PI = math.log(2.0 * math.pi)
 HALF_LOG_2PI = 0.5 * _LOG_2PI
@@ -92,6 +95,12 @@ def categorical_kl(logp_p: Any, logp_q: Any) -> Any:
     over the last axis. The easy mistake: the arguments' order (PPO's diagnostics and penalty
     take pi_old as p)."""
     return (o.exp(logp_p) * (logp_p - logp_q)).sum(-1)
+
+
+_NUMPY = rebound("_trustrl_distributions_numpy", "trustrl.distributions over NumPy", globals(),
+                 (log_softmax, categorical_entropy, categorical_kl), {"o": np})
+log_softmax_numpy = _NUMPY.log_softmax
+"""`log_softmax` over NumPy arrays (the batched collector's NumPy rollout)."""
 
 
 # --- action masks, written once -----------------------------------------------------------------
