@@ -10,7 +10,7 @@ The setting is ppo_atari.py's own defaults, for both tools: 8 envs x 128 steps, 
 minibatches, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip 0.1 (value loss clipped
 too), entropy 0.01, vf 0.5, grad norm 0.5, NatureCNN shared by both heads, `--threads` torch
 threads each (default 1; 2 is what each tool takes on this 2-core machine when left alone).
-trustrl runs `--preset cleanrl` (trustrl/presets/cleanrl.py) on ALE/Breakout-v5 with its
+trustrl runs `--preset cleanrl` (trustrl/settings/presets/cleanrl.py) on ALE/Breakout-v5 with its
 Atari preprocessing (frameskip=1, repeat_action_probability=0 on the v5 id); CleanRL runs
 BreakoutNoFrameskip-v4, the same emulator settings, behind its wrappers (the same chain).
 --steps counts agent steps summed over envs, as both tools do (4 frames each: 500,000 steps
@@ -151,11 +151,11 @@ def floor_seconds(repeats: int = 3, threads: int = 1) -> dict[str, float]:
     import numpy as np
     import torch
 
-    from trustrl.agent import make_policy
-    from trustrl.config import make_config
     from trustrl.envs.atari import atari_env
     from trustrl.envs.factory import env_factory
     from trustrl.envs.make import check_env
+    from trustrl.records.agent import make_policy
+    from trustrl.settings.config import make_config
 
     torch.set_num_threads(threads)
     cfg = make_config("ppo", TRUSTRL_ENV, sets={"preset": "cleanrl"})

@@ -7,7 +7,7 @@ clipping, entropy 0.01, advantage normalisation, gradient clipping 0.5, Adam): t
 the policy forward and sampling, GAE, the closed-form minibatch gradient and Adam, all in
 `@njit(cache=True)` functions. It is a measurement to choose the tool (docs/compiled.md), not
 trustrl code, and goes when the backend lands: its random numbers come from NumPy's generator
-inside Numba, not trustrl.rng; it has no normalisers; a truncated step bootstraps from V(s_t).
+inside Numba, not trustrl.maths.rng; it has no normalisers; a truncated step bootstraps from V(s_t).
 
 It prints, in CPU seconds of this process (robust to other load on the machine), the
 steady-state SPS of the prototype, the CPU time of its first call (compilation, or loading
@@ -396,8 +396,8 @@ def pieces() -> None:
 
 def trustrl_eager_sps(iterations: int) -> float:
     """trustrl's own batched iteration (NumPy rollout, closed form) on the same setting."""
-    from trustrl.config import make_config
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
+    from trustrl.settings.config import make_config
 
     sets = {"vector": "torch", "num_envs": "4", "num_steps": "128", "update_epochs": "4",
             "minibatch_size": "128", "lr": "2.5e-4", "ent_coef": "0.01",

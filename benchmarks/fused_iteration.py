@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from trustrl import compiled
-from trustrl.config import make_config
-from trustrl.learners import BatchedLearner
+from trustrl.compute import compiled
+from trustrl.learn.learners import BatchedLearner
+from trustrl.settings.config import make_config
 
 SETTING = {"num_envs": 4, "num_steps": 128, "update_epochs": 4, "minibatch_size": 128,
            "lr": 2.5e-4, "anneal_lr": True, "adam_eps": 1e-5, "clip_value_loss": True,

@@ -27,8 +27,8 @@ import time
 
 import torch
 
-from trustrl.config import make_config
-from trustrl.learners import BatchedLearner
+from trustrl.learn.learners import BatchedLearner
+from trustrl.settings.config import make_config
 
 SETTINGS = {
     "single": dict(P=1, N=4, minibatches=4, iterations=300),

@@ -8,8 +8,8 @@ CPU", point 4).
 
 Per env and seed the two tools alternate (SB3 first on odd seeds, trustrl first on even ones),
 each one process with one torch thread (benchmarks/peers_cpu.py's thread environment), the
-same seed. The setting is the zoo's PPO entry for the env (trustrl/presets/zoo.py, under the
-zoo's v4 id): trustrl runs `trustrl train ppo --env ENV --preset zoo --total-steps N` (the
+same seed. The setting is the zoo's PPO entry for the env (trustrl/settings/presets/zoo.py, under
+the zoo's v4 id): trustrl runs `trustrl train ppo --env ENV --preset zoo --total-steps N` (the
 preset maps the entry onto trustrl's keys), SB3 runs `benchmarks/peer_sb3.py zoo` with the same
 entry (the zoo's defaults filled in, as JSON). Train SPS: SB3's `learn()` time; trustrl's loop,
 from the run's start to its last checkpoint (no evaluation during training: eval_every 0; the
@@ -43,7 +43,7 @@ DEFAULT_ENVS = ("HalfCheetah-v5", "Hopper-v5")
 
 def zoo_entry(env_id: str) -> dict:
     """The zoo's PPO entry for env_id with the zoo's defaults filled in (what SB3 gets)."""
-    from trustrl.presets import zoo
+    from trustrl.settings.presets import zoo
 
     entry = zoo.ENTRIES[("ppo", env_id)]
     return dict(zoo._ZOO_DEFAULTS["ppo"], **entry.zoo)

@@ -72,7 +72,7 @@ VARIANTS = {
 
 def run(variant: str, seed: int, steps: int, out: Path, skew: bool = False) -> float:
     import trustrl
-    from trustrl.agent import Agent
+    from trustrl.records.agent import Agent
 
     defaults = Agent.__init__.__defaults__
     if "before" in variant:  # Agent's last default is raw_parts: images only, as before

@@ -29,7 +29,7 @@ i reset with seed S + 10000 + i, trustrl's protocol); the curve is every trainin
 (step, return) from SB3's Monitor (benchmarks/defaults_vs_sb3.py).
 
 `zoo` is an rl-baselines3-zoo PPO entry (its keys, the zoo's defaults filled in, passed as JSON
-by benchmarks/mujoco_cpu.py from trustrl.presets.zoo) built the way the zoo builds it:
+by benchmarks/mujoco_cpu.py from trustrl.settings.presets.zoo) built the way the zoo builds it:
 make_vec_env with n_envs, VecNormalize when `normalize` (gamma the entry's), lin_X schedules
 as linear ones, policy_kwargs (net_arch for both networks, activation, log_std_init,
 ortho_init); then the same greedy evaluation as `default`, through the frozen VecNormalize.

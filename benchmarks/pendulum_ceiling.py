@@ -14,8 +14,8 @@ import argparse
 import glob
 import statistics
 
-from trustrl.agent import Agent
-from trustrl.evaluate import evaluate
+from trustrl.collect.evaluate import evaluate
+from trustrl.records.agent import Agent
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Every cell is `trustrl train ppo --env ENV --preset zoo|none --total-steps N --seed S` with
 N = 10%, 30% or 100% of the zoo preset's n_timesteps, its greedy evaluation over 10 episodes at
 the end (eval_every 0: no evaluation before; evaluations do not touch training's generators).
-Seeds 1-3 are the ones `--preset auto`'s budget rule (trustrl/presets/budget.py) is derived
+Seeds 1-3 are the ones `--preset auto`'s budget rule (trustrl/settings/presets/budget.py) is derived
 from; seeds 4-6 are held out to check it. One JSON file per run under OUT/runs/; a run whose
 file exists is not run again (the script resumes where it stopped). One run at a time.
 
@@ -59,7 +59,7 @@ derivation seeds then the held-out ones, the preset then the defaults)."""
 
 
 def zoo_budget(env: str) -> int:
-    from trustrl.presets import ZOO_PRESETS
+    from trustrl.settings.presets import ZOO_PRESETS
 
     return int(ZOO_PRESETS[("ppo", env)]["total_steps"])
 
@@ -229,9 +229,9 @@ def derive_rule(records: list[dict[str, Any]], spread: bool = False
 
 def auto_pick(env: str, fraction: float) -> str:
     """What --preset auto takes for PPO on env at this fraction of the zoo's budget, by the
-    rule in trustrl (trustrl.presets.choose): 'zoo' or 'none'."""
-    from trustrl.config import defaults_batch
-    from trustrl.presets import choose
+    rule in trustrl (trustrl.settings.presets.choose): 'zoo' or 'none'."""
+    from trustrl.settings.config import defaults_batch
+    from trustrl.settings.presets import choose
 
     c = choose("ppo", env, "auto", budget_at(env, fraction), defaults_batch("ppo"))
     return "zoo" if c.label is not None else "none"
@@ -279,8 +279,8 @@ def _setting(s: str) -> str:
 
 
 def table_lines(records: list[dict[str, Any]]) -> list[str]:
-    from trustrl.presets import AUTO_ZOO_FROM, PRESETS, ZOO_PRESETS
-    from trustrl.presets.budget import rule_text
+    from trustrl.settings.presets import AUTO_ZOO_FROM, PRESETS, ZOO_PRESETS
+    from trustrl.settings.presets.budget import rule_text
 
     rule = derive_rule(records)
     commits = sorted({r["trustrl"] for r in records})

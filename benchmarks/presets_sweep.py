@@ -90,7 +90,7 @@ def zoo_score(algo: str, env_id: str) -> tuple[str, float, float, str] | None:
 
 
 def preset_envs(algo: str) -> list[str]:
-    from trustrl.presets import ZOO_PRESETS, unusable
+    from trustrl.settings.presets import ZOO_PRESETS, unusable
 
     return [e for (a, e) in ZOO_PRESETS if a == algo and not unusable("zoo", a, e)]
 
@@ -98,7 +98,7 @@ def preset_envs(algo: str) -> list[str]:
 def runnable(env_id: str) -> str | None:
     """None if the env can be made here, else why not (one line)."""
     from trustrl.envs.make import check_env
-    from trustrl.errors import TrustrlError
+    from trustrl.util.errors import TrustrlError
 
     try:
         check_env(env_id)
@@ -113,7 +113,7 @@ def write_spec(path: Path, algo: str, envs: list[str], seeds: str, max_steps: in
     = the zoo's budget), unless anneal_over_cap, which anneals them to 0 over the cap."""
     import yaml
 
-    from trustrl.presets import ZOO_PRESETS
+    from trustrl.settings.presets import ZOO_PRESETS
 
     env_block = {}
     for env in envs:

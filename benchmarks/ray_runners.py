@@ -1,4 +1,4 @@
-"""Runners on Ray (trustrl/runners.py, issue 55 point 4): env steps per second of one run
+"""Runners on Ray (trustrl/learn/runners.py, issue 55 point 4): env steps per second of one run
 against the number of runners, the per-step cost split, and a cost model fitted to them.
 
     python benchmarks/ray_runners.py [--envs ALE/Breakout-v5 HalfCheetah-v5] [--iterations 4]
@@ -70,9 +70,9 @@ def _timed(obj: Any, name: str, acc: list[float]) -> None:
 
 
 def measure(env_id: str, mode: str, iterations: int, tmp: Path) -> dict[str, Any]:
-    from trustrl.config import make_config
-    from trustrl.learners import GymLearner
-    from trustrl.runners import RunnerLearner
+    from trustrl.learn.learners import GymLearner
+    from trustrl.learn.runners import RunnerLearner
+    from trustrl.settings.config import make_config
 
     sets = dict(SETTINGS[env_id], vector="sync", preset="none", tensorboard=False,
                 runs_dir=str(tmp), eval_every=0)
@@ -132,8 +132,8 @@ def measure_transfer(env_id: str, reps: int, tmp: Path) -> dict[str, Any]:
     weights and statistics, the call, the segment of num_envs x num_steps back."""
     import ray
 
-    from trustrl.config import make_config
-    from trustrl.runners import RunnerLearner
+    from trustrl.learn.runners import RunnerLearner
+    from trustrl.settings.config import make_config
 
     cfg = make_config("ppo", env_id, flags=dict(
         SETTINGS[env_id], vector="sync", preset="none", tensorboard=False, runs_dir=str(tmp),

@@ -16,7 +16,7 @@ of the other iterations over their seconds (collection and update, as each libra
 neither overlaps them here). Both sides run one torch thread per process (the learner in
 this process, each runner in its actor).
 
-trustrl: `trustrl train --set runners=N` as a learner object (trustrl.runners.RunnerLearner
+trustrl: `trustrl train --set runners=N` as a learner object (trustrl.learn.runners.RunnerLearner
 of the same config, make_config('ppo', env, preset 'none', the settings below)). RLlib: PPO
 on its new API stack (PPOConfig: num_env_runners N, num_envs_per_env_runner num_envs / N,
 one local learner in this process). MAPPING says how each setting maps; what cannot be
@@ -167,8 +167,8 @@ def side_name(spec: str) -> str:
 
 def run_trustrl(env_id: str, n_runners: int, seed: int, total: int, variant: str = ""
                 ) -> dict[str, Any]:
-    from trustrl.config import make_config
-    from trustrl.runners import RunnerLearner
+    from trustrl.learn.runners import RunnerLearner
+    from trustrl.settings.config import make_config
 
     s = dict(SETTINGS[env_id])
     s.pop("total_steps")

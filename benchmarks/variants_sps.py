@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from trustrl import compiled
-from trustrl.config import make_config
-from trustrl.learners import BatchedLearner
+from trustrl.compute import compiled
+from trustrl.learn.learners import BatchedLearner
+from trustrl.settings.config import make_config
 
 ALGOS = ("ppo", "ppo-noclip", "ppo-dualclip", "spo", "ppo-penalty", "pg", "trpo", "npg")
 SHAPE = {"num_envs": 4, "num_steps": 128, "eval_every": 0, "torch_threads": 1,

@@ -73,8 +73,8 @@ def run_folders(paths: list[Path], env_id: str) -> list[Path]:
 def trustrl_curve(run: Path) -> tuple[int, np.ndarray, np.ndarray, str]:
     """(seed, steps, mean returns, 'greedy' or 'sampled') of one run folder's evaluations
     (trustrl report's reading)."""
-    from trustrl.progress import mode_word
     from trustrl.sweep.report import eval_curve
+    from trustrl.util.progress import mode_word
 
     config = json.loads((run / "config.json").read_text())
     steps, rets = eval_curve(run)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from trustrl.config import CONFIGS
-from trustrl.learners import BatchedLearner
+from trustrl.learn.learners import BatchedLearner
+from trustrl.settings.config import CONFIGS
 
 
 def with_algo(cfg: Any, algo: str) -> Any:

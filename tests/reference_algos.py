@@ -13,21 +13,21 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from trustrl import diagnostics as diag
-from trustrl.distributions import Categorical, DiagGaussian
-from trustrl.losses import (
+from trustrl.collect.rollout import Batch
+from trustrl.maths import diagnostics as diag
+from trustrl.maths.distributions import Categorical, DiagGaussian
+from trustrl.maths.losses import (
     clipped_surrogate_loss,
     entropy_bonus,
     surrogate_loss,
     surrogate_objective,
     value_loss,
 )
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Batch
-from trustrl.trust.cg import conjugate_gradient
-from trustrl.trust.fisher import detached, fisher_vector_product, flat_grad, mean_kl
-from trustrl.trust.kl_control import AdaptiveKL
-from trustrl.trust.line_search import backtracking_line_search
+from trustrl.maths.trust.cg import conjugate_gradient
+from trustrl.maths.trust.fisher import detached, fisher_vector_product, flat_grad, mean_kl
+from trustrl.maths.trust.kl_control import AdaptiveKL
+from trustrl.maths.trust.line_search import backtracking_line_search
+from trustrl.nets.policies import ActorCritic
 
 
 def normalize_advantages(adv: Tensor, eps: float = 1e-8) -> Tensor:

@@ -11,8 +11,8 @@ import torch
 
 from trustrl import Agent
 from trustrl.envs.make import spaces_spec
-from trustrl.errors import ObservationError, TrustrlError
-from trustrl.policies import build_policy
+from trustrl.nets.policies import build_policy
+from trustrl.util.errors import ObservationError, TrustrlError
 
 
 def _agent(obs_space: gym.Space, act_space: gym.Space | None = None) -> Agent:
@@ -83,7 +83,7 @@ def test_discrete_dict_and_tuple_observations():
 
 
 def test_the_normaliser_leaves_one_hots_and_bits_alone():
-    from trustrl.normalize import ObsNormalizer
+    from trustrl.maths.normalize import ObsNormalizer
 
     space = gym.spaces.Dict({"pos": gym.spaces.Discrete(3), "bits": gym.spaces.MultiBinary(2),
                              "x": gym.spaces.Box(-10, 10, (2,))})

@@ -15,19 +15,19 @@ from reference_algos import ppo_update
 from torch.nn.utils import parameters_to_vector
 
 import trustrl
-from trustrl import rng
-from trustrl.advantages import gae
-from trustrl.agent import Agent
 from trustrl.algos import make_algorithm
-from trustrl.backends import pick
-from trustrl.config import CONFIGS, make_config
+from trustrl.collect.rollout import Collector
+from trustrl.compute.backends import pick
 from trustrl.envs.make import check_env, make_vec_env
-from trustrl.policies import ActorCritic
-from trustrl.popnet import PopActorCritic
-from trustrl.rollout import Collector
-from trustrl.runs import TIMING_COLUMNS
-from trustrl.trust.fisher import detached
-from trustrl.trust.line_search import backtracking_line_search
+from trustrl.maths import rng
+from trustrl.maths.advantages import gae
+from trustrl.maths.trust.fisher import detached
+from trustrl.maths.trust.line_search import backtracking_line_search
+from trustrl.nets.policies import ActorCritic
+from trustrl.nets.popnet import PopActorCritic
+from trustrl.records.agent import Agent
+from trustrl.records.runs import TIMING_COLUMNS
+from trustrl.settings.config import CONFIGS, make_config
 
 
 def cartpole_batch(seed=0, steps=128, envs=4):
@@ -175,7 +175,7 @@ def test_ppo_penalty_adapts_beta_from_the_measured_kl():
 def test_annealed_clip_range_is_the_clip_of_the_update(algo, backend):
     """anneal_clip: at half of training, an update with clip_eps 0.3 is the update with a
     constant 0.15 (the same parameters and metrics), and not the one with 0.3."""
-    from trustrl import compiled
+    from trustrl.compute import compiled
 
     if backend == "compiled" and not compiled.available():
         pytest.skip("Numba is not installed")
@@ -281,8 +281,8 @@ def test_gymnasium_rollout_keeps_pi_old_outputs_and_ppo_uses_them(env_id):
     """The Gymnasium collector keeps the actor's output of every step (logits or Gaussian
     means) as pi_old's; it equals the actor run over the whole batch afterwards (to float
     rounding), and PPO's update gives the same numbers from it as from its own pass."""
-    from trustrl.agent import make_policy
-    from trustrl.normalize import ObsNormalizer
+    from trustrl.maths.normalize import ObsNormalizer
+    from trustrl.records.agent import make_policy
 
     cfg = make_config("ppo", env_id, flags=dict(num_envs=2, num_steps=64, update_epochs=2,
                                                 minibatch_size=32, normalize_obs=True))

@@ -13,9 +13,9 @@ import pytest
 from test_bad_inputs import assert_one_line_error, run_cli
 
 import trustrl
-from trustrl.config import load_config_file
 from trustrl.envs.make import check_env
-from trustrl.errors import ConfigError, EnvError
+from trustrl.settings.config import load_config_file
+from trustrl.util.errors import ConfigError, EnvError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--total-steps", "64", "--set", "num_envs=1", "--set", "num_steps=64",
@@ -146,7 +146,8 @@ def test_bad_yaml_config_files_are_one_line(tmp_path, text, fragment):
 def test_yaml_python_tags_are_refused_not_run(tmp_path):
     (tmp_path / "evil.yaml").write_text(
         'lr: !!python/object/apply:os.system ["touch pwned"]\n')
-    (tmp_path / "evil2.yml").write_text("lr: !!python/object:trustrl.config.PPOConfig {}\n")
+    (tmp_path / "evil2.yml").write_text(
+        "lr: !!python/object:trustrl.settings.config.PPOConfig {}\n")
     for name in ("evil.yaml", "evil2.yml"):
         rc, _, err = run_cli(["train", "--config", name], tmp_path)
         assert_one_line(rc, err, f"cannot parse config file {name}", "python/object")
@@ -170,7 +171,7 @@ def test_every_name_of_all_resolves():
 
 
 def test_all_holds_every_config_class_and_the_public_functions():
-    from trustrl.config import CONFIGS, RunConfig
+    from trustrl.settings.config import CONFIGS, RunConfig
 
     want = {c.__name__ for c in CONFIGS.values()} | {"RunConfig", "make_config", "train",
                                                      "resume", "Agent", "evaluate"}

@@ -15,9 +15,9 @@ from test_bad_inputs import assert_bad, run_cli
 pytest.importorskip("ale_py", reason="the [atari] extra (ale-py) is not installed")
 pytest.importorskip("cv2", reason="the [atari] extra (opencv-python-headless) is not installed")
 
+from trustrl.collect.evaluate import evaluation_env  # noqa: E402
 from trustrl.envs.atari import SignReward, atari_env, is_atari_id  # noqa: E402
 from trustrl.envs.factory import EnvFactory, env_factory  # noqa: E402
-from trustrl.evaluate import evaluation_env  # noqa: E402
 
 BREAKOUT = "ALE/Breakout-v5"
 
@@ -124,9 +124,9 @@ def test_training_logs_whole_games_with_raw_scores(monkeypatch):
     import gymnasium as gym
     import torch
 
-    from trustrl.agent import Agent
+    from trustrl.collect.rollout import Collector
     from trustrl.envs.make import check_env, make_vec_env
-    from trustrl.rollout import Collector
+    from trustrl.records.agent import Agent
 
     step = gym.wrappers.AtariPreprocessing.step
 
@@ -182,7 +182,8 @@ def test_choice_by_id_and_config_key_and_the_evaluation_chain():
 def test_evaluate_plays_the_evaluation_chain(monkeypatch):
     """evaluate() (trustrl eval, the run's evaluations) turns a run's training factory or a
     bare Atari id into the evaluation chain before it makes its envs."""
-    ev = importlib.import_module("trustrl.evaluate")  # the module (trustrl.evaluate: a function)
+    # the module (trustrl.evaluate is a function)
+    ev = importlib.import_module("trustrl.collect.evaluate")
 
     made = []
 

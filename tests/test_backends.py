@@ -1,7 +1,7 @@
 """The gradient backends and what the closed form is built from: each loss term's derivative
-beside its formula (trustrl.losses), the entropy's and the exact KL's derivatives in the output
-space (trustrl.popnet), TRPO's policy gradient and Fisher products, and the module network
-(any actor-critic through torch.func) against the MLP population network."""
+beside its formula (trustrl.maths.losses), the entropy's and the exact KL's derivatives in the
+output space (trustrl.nets.popnet), TRPO's policy gradient and Fisher products, and the module
+network (any actor-critic through torch.func) against the MLP population network."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import copy
 import pytest
 import torch
 
-from trustrl import policies, rng
 from trustrl.algos import make_algorithm
-from trustrl.backends import Autograd, ClosedForm, LossTerms, pick
-from trustrl.config import make_config
-from trustrl.losses import (
+from trustrl.compute.backends import Autograd, ClosedForm, LossTerms, pick
+from trustrl.maths import rng
+from trustrl.maths.losses import (
     clipped_surrogate_objective,
     clipped_surrogate_objective_grad,
     surrogate_objective,
@@ -22,8 +21,10 @@ from trustrl.losses import (
     value_error,
     value_error_grad,
 )
-from trustrl.policies import ActionSpec, ActorCritic
-from trustrl.popnet import ModuleNet, PopActorCritic
+from trustrl.nets import policies
+from trustrl.nets.policies import ActionSpec, ActorCritic
+from trustrl.nets.popnet import ModuleNet, PopActorCritic
+from trustrl.settings.config import make_config
 
 EPS = 0.2
 DISCRETE = ActionSpec("discrete", n=3)

@@ -24,8 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trustrl.cli import main
-from trustrl.config import CONFIGS, RANGES, check_checkpoint_config, config_to_dict, make_config
-from trustrl.errors import ConfigError
+from trustrl.settings.config import (
+    CONFIGS,
+    RANGES,
+    check_checkpoint_config,
+    config_to_dict,
+    make_config,
+)
+from trustrl.util.errors import ConfigError
 
 TINY = ["--total-steps", "64", "--set", "num_envs=1", "--set", "num_steps=64",
         "--set", "eval_episodes=1", "--set", "eval_every=0", "--set", "tensorboard=false",
@@ -328,10 +334,10 @@ def test_evaluation_caps_episodes_of_an_env_without_a_time_limit(tmp_path):
     regression fails instead of hanging the suite."""
     code = (
         "import torch\n"
-        "from trustrl.agent import Agent\n"
+        "from trustrl.records.agent import Agent\n"
         "from trustrl.envs.make import check_env\n"
-        "from trustrl.evaluate import evaluate\n"
-        "from trustrl.policies import ActorCritic\n"
+        "from trustrl.collect.evaluate import evaluate\n"
+        "from trustrl.nets.policies import ActorCritic\n"
         "spec = check_env('CliffWalking-v1')\n"
         "pol = ActorCritic(spec.obs_dim, spec.action, (4,), 'tanh', False, 0.0, True)\n"
         "with torch.no_grad():\n"
@@ -364,8 +370,8 @@ def test_training_on_an_env_without_a_time_limit_finishes(tmp_path):
 def test_time_limited_envs_keep_their_own_limit(tmp_path, tiny_run):
     """eval_max_steps only cuts envs with no limit: CartPole's 500 stands even with a cap of 1
     (the tiny run's untrained policy is checked to last more than one step)."""
-    from trustrl.agent import Agent
-    from trustrl.evaluate import evaluate
+    from trustrl.collect.evaluate import evaluate
+    from trustrl.records.agent import Agent
 
     agent = Agent.load(tiny_run)
     capped = evaluate(agent, "CartPole-v1", 3, max_steps=1)
@@ -528,8 +534,8 @@ def test_rlhf_seed_and_runs_dir_are_checked(tmp_path):
 
 
 def test_a_sweep_folder_whose_sweep_json_is_a_list(tmp_path):
-    from trustrl.errors import TrustrlError
     from trustrl.sweep.folder import SweepFolder
+    from trustrl.util.errors import TrustrlError
 
     (tmp_path / "sweep.json").write_text("[1, 2]")
     with pytest.raises(TrustrlError):

@@ -1,5 +1,5 @@
-"""pg on the batched collector (trustrl/algos/pg.py on trustrl.batched) against the reference
-single-run PG (tests/reference_algos.py)."""
+"""pg on the batched collector (trustrl/algos/pg.py on trustrl.collect.batched) against the
+reference single-run PG (tests/reference_algos.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from batched_shim import Pop
 from reference_algos import PG
 
 import trustrl
-from trustrl.config import make_config
-from trustrl.learners import init_policies
-from trustrl.rollout import Batch
+from trustrl.collect.rollout import Batch
+from trustrl.learn.learners import init_policies
+from trustrl.settings.config import make_config
 
 
 def cfg_for(env: str, **sets):

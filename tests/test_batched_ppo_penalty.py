@@ -1,4 +1,4 @@
-"""ppo-penalty on the batched collector (trustrl/algos/ppo_penalty.py on trustrl.batched)
+"""ppo-penalty on the batched collector (trustrl/algos/ppo_penalty.py on trustrl.collect.batched)
 against the reference single-run PPOPenalty (tests/reference_algos.py)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from batched_shim import Pop
 from reference_algos import PPOPenalty
 
 import trustrl
-from trustrl.config import make_config
-from trustrl.learners import init_policies
-from trustrl.rollout import Batch
+from trustrl.collect.rollout import Batch
+from trustrl.learn.learners import init_policies
+from trustrl.settings.config import make_config
 
 
 def cfg_for(env: str, **sets):

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import trustrl
-from trustrl import compiled
-from trustrl.callbacks import (
+from trustrl.compute import compiled
+from trustrl.settings.config import make_config
+from trustrl.training.callbacks import (
     Callback,
     CheckpointCallback,
     EvalCallback,
@@ -23,8 +24,7 @@ from trustrl.callbacks import (
     StopOnNoImprovement,
     StopOnReward,
 )
-from trustrl.config import make_config
-from trustrl.safeio import load_safe
+from trustrl.util.safeio import load_safe
 
 
 def cfg(tmp_path, **sets):
@@ -133,7 +133,7 @@ def test_rollout_callbacks_run_on_the_batched_collector(tmp_path, seed):
 def test_rollout_callbacks_run_after_the_fused_iteration(tmp_path, seed, monkeypatch):
     """The compiled fused iteration (rollout and update one call): on_rollout_end after it,
     once, with that rollout's episodes and env steps."""
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
 
     made = []
     init = BatchedLearner.__init__
@@ -152,7 +152,7 @@ def test_rollout_callbacks_on_the_cuda_graph_route_run_after_the_replay(tmp_path
     (what a replay runs) must not call the callback, which cannot run inside a captured graph,
     and `iterate` calls it once, after the update, with that rollout's episodes. The body
     stands in for the replay here; the capture itself is the CUDA test below."""
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
 
     made = []
     init = BatchedLearner.__init__

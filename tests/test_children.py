@@ -1,5 +1,5 @@
 """Children die with their parent (issue 52, point 3): pool workers of a sweep and of
-trustrl.children.child_pool (reproduce, the RLHF study), and multiprocessing's resource
+trustrl.util.children.child_pool (reproduce, the RLHF study), and multiprocessing's resource
 tracker, are gone soon after their parent is killed with kill -9, and the parent's stdout
 reaches its end (a pipe to `tee` does not hang); SIGTERM stops a command like Ctrl-C."""
 
@@ -64,7 +64,7 @@ def cleanup(pids) -> None:
 POOL_SCRIPT = """
 import os, sys, time
 from pathlib import Path
-from trustrl.children import child_pool, terminate_like_ctrl_c
+from trustrl.util.children import child_pool, terminate_like_ctrl_c
 
 
 def task(i):
@@ -274,7 +274,7 @@ def test_sigterm_stops_a_command_with_children_in_one_line(command, tmp_path):
 
 def test_async_env_workers_in_a_step_that_never_returns_die_with_a_killed_parent(tmp_path):
     """`train --vector async`: Gymnasium's workers are forked with a parent-death signal
-    (trustrl.lifeline), so kill -9 of trustrl ends them even inside a step that never
+    (trustrl.util.lifeline), so kill -9 of trustrl ends them even inside a step that never
     returns (their pipe would tell them only at their next wait)."""
     env = dict(os.environ, TRUSTRL_TEST_STUCK=str(tmp_path / "stuck"))
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
@@ -347,7 +347,7 @@ def test_sigterm_stops_a_tune_study_in_one_line_with_its_trial_kept(tmp_path):
 def test_a_local_ray_instance_dies_with_a_killed_runners_driver(tmp_path):
     """`train --set runners=2` starts a local Ray instance; after kill -9 of trustrl, every
     process of it is gone: Ray's fate-sharing ends its GCS server and raylet, and
-    trustrl.lifeline's reaper the agents the raylet started (they outlived the driver for
+    trustrl.util.lifeline's reaper the agents the raylet started (they outlived the driver for
     minutes before it)."""
     pytest.importorskip("ray")
     proc = subprocess.Popen([sys.executable, "-m", "trustrl", "train", "--total-steps",

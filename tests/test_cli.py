@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trustrl.runs import TIMING_COLUMNS
+from trustrl.records.runs import TIMING_COLUMNS
 
 SMALL = ["--set", "num_envs=2", "--set", "num_steps=128", "--set", "update_epochs=4",
          "--set", "eval_every=2", "--set", "eval_episodes=3", "--set", "tensorboard=false"]
@@ -76,7 +76,7 @@ def test_config_file_and_set_precedence(tmp_path, cli_env):
 def test_help_lists_every_config_field_with_its_docstring(tmp_path, cli_env):
     from dataclasses import fields
 
-    from trustrl.config import PPOConfig, field_docs
+    from trustrl.settings.config import PPOConfig, field_docs
 
     p = run(["train", "--help"], cli_env, tmp_path)
     assert p.returncode == 0

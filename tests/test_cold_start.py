@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from trustrl import compiled, learners
-from trustrl.config import make_config
+from trustrl.compute import compiled
+from trustrl.learn import learners
+from trustrl.settings.config import make_config
 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="needs trustrl[compiled]")
 

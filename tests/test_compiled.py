@@ -1,5 +1,5 @@
-"""The compiled backend (trustrl.compiled) against the eager closed form it compiles: the same
-numbers to float rounding, member by member, and a member of a population exactly as alone."""
+"""The compiled backend (trustrl.compute.compiled) against the eager closed form it compiles: the
+same numbers to float rounding, member by member, and a member of a population exactly as alone."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl import compiled, rng
 from trustrl.algos.common import fit_critic
-from trustrl.backends import ClosedForm
-from trustrl.optim import PopAdam
-from trustrl.policies import ActionSpec, ActorCritic
-from trustrl.popnet import PopActorCritic
+from trustrl.compute import compiled
+from trustrl.compute.backends import ClosedForm
+from trustrl.maths import rng
+from trustrl.maths.optim import PopAdam
+from trustrl.nets.policies import ActionSpec, ActorCritic
+from trustrl.nets.popnet import PopActorCritic
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="needs trustrl[compiled]")
 
@@ -22,7 +23,7 @@ DISCRETE = ActionSpec("discrete", n=2)
 
 
 def test_tanh_approximation_is_within_a_few_ulp_of_numpy():
-    from trustrl.compiled.kernels import activate_
+    from trustrl.compute.compiled.kernels import activate_
 
     x = np.concatenate([np.linspace(-12, 12, 200_001, dtype=np.float32),
                         np.array([0.0, -0.0, 1e-8, -1e-30, 7.9, 9.0], np.float32)])
@@ -124,7 +125,7 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
     """TRPO's CG through the compiled products' `solve` (trust.cg.cg_steps compiled, the whole
     loop in one call) gives the eager loop's solution, iterations and residual, per member of
     a population (one member converging earlier is frozen in both)."""
-    from trustrl.trust.cg import conjugate_gradient
+    from trustrl.maths.trust.cg import conjugate_gradient
 
     action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
                                                              high=(1.0, 1.0))
@@ -181,7 +182,7 @@ def test_the_blas_numba_calls_runs_on_one_thread():
                                     "MountainCarContinuous-v0", "Pendulum-v1"])
 def test_compiled_dynamics_equal_the_numpy_dynamics(env_id, dtype):
     """The classic dynamics compiled by Numba from the source NumPy runs (trustrl.envs.classic
-    over trustrl.compiled.xp): one transition of 2,000 random and edge states (terminations,
+    over trustrl.compute.compiled.xp): one transition of 2,000 random and edge states (terminations,
     time limits, clips, walls, angle wraps: test_numpy_envs' inputs) equals NumPy's, outputs of
     the same dtypes and shapes; float64 to 1e-12, float32 to 1e-5 relative (the libraries'
     sin and cos), booleans and counters exactly."""
@@ -203,10 +204,10 @@ def test_compiled_dynamics_equal_the_numpy_dynamics(env_id, dtype):
 
 
 def _collector(env_id, seeds, compiled_rollout, **cfg_changes):
-    from trustrl.batched import BatchedCollector
-    from trustrl.config import make_config
+    from trustrl.collect.batched import BatchedCollector
     from trustrl.envs.make import check_env
-    from trustrl.learners import init_policies
+    from trustrl.learn.learners import init_policies
+    from trustrl.settings.config import make_config
 
     cfg = make_config("ppo", env_id=env_id, sets=cfg_changes)
     net = PopActorCritic.from_policies(init_policies(check_env(env_id), cfg, seeds), "cpu")
@@ -288,8 +289,8 @@ def test_the_compiled_backend_compiles_the_rollout_too():
     """grad_backend 'auto' (where Numba is installed) and 'compiled' collect with the compiled
     rollout on the batched CPU path; 'closed-form' with the NumPy rollout; an explicit
     numpy_rollout keeps the eager one."""
-    from trustrl.config import make_config
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
+    from trustrl.settings.config import make_config
 
     def kind(backend, **kw):
         cfg = make_config("trpo", env_id="CartPole-v1",
@@ -305,7 +306,7 @@ def test_the_compiled_backend_compiles_the_rollout_too():
 def test_compiled_gae_is_the_numpy_gae_bit_for_bit():
     """The compiled GAE (the learner's with the compiled rollout) equals advantages.gae_numpy
     exactly: float32 [T, P, N] with terminations, truncations and both at once."""
-    from trustrl.advantages import gae_numpy
+    from trustrl.maths.advantages import gae_numpy
 
     g = torch.Generator().manual_seed(5)
     T, P, N = 64, 3, 5
@@ -324,8 +325,8 @@ def test_a_whole_compiled_iteration_equals_the_eager_one(algo):
     compiled backend (compiled rollout and GAE; TRPO's critic fit and Fisher products) and
     with the eager closed form (NumPy rollout), 2 members: every metric and the parameters
     agree to float rounding (the kernels' tanh and BLAS round differently in the last bits)."""
-    from trustrl.config import make_config
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
+    from trustrl.settings.config import make_config
 
     def run(backend):
         cfg = make_config(algo, env_id="CartPole-v1",
@@ -368,14 +369,14 @@ FUSED_CASES = [
 
 @pytest.mark.parametrize("case", range(len(FUSED_CASES)))
 def test_the_fused_iteration_equals_the_unfused_one(case):
-    """PPO's whole iteration as one compiled call (trustrl.compiled.iteration) against the
+    """PPO's whole iteration as one compiled call (trustrl.compute.compiled.iteration) against the
     same iteration as separate calls (rollout, values, GAE, epochs, diagnostics, the metrics
     in torch), 3 members, 4 iterations: the same parameters, Adam state, episodes and
     carried env state bit for bit (the same compiled functions on the same numbers), every
     metric to float rounding (the float64 statistics sum in another order); and a
     checkpoint taken after 2 fused iterations resumes to the same numbers."""
-    from trustrl.config import make_config
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
+    from trustrl.settings.config import make_config
 
     algo, env, extra = FUSED_CASES[case]
     sets = {"num_envs": "4", "num_steps": "24", "update_epochs": "3", "minibatch_size": "32",
@@ -416,8 +417,8 @@ def test_the_iteration_is_fused_for_every_objective_on_the_compiled_path():
     """PPO, ppo-noclip and the variants that change PPO's objective (ppo-dualclip, spo) on the
     compiled rollout and backend fuse; a loss of its own in torch (ppo-penalty), pg's own
     metrics (its update), TRPO, the NumPy rollout and the eager backends do not."""
-    from trustrl.config import make_config
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
+    from trustrl.settings.config import make_config
 
     def fused(algo, **sets):
         cfg = make_config(algo, env_id="CartPole-v1",
@@ -449,7 +450,7 @@ def test_the_compiled_ppo_epoch_equals_the_eager_closed_form(algo, case):
     batch: parameters, Adam's moments and step counts, and every metric agree to float
     rounding; with target_kl, members stop at different epochs (their parameters frozen)."""
     from trustrl.algos import make_algorithm
-    from trustrl.config import make_config
+    from trustrl.settings.config import make_config
 
     kind, hidden, act, extra = PPO_CASES[case]
     action = ActionSpec("discrete", n=3) if kind == "discrete" else ActionSpec(
@@ -574,8 +575,8 @@ def test_the_compiled_policy_step_equals_sample_step(kind, hidden, activation, N
 def test_the_gymnasium_collector_acts_compiled_where_it_applies():
     """The compiled step is used by the Gymnasium collector with the compiled backend (Box
     and Discrete actions); the closed form or autograd keep the policy module."""
-    from trustrl.config import make_config
-    from trustrl.learners import GymLearner
+    from trustrl.learn.learners import GymLearner
+    from trustrl.settings.config import make_config
 
     def acting(env_id, backend):
         cfg = make_config("ppo", env_id=env_id,
@@ -599,8 +600,8 @@ def test_gymnasium_iterations_with_the_compiled_step_equal_the_eager_ones(algo, 
     Pendulum's episodes truncated inside the rollouts, Acrobot's Discrete actions) with the
     compiled backend (compiled policy step and update kernels) and with the eager closed
     form: every metric and the parameters agree to float rounding."""
-    from trustrl.config import make_config
-    from trustrl.learners import GymLearner
+    from trustrl.learn.learners import GymLearner
+    from trustrl.settings.config import make_config
 
     def run(backend):
         cfg = make_config(algo, env_id=env_id,
@@ -682,8 +683,8 @@ def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     from tensorboard.compat.proto.event_pb2 import SessionLog
     from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
-    from trustrl import tb_events
-    from trustrl.runs import RunDir
+    from trustrl.records import tb_events
+    from trustrl.records.runs import RunDir
 
     assert tb_events.crc_function() is tb_events.masked_crc32c  # Numba is installed here
     for n in (0, 1, 8, 255, 827, 4099):

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from trustrl.config import (
+from trustrl.settings.config import (
     PPOConfig,
     config_from_dict,
     config_to_dict,
@@ -14,7 +14,7 @@ from trustrl.config import (
     make_config,
     parse_sets,
 )
-from trustrl.errors import ConfigError
+from trustrl.util.errors import ConfigError
 
 
 def test_no_arguments_is_ppo_on_cartpole_with_the_lab_settings():
@@ -109,7 +109,7 @@ def test_parse_sets_keeps_equals_in_values():
 def test_help_lists_an_algorithms_own_default_of_a_shared_key():
     """PPO's defaults of num_steps and the normalisations differ from RunConfig's: `trustrl train
     --help` lists them under ppo with PPO's values; TRPO, which keeps RunConfig's, does not."""
-    from trustrl.config import PPOConfig, RunConfig, TRPOConfig, describe
+    from trustrl.settings.config import PPOConfig, RunConfig, TRPOConfig, describe
 
     ppo, trpo = describe(PPOConfig, skip=RunConfig), describe(TRPOConfig, skip=RunConfig)
     for line in ("num_steps (int, default 512", "normalize_obs (bool, default True)",

@@ -26,15 +26,15 @@ import pytest
 import torch
 from batched_shim import Pop
 
-from trustrl import rng
-from trustrl.agent import Agent
 from trustrl.algos import make_algorithm
-from trustrl.backends import pick
-from trustrl.config import make_config
-from trustrl.normalize import ObsNormalizer, RewardScaler
-from trustrl.policies import ActorCritic
-from trustrl.popnet import PopActorCritic
-from trustrl.rollout import Collector
+from trustrl.collect.rollout import Collector
+from trustrl.compute.backends import pick
+from trustrl.maths import rng
+from trustrl.maths.normalize import ObsNormalizer, RewardScaler
+from trustrl.nets.policies import ActorCritic
+from trustrl.nets.popnet import PopActorCritic
+from trustrl.records.agent import Agent
+from trustrl.settings.config import make_config
 
 
 def _cfg(env_id: str, **sets: object):
@@ -199,7 +199,7 @@ def test_batched_evaluation_clips_like_the_gymnasium_evaluation(numpy_rollout):
         v["actor.b_out"].fill_(3.0)
     ret = eng.evaluate(2)
     assert torch.allclose(ret, torch.full_like(ret, -0.1 * 999), rtol=1e-5)
-    from trustrl.evaluate import evaluate
+    from trustrl.collect.evaluate import evaluate
 
     agent = Agent(eng.policy(0), eng.spec, None, "cpu")
     gym_ret = evaluate(agent, "MountainCarContinuous-v0", 2, seed=0)
@@ -230,7 +230,7 @@ def test_truncation_bootstraps_from_the_final_observation():
         [lambda: gym.wrappers.TimeLimit(StepCountEnv(), limit) for _ in range(2)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     from trustrl.envs.make import EnvSpec
-    from trustrl.policies import ActionSpec
+    from trustrl.nets.policies import ActionSpec
 
     spec = EnvSpec("StepCount", 1, "box", 0, ActionSpec("discrete", n=2))
     torch.manual_seed(0)
@@ -256,7 +256,7 @@ def test_early_stopped_means_epochs_were_skipped():
     """A KL past the target after the last epoch stops nothing: early_stopped = epochs_run < K,
     for the one PPO update of every collector."""
     torch.manual_seed(0)
-    from trustrl.policies import ActionSpec
+    from trustrl.nets.policies import ActionSpec
 
     policy = ActorCritic(3, ActionSpec("discrete", n=2), (16,), "tanh")
     n = 256

@@ -25,8 +25,8 @@ import pytest
 from trustrl.demo import compute, runfiles, server
 from trustrl.demo.params import BadRequest, NotFound, Param, parse_query
 from trustrl.demo.server import make_server
-from trustrl.errors import TrustrlError
 from trustrl.experiments.kepoch import DemoConfig, simulate
+from trustrl.util.errors import TrustrlError
 
 RUN = "CartPole-v1__ppo__1__20260101-000000"
 COLUMNS = ["iteration", "global_step", "ep_return_mean", "approx_kl", "clip_fraction",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl.diagnostics import (
+from trustrl.maths.diagnostics import (
     RATIO_QUANTILES,
     approx_kl,
     clip_fraction,
@@ -17,7 +17,7 @@ from trustrl.diagnostics import (
     kl_k3,
     ratio_stats,
 )
-from trustrl.distributions import Categorical
+from trustrl.maths.distributions import Categorical
 
 F64 = torch.float64
 PI_OLD = (0.5, 0.3, 0.2)
@@ -251,7 +251,7 @@ def test_learner_stats_against_their_definitions():
     means over the steps where an episode ended; nan where nothing is explained or ended."""
     import math
 
-    from trustrl.diagnostics import critic_stats, episode_stats
+    from trustrl.maths.diagnostics import critic_stats, episode_stats
 
     g = torch.Generator().manual_seed(7)
     for _ in range(5):

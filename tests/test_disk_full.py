@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import trustrl
-from trustrl.config import make_config
-from trustrl.errors import RunError
+from trustrl.settings.config import make_config
+from trustrl.util.errors import RunError
 
 ARGS = ["train", "--env", "CartPole-v1", "--total-steps", "4096", "--set", "num_envs=1",
         "--set", "num_steps=64", "--set", "tensorboard=false", "--vector", "sync", "--quiet"]
@@ -84,7 +84,7 @@ def test_a_full_disk_mid_run_fails_it_and_damages_nothing(small_disk, tmp_path):
 
 def test_enospc_in_the_writer_is_one_line_and_marks_the_run_failed(tmp_path, monkeypatch):
     """The same without a tmpfs: the checkpoint write of iteration 3 fails with ENOSPC."""
-    from trustrl import runs
+    from trustrl.records import runs
 
     real = runs.RunDir.save_checkpoint
     calls = []
@@ -113,7 +113,7 @@ def test_enospc_in_the_writer_is_one_line_and_marks_the_run_failed(tmp_path, mon
 
 
 def test_enospc_at_the_start_leaves_no_half_made_run(tmp_path, monkeypatch):
-    from trustrl import runs
+    from trustrl.records import runs
 
     def refuse(path, text):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import distributions as td
 
-from trustrl.distributions import Categorical, DiagGaussian
+from trustrl.maths.distributions import Categorical, DiagGaussian
 
 F64 = torch.float64
 
@@ -59,8 +59,8 @@ def test_the_log_softmax_source_is_torchs_fused_kernel_to_rounding(seed):
     3-d batches; and the entropy and KL of its rows are Categorical's."""
     import numpy as np
 
-    from trustrl import distributions as dist
-    from trustrl.rebind import rebound
+    from trustrl.maths import distributions as dist
+    from trustrl.util.rebind import rebound
 
     g = _gen(seed)
     x = 30.0 * torch.randn(3, 7, 5, generator=g)  # exp(x) overflows float32 unshifted

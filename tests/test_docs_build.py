@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import trustrl
-from trustrl.config import CONFIGS
+from trustrl.settings.config import CONFIGS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,10 +1,11 @@
 """Every public name documents itself and its arguments (issue 53, point 5).
 
-Walks `trustrl.__all__` (and trustrl.callbacks.Info, which callbacks receive): each function,
+Walks `trustrl.__all__` (and trustrl.training.callbacks.Info, which callbacks receive): each
+function,
 class and public method has a docstring, and each of its parameters is named in the
 docstring's Google-style `Args:` section (griffe's parser, the one mkdocstrings renders
 docs/api.md with). A config class's fields count as documented by the docstring under each
-field (`trustrl.config.field_docs`, what `trustrl train --help` prints).
+field (`trustrl.settings.config.field_docs`, what `trustrl train --help` prints).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 import trustrl
-from trustrl.config import field_docs
+from trustrl.settings.config import field_docs
 
 griffe = pytest.importorskip("griffe", reason="griffe comes with the docs tools (test extra)")
 
@@ -86,7 +87,7 @@ def problems(name: str, obj: Any) -> list[str]:
 
 
 def test_every_public_name_documents_itself_and_its_arguments() -> None:
-    from trustrl.callbacks import Info  # not exported, but what every callback receives
+    from trustrl.training.callbacks import Info  # not exported, but what every callback receives
 
     public = {**{name: getattr(trustrl, name) for name in trustrl.__all__}, "Info": Info}
     found = [line for name, obj in public.items() for line in problems(name, obj)]

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import trustrl
-from trustrl.config import make_config
-from trustrl.errors import EnvError
+from trustrl.settings.config import make_config
+from trustrl.util.errors import EnvError
 
 
 class Base(gym.Env):

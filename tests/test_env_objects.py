@@ -13,8 +13,8 @@ import pytest
 import trustrl
 from tests.helper_envs import MultiDiscreteEnv
 from tests.test_bad_inputs import assert_one_line_error, run_cli
-from trustrl.config import make_config
 from trustrl.envs.objects import ENV_OBJECT, EnvCopies
+from trustrl.settings.config import make_config
 
 SMALL = dict(total_steps=128, num_envs=2, num_steps=32, minibatch_size=32, update_epochs=1,
              eval_every=0, eval_episodes=2, tensorboard=False, vector="sync")

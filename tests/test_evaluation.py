@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl.agent import Agent
-from trustrl.config import make_config
-from trustrl.errors import ConfigError
-from trustrl.evaluate import evaluate
-from trustrl.train import train
+from trustrl.collect.evaluate import evaluate
+from trustrl.records.agent import Agent
+from trustrl.settings.config import make_config
+from trustrl.training.train import train
+from trustrl.util.errors import ConfigError
 
 EVAL_COLUMNS = {"eval_return_mean", "eval_return_std", "wall_time", "sps"}
 
@@ -25,7 +25,7 @@ def _untrained_agent() -> Agent:
         total_steps=512, num_envs=2, num_steps=128, eval_every=0, tensorboard=False,
         vector="sync"))
     torch.manual_seed(0)
-    from trustrl.learners import make_learner
+    from trustrl.learn.learners import make_learner
 
     return make_learner(cfg, [0]).agent(0)
 

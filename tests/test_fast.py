@@ -18,17 +18,17 @@ from batched_shim import Pop, with_algo
 from reference_algos import TRPO as RefTRPO
 from reference_algos import old_distribution, ppo_update
 
-from trustrl import rng
-from trustrl.config import make_config
-from trustrl.distributions import Categorical, DiagGaussian
+from trustrl.collect.rollout import Batch
 from trustrl.envs.torch_classic import SUPPORTED, ResetSampler
-from trustrl.errors import ConfigError
-from trustrl.learners import init_policies
-from trustrl.optim import PopAdam
-from trustrl.policies import ActionSpec, ActorCritic
-from trustrl.popnet import PopActorCritic
-from trustrl.rollout import Batch
-from trustrl.train import Trainer, parse_seeds, resume, train
+from trustrl.learn.learners import init_policies
+from trustrl.maths import rng
+from trustrl.maths.distributions import Categorical, DiagGaussian
+from trustrl.maths.optim import PopAdam
+from trustrl.nets.policies import ActionSpec, ActorCritic
+from trustrl.nets.popnet import PopActorCritic
+from trustrl.settings.config import make_config
+from trustrl.training.train import Trainer, parse_seeds, resume, train
+from trustrl.util.errors import ConfigError
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -114,8 +114,8 @@ def test_the_collector_drawing_ahead_changes_no_number(monkeypatch):
     collector draws ahead) or rollout by rollout: the same iterations bit for bit, across a
     fresh draw, and a learner restored from a checkpoint taken in the middle of a draw goes
     on exactly as the uninterrupted one."""
-    import trustrl.batched as batched
-    from trustrl.learners import BatchedLearner
+    import trustrl.collect.batched as batched
+    from trustrl.learn.learners import BatchedLearner
 
     cfg = make_config("ppo", "CartPole-v1", sets=dict(
         grad_backend="closed-form", num_envs=3, num_steps=8, eval_every=0,
@@ -254,7 +254,7 @@ def test_closed_form_gradient_equals_autograd(env_id, algo, activation):
     clip band so every branch of min/max/clamp is taken. A value clip changes only PPO."""
     from trustrl.algos import make_algorithm
     from trustrl.algos.common import take
-    from trustrl.backends import Autograd, ClosedForm
+    from trustrl.compute.backends import Autograd, ClosedForm
 
     for vclip in (True, False):
         cfg = small_cfg(env_id, clip_value_loss=vclip, activation=activation, ent_coef=0.01,
@@ -308,7 +308,7 @@ def test_engine_autograd_and_closed_form_updates_agree():
 
 
 def test_gae_numpy_equals_core_gae_bit_for_bit():
-    from trustrl.advantages import gae, gae_numpy
+    from trustrl.maths.advantages import gae, gae_numpy
 
     g = torch.Generator().manual_seed(3)
     T, P, N = 50, 3, 4
@@ -445,7 +445,7 @@ def test_trpo_population_equals_separate_runs():
 def test_fisher_vector_products_equal_double_backprop(env_id, activation):
     """The closed-form F v (J^T M J v through the actor) equals the core's double backprop of
     the mean KL, member by member, with zeros in the critic's columns."""
-    from trustrl.trust.fisher import fisher_vector_product, mean_kl
+    from trustrl.maths.trust.fisher import fisher_vector_product, mean_kl
 
     cfg = make_config("trpo", env_id, None, {
         "vector": "torch", "num_envs": "4", "num_steps": "32", "activation": activation,
@@ -465,7 +465,7 @@ def test_fisher_vector_products_equal_double_backprop(env_id, activation):
     critic_segs = [s for s in net.segments if s.name.startswith("critic.")]
     for s in critic_segs:
         v[:, s.offset:s.offset + s.size] = 0.0
-    from trustrl.backends import ClosedForm
+    from trustrl.compute.backends import ClosedForm
 
     got = ClosedForm().fisher_product(net, obs, old_out, net.flat.detach(), cfg.damping)(v)
 
@@ -559,8 +559,8 @@ def test_single_run_folder_and_agent(tmp_path):
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
     rows = _rows(run / "metrics.csv")
     assert len(rows) == 4 and rows[-1]["eval_return_mean"] != ""
-    from trustrl.agent import Agent
-    from trustrl.evaluate import evaluate
+    from trustrl.collect.evaluate import evaluate
+    from trustrl.records.agent import Agent
 
     agent = Agent.load(run / "agent.pt")
     assert evaluate(agent, "CartPole-v1", 2).shape == (2,)
@@ -733,7 +733,7 @@ def test_cuda_device_without_cuda_is_a_config_error():
 
 def test_python_api_and_sweeps_reach_the_fast_path(tmp_path):
     """trustrl.train / trustrl.resume (what sweeps call) dispatch vector 'torch' runs."""
-    from trustrl.train import resume, train
+    from trustrl.training.train import resume, train
 
     res = train(small_cfg(runs_dir=str(tmp_path), total_steps=512))
     assert (res.run_dir / "agent.pt").is_file() and res.final_eval["evaluator"]
@@ -764,8 +764,8 @@ def test_ppo_epoch_orders_drawn_ahead_are_the_ones_drawn_per_iteration(monkeypat
     each iteration's K orders are epoch_order at counters counter * K + e, inside a draw,
     across a fresh draw, after a jump back (a loaded checkpoint) and with a new batch size."""
     from trustrl.algos import common, ppo
-    from trustrl.config import make_config
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
+    from trustrl.settings.config import make_config
 
     monkeypatch.setattr(ppo, "ORDERS_AHEAD", 3)
     cfg = make_config("ppo", env_id="CartPole-v1",

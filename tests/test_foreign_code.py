@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import trustrl
-from trustrl.config import make_config
-from trustrl.errors import RunError
-from trustrl.safeio import UntrustedFileError, load_safe, save_safe
+from trustrl.settings.config import make_config
+from trustrl.util.errors import RunError
+from trustrl.util.safeio import UntrustedFileError, load_safe, save_safe
 
 PAYLOAD = '''
 import os
@@ -77,7 +77,7 @@ def world(tmp_path, monkeypatch, victim_run):
 def foreign_copy(world, name: str, monkeypatch, config=None, agent=None) -> Path:
     """The victim's run copied and changed as an attacker would, every file re-signed with
     the attacker's key: config(dict) and agent(state) edit the contents in place."""
-    from trustrl.runs import sign_env
+    from trustrl.records.runs import sign_env
 
     run = world["tmp"] / name
     shutil.copytree(world["own"], run, ignore=shutil.ignore_patterns(".trustrl.lock"))

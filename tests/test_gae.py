@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trustrl.advantages import gae
+from trustrl.maths.advantages import gae
 
 F64 = torch.float64
 

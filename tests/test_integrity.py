@@ -18,10 +18,10 @@ import pytest
 import torch
 
 import trustrl
-from trustrl.agent import Agent
-from trustrl.config import make_config
-from trustrl.errors import RunError
-from trustrl.safeio import DamagedFileError, _file_mac, load_safe, save_safe, signing_key
+from trustrl.records.agent import Agent
+from trustrl.settings.config import make_config
+from trustrl.util.errors import RunError
+from trustrl.util.safeio import DamagedFileError, _file_mac, load_safe, save_safe, signing_key
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_non_finite_weights_are_refused(run, tmp_path):
 ])
 def test_arrays_that_are_not_data_are_one_line(run, tmp_path, array):
     ck = load_safe(run / "checkpoints" / "latest.pt")
-    from trustrl.safeio import encode
+    from trustrl.util.safeio import encode
 
     data = encode(ck)
     data["collector"]["next_obs"] = array

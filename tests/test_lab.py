@@ -279,11 +279,11 @@ def test_bad_task_numbers_are_one_line_errors(tmp_path, capsys, bad):
 
 # --- lab solution ---------------------------------------------------------------------------
 @pytest.mark.parametrize("task,expected", [
-    (1, ["def clipped_surrogate_loss(", "logp_new: Tensor", "trustrl/losses.py",
+    (1, ["def clipped_surrogate_loss(", "logp_new: Tensor", "trustrl/maths/losses.py",
          "o.minimum(unclipped, clipped)", "o.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)",
          "`o` below is torch"]),
     (2, ["def approx_kl(logp_new", "def clip_fraction(logp_new", "def kl_k3(",
-         "trustrl/diagnostics.py"]),
+         "trustrl/maths/diagnostics.py"]),
     (3, ["def value_loss(", "o.maximum(err, (v_clip - returns) ** 2)"]),
     (4, ["def ppo_update(", "agent: ActorCritic", "trustrl/algos/ppo.py", "class PPO(",
          'mb["logp_old"]', "def normalize_advantages(", "def clip_grad_norm(",

@@ -13,19 +13,17 @@ import trustrl
 ROOT = Path(trustrl.__file__).parent
 
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("errors", "seeding", "safeio", "locks", "progress", "importing",
-        "rebind", "lifeline"),
-    1: ("distributions", "losses", "advantages", "diagnostics", "normalize", "trust", "rng",
-        "optim"),
+    0: ("util",),
+    1: ("maths",),
     2: ("envs",),
-    3: ("policies", "extractors", "popnet"),
-    4: ("backends", "compiled"),
-    5: ("config", "presets"),
-    6: ("agent", "runs", "tb_events", "rollout", "batched", "evaluate", "plotting"),
+    3: ("nets",),
+    4: ("compute",),
+    5: ("settings",),
+    6: ("collect", "records"),
     7: ("algos",),
-    8: ("learners", "runners"),
-    9: ("train", "callbacks"),
-    10: ("cli", "__main__", "", "experiments", "lab", "demo", "sweep", "rlhf"),
+    8: ("learn",),
+    9: ("training",),
+    10: ("cli", "__main__", "", "model", "experiments", "lab", "demo", "sweep", "rlhf"),
 }
 """Module prefixes (relative to trustrl) of each layer, bottom to top. The longest matching
 prefix decides; "" is the package itself (trustrl/__init__.py)."""
@@ -110,3 +108,13 @@ def test_no_import_cycles():
 def test_every_module_has_a_layer():
     for m in _modules():
         _layer(m)
+
+
+def test_the_folders_are_the_layers():
+    """The package's folders show the layers: each folder of trustrl/ lies in one layer, and
+    the only modules at the top are the entry points (the CLI, the SB3-style models)."""
+    prefixes = {pre for layer in LAYERS.values() for pre in layer}
+    top = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert top == ["__init__", "__main__", "cli", "model"], top
+    folders = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists())
+    assert folders and all(f in prefixes for f in folders), folders

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import trustrl
-from trustrl.config import make_config
+from trustrl.settings.config import make_config
 
 pytestmark = pytest.mark.slow
 

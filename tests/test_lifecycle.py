@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import trustrl
-from trustrl.config import make_config
+from trustrl.settings.config import make_config
 
 
 def _messages(err: str) -> list[str]:
@@ -72,7 +72,7 @@ def test_sigterm_stops_the_run_resumably_and_names_the_folder(tmp_path, cli_env,
     assert f"--resume {run}" in err and len(_messages(err)) == 1, err
     st = _status(run)
     assert st["status"] == "stopped" and "SIGTERM" in st["message"], st
-    from trustrl.safeio import load_safe
+    from trustrl.util.safeio import load_safe
 
     written = len(_rows(run / "metrics.csv"))
     assert load_safe(run / "checkpoints" / "latest.pt")["iteration"] == written >= 2
@@ -182,7 +182,7 @@ def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vect
     default for the MLPs on a CPU, else the closed form) are backends of one update, on either
     collector: the same metrics to float rounding (TRPO: its policy gradient, Fisher products
     and critic regression on each backend)."""
-    from trustrl import compiled
+    from trustrl.compute import compiled
 
     rows = {}
     names = ("closed-form", "autograd") + (("compiled",) if compiled.available() else ())
@@ -195,7 +195,7 @@ def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vect
         for a, b in zip(rows["closed-form"], rows[other], strict=True):
             for k in keys:
                 assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-3, abs=1e-6), (other, k)
-    from trustrl.learners import make_learner
+    from trustrl.learn.learners import make_learner
 
     auto = "compiled" if compiled.available() else "closed-form"
     for backend, expected in (("closed-form", "closed-form"), ("autograd", "autograd"),
@@ -210,7 +210,7 @@ def test_gradient_backend_override_gives_the_same_run_to_rounding(tmp_path, vect
 def test_a_second_signal_stops_at_once():
     """The first SIGTERM / Ctrl-C asks for a stop at the end of the iteration; a second one
     raises at once (Terminated for SIGTERM, KeyboardInterrupt for Ctrl-C)."""
-    from trustrl.train import Terminated, _Stop
+    from trustrl.training.train import Terminated, _Stop
 
     for sig, exc in ((signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)):
         stop = _Stop()
@@ -227,7 +227,7 @@ def test_a_second_signal_stops_at_once():
 def test_torch_threads_auto_one_below_eight_seeds_else_the_cores(tmp_path, monkeypatch):
     import os
 
-    from trustrl.learners import CORES_ENV, torch_threads
+    from trustrl.learn.learners import CORES_ENV, torch_threads
 
     monkeypatch.delenv(CORES_ENV, raising=False)
     cfg = tiny(tmp_path)
@@ -244,10 +244,10 @@ def test_trustrl_cores_bounds_the_automatic_thread_count(tmp_path, monkeypatch):
     set it to their share of the cores."""
     import torch
 
-    from trustrl.errors import ConfigError
-    from trustrl.learners import CORES_ENV, torch_threads
+    from trustrl.learn.learners import CORES_ENV, torch_threads
     from trustrl.sweep.local import default_workers, worker_cores
     from trustrl.sweep.trial import worker_init
+    from trustrl.util.errors import ConfigError
 
     cfg = tiny(tmp_path)
     monkeypatch.setenv(CORES_ENV, "3")
@@ -286,7 +286,7 @@ def test_log_rows_wait_in_memory_until_a_flush_and_every_checkpoint_has_its_rows
     """The trainer keeps metrics and episode rows in memory between flushes (at most
     LOG_FLUSH_SECS apart); a checkpoint flushes first, so the rows on disk always reach the
     checkpoint's iteration (a resume keeps exactly those), and the end of a run writes all."""
-    from trustrl.runs import RunDir
+    from trustrl.records.runs import RunDir
 
     run = tmp_path / "r"
     run.mkdir()
@@ -300,9 +300,10 @@ def test_log_rows_wait_in_memory_until_a_flush_and_every_checkpoint_has_its_rows
     assert [r["iteration"] for r in _rows(run / "metrics.csv")] == ["1"]
     assert len(_rows(run / "episodes.csv")) == 1
 
-    from trustrl.safeio import load_safe
+    from trustrl.util.safeio import load_safe
 
-    train_module = sys.modules["trustrl.train"]  # the module (trustrl.train is the function)
+    # the module (trustrl.train is the function)
+    train_module = sys.modules["trustrl.training.train"]
 
     seen = []
 

@@ -17,9 +17,9 @@ import pytest
 
 import trustrl
 from trustrl.cli import main
-from trustrl.config import make_config
-from trustrl.locks import LOCK_NAME, FolderLockedError
-from trustrl.runs import METRIC_COLUMNS, RunDir
+from trustrl.records.runs import METRIC_COLUMNS, RunDir
+from trustrl.settings.config import make_config
+from trustrl.util.locks import LOCK_NAME, FolderLockedError
 
 TESTS = Path(__file__).parent
 
@@ -115,7 +115,7 @@ def test_two_train_resume_at_once_the_second_fails_fast_naming_the_first(tmp_pat
 
 def test_a_stale_lock_of_a_killed_process_is_taken_over(tmp_path):
     run = stopped_run(tmp_path / "runs")
-    p = holder("import sys\nfrom trustrl.runs import RunDir\nr = RunDir.open(sys.argv[1])",
+    p = holder("import sys\nfrom trustrl.records.runs import RunDir\nr = RunDir.open(sys.argv[1])",
                str(run))
     try:
         with pytest.raises(FolderLockedError, match=f"pid {p.pid} "):
@@ -133,7 +133,7 @@ def test_one_process_may_reopen_its_own_run_and_releases_it_when_done(tmp_path):
     run = stopped_run(tmp_path / "runs")  # stopped: released
     a = RunDir.open(run)
     b = RunDir.open(run)  # the same process: allowed
-    code = "import sys\nfrom trustrl.runs import RunDir\nRunDir.open(sys.argv[1])"
+    code = "import sys\nfrom trustrl.records.runs import RunDir\nRunDir.open(sys.argv[1])"
     other = subprocess.run([sys.executable, "-c", code, str(run)], env=env(),
                            capture_output=True, text=True)
     assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr
@@ -145,7 +145,7 @@ def test_one_process_may_reopen_its_own_run_and_releases_it_when_done(tmp_path):
 
 
 def test_a_population_locks_its_folder_once(tmp_path):
-    from trustrl.train import resume, train
+    from trustrl.training.train import resume, train
 
     cfg = make_config("ppo", "CartPole-v1", flags={
         "runs_dir": str(tmp_path / "runs"), "total_steps": 2 * 256, "num_envs": 2,
@@ -154,7 +154,7 @@ def test_a_population_locks_its_folder_once(tmp_path):
     res = train(cfg, seeds=[1, 2])
     assert (res.run_dir / LOCK_NAME).is_file()
     assert not any((m / LOCK_NAME).exists() for m in res.member_dirs)  # shared with the root
-    p = holder("import sys\nfrom trustrl.runs import RunDir\nr = RunDir.open(sys.argv[1])",
+    p = holder("import sys\nfrom trustrl.records.runs import RunDir\nr = RunDir.open(sys.argv[1])",
                str(res.run_dir))
     try:
         with pytest.raises(FolderLockedError, match=f"pid {p.pid} "):
@@ -225,7 +225,7 @@ def test_a_trial_refuses_to_delete_a_run_folder_someone_writes(tmp_path):
     live = f.trial_dir(t) / "CartPole-v1__ppo__1__x"
     live.mkdir(parents=True)  # no checkpoint yet: a trial would remove it and start over
     (live / "config.json").write_text("{}")
-    p = holder("import sys\nfrom trustrl.locks import FolderLock\n"
+    p = holder("import sys\nfrom trustrl.util.locks import FolderLock\n"
                "FolderLock(sys.argv[1]).acquire()", str(live))
     try:
         res = execute_trial(t.as_dict(), f.trial_dir(t))

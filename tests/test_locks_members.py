@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from trustrl.locks import LOCK_NAME, FolderLockedError
-from trustrl.runs import RunDir
+from trustrl.records.runs import RunDir
+from trustrl.util.locks import LOCK_NAME, FolderLockedError
 
-OPEN = "import sys\nfrom trustrl.runs import RunDir\nr = RunDir.open(sys.argv[1])"
+OPEN = "import sys\nfrom trustrl.records.runs import RunDir\nr = RunDir.open(sys.argv[1])"
 
 
 def _other_process_opens(folder: Path) -> subprocess.CompletedProcess:

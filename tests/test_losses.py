@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trustrl.distributions import Categorical
-from trustrl.losses import (
+from trustrl.maths.distributions import Categorical
+from trustrl.maths.losses import (
     clipped_surrogate_loss,
     clipped_surrogate_objective,
     entropy_bonus,

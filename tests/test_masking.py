@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl import backends
 from trustrl.algos.common import diagnostics
-from trustrl.backends import LossTerms
-from trustrl.config import CONFIGS
-from trustrl.distributions import Categorical, MultiCategorical, masked_log_softmax
+from trustrl.collect.evaluate import evaluate
+from trustrl.compute import backends
+from trustrl.compute.backends import LossTerms
 from trustrl.envs import masks
 from trustrl.envs.spaces import ActionSpec
-from trustrl.errors import ConfigError, EnvError
-from trustrl.evaluate import evaluate
-from trustrl.learners import GymLearner
+from trustrl.learn.learners import GymLearner
+from trustrl.maths.distributions import Categorical, MultiCategorical, masked_log_softmax
+from trustrl.settings.config import CONFIGS
+from trustrl.util.errors import ConfigError, EnvError
 
 SEEDS = (0, 1, 2, 3)
 
@@ -159,7 +159,7 @@ def test_action_mask_on_refused_where_it_cannot_hold(monkeypatch):
     with pytest.raises(ConfigError, match="batched collector"):
         CONFIGS["ppo"](env_id="CartPole-v1", action_mask="on", vector="torch").validate()
     # every algorithm takes masks now; one that did not would be refused in one line
-    monkeypatch.setattr("trustrl.learners.MASKED_ALGOS", ("ppo",))
+    monkeypatch.setattr("trustrl.learn.learners.MASKED_ALGOS", ("ppo",))
     with pytest.raises(ConfigError, match="trpo does not use them"):
         GymLearner(CONFIGS["trpo"](env_id="MaskedPick-v0", vector="sync"))
     monkeypatch.undo()
@@ -353,7 +353,7 @@ def test_resume_with_masks_is_exact(env_id):
     next observation is in the checkpoint) continues exactly as the one that never stopped."""
     import pickle
 
-    from trustrl.runs import TIMING_COLUMNS
+    from trustrl.records.runs import TIMING_COLUMNS
 
     # 66 steps a rollout: the checkpoint falls mid-episode (episodes of 4 valid picks)
     a = GymLearner(small(env_id, seed=3, num_steps=66))

@@ -11,12 +11,12 @@ import torch
 from test_masking import _batch, _returns, random_masks
 
 import trustrl
-from trustrl import backends
-from trustrl.config import CONFIGS, make_config
-from trustrl.distributions import mask_logits
+from trustrl.compute import backends
 from trustrl.envs.spaces import ActionSpec
-from trustrl.learners import GymLearner
-from trustrl.popnet import PopActorCritic
+from trustrl.learn.learners import GymLearner
+from trustrl.maths.distributions import mask_logits
+from trustrl.nets.popnet import PopActorCritic
+from trustrl.settings.config import CONFIGS, make_config
 
 SEEDS = (0, 1, 2)
 

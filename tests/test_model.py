@@ -14,8 +14,8 @@ import torch
 
 import trustrl
 from tests.test_bad_inputs import run_cli
-from trustrl.config import CONFIGS, make_config
 from trustrl.model import MODELS
+from trustrl.settings.config import CONFIGS, make_config
 
 TINY = dict(num_envs=2, num_steps=64, update_epochs=2, minibatch_size=64, eval_every=0,
             eval_episodes=2, tensorboard=False, anneal_lr=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trustrl.normalize import ObsNormalizer, RewardScaler, RunningMeanStd
+from trustrl.maths.normalize import ObsNormalizer, RewardScaler, RunningMeanStd
 
 
 def _with_prior(x: np.ndarray, prior_count: float):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trustrl import advantages
+from trustrl.maths import advantages
 
 
 def test_gae_numpy_binding_runs_the_source():
@@ -22,8 +22,8 @@ def test_gae_numpy_binding_runs_the_source():
 
 def test_gae_compiled_binding_runs_the_source():
     pytest.importorskip("numba")
-    from trustrl import compiled
-    from trustrl.compiled import iteration, kernels
+    from trustrl.compute import compiled
+    from trustrl.compute.compiled import iteration, kernels
 
     assert kernels.gae_into.py_func.__code__ is advantages.gae_into.__code__
     step = kernels.gae_into.py_func.__globals__["gae_step"]  # the elementwise form it calls
@@ -33,35 +33,37 @@ def test_gae_compiled_binding_runs_the_source():
 
 
 def test_running_moments_bindings_run_the_source():
-    from trustrl import batched, normalize
+    from trustrl.collect import batched
+    from trustrl.maths import normalize
 
     assert normalize.fold_moments_torch.__code__ is normalize.fold_moments.__code__
     assert normalize._TORCH.o.__name__ == "torch"
     assert batched.fold_moments is normalize.fold_moments  # the NumPy rollout's
     assert batched.fold_moments_torch is normalize.fold_moments_torch  # the torch rollout's
     pytest.importorskip("numba")
-    from trustrl.compiled import rollout
+    from trustrl.compute.compiled import rollout
 
     assert rollout.fold_moments.py_func.__code__ is normalize.fold_moments.__code__
 
 
 def test_observation_normalisation_bindings_run_the_source():
-    from trustrl import batched, normalize
+    from trustrl.collect import batched
+    from trustrl.maths import normalize
 
     assert normalize.normalized_torch.__code__ is normalize.normalized.__code__
     assert batched.normalized is normalize.normalized  # the NumPy rollout's
     assert batched.normalized_torch is normalize.normalized_torch  # the torch rollout's
     pytest.importorskip("numba")
-    from trustrl.compiled import rollout
+    from trustrl.compute.compiled import rollout
 
     assert rollout.normalized.py_func.__code__ is normalize.normalized.__code__
 
 
 def test_adam_compiled_binding_runs_the_source():
-    from trustrl import optim
+    from trustrl.maths import optim
 
     pytest.importorskip("numba")
-    from trustrl.compiled import kernels
+    from trustrl.compute.compiled import kernels
 
     assert kernels.adam_step.py_func.__code__ is optim.adam_step.__code__
     assert kernels.adam_.py_func.__globals__["adam_step"] is kernels.adam_step
@@ -73,11 +75,11 @@ GAUSSIAN = ("gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_den
 
 def test_gaussian_densities_compiled_binding_runs_the_source():
     """The compiled rollouts, PPO's epochs and the diagnostics call the densities the torch
-    and NumPy paths call (trustrl.distributions), compiled from their source."""
-    from trustrl import distributions
+    and NumPy paths call (trustrl.maths.distributions), compiled from their source."""
+    from trustrl.maths import distributions
 
     pytest.importorskip("numba")
-    from trustrl.compiled import kernels, ppo, rollout
+    from trustrl.compute.compiled import kernels, ppo, rollout
 
     for name in GAUSSIAN:
         assert getattr(kernels, name).py_func.__code__ is getattr(distributions, name).__code__
@@ -93,17 +95,18 @@ def test_categorical_bindings_run_the_source():
     """The categorical's log-softmax, entropy and KL: torch (Categorical, popnet) calls the
     source's entropy and KL and torch's fused log-softmax (masked_log_softmax); the compiled
     rollouts, PPO's epochs and the diagnostics call the source compiled."""
-    from trustrl import distributions, popnet
+    from trustrl.maths import distributions
+    from trustrl.nets import popnet
 
     assert popnet.categorical_entropy is distributions.categorical_entropy
     assert popnet.categorical_kl is distributions.categorical_kl
     assert popnet.masked_log_softmax is distributions.masked_log_softmax
-    from trustrl import batched  # the NumPy rollout: the source bound to NumPy
+    from trustrl.collect import batched  # the NumPy rollout: the source bound to NumPy
 
     assert batched.log_softmax_numpy.__code__ is distributions.log_softmax.__code__
     assert batched.log_softmax_numpy.__globals__["o"] is np
     pytest.importorskip("numba")
-    from trustrl.compiled import kernels, ppo, rollout
+    from trustrl.compute.compiled import kernels, ppo, rollout
 
     for name in CATEGORICAL:
         assert getattr(kernels, name).py_func.__code__ is getattr(distributions, name).__code__
@@ -126,8 +129,9 @@ def test_no_log_softmax_written_out_in_the_policy_code():
     import trustrl
 
     root = Path(trustrl.__file__).parent
-    files = [root / "popnet.py", root / "backends.py", root / "batched.py",
-             *sorted((root / "compiled").glob("*.py"))]
+    files = [root / "nets" / "popnet.py", root / "compute" / "backends.py",
+             root / "collect" / "batched.py",
+             *sorted((root / "compute" / "compiled").glob("*.py"))]
     written = re.compile(r"torch\.log_softmax|def _?log_softmax|np\.log\(s[eo]?\)|\blse\b")
     assert [p.name for p in files if written.search(p.read_text())] == []
 
@@ -144,16 +148,16 @@ def test_no_gaussian_log_density_written_out_elsewhere():
     constant = re.compile(r"log\(2(\.0)? \* (math|np|torch)\.pi\)")
     hits = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                   if constant.search(p.read_text()))
-    assert hits == ["distributions.py"]
+    assert hits == ["maths/distributions.py"]
 
 
 def test_learner_metrics_compiled_binding_runs_the_source():
     """The fused iteration's episode and critic metrics are diagnostics' own functions (the
     batched learner's), compiled."""
-    from trustrl import diagnostics
+    from trustrl.maths import diagnostics
 
     pytest.importorskip("numba")
-    from trustrl.compiled import iteration
+    from trustrl.compute.compiled import iteration
 
     for name in ("critic_stats", "episode_stats"):
         assert getattr(iteration, name).py_func.__code__ is getattr(diagnostics, name).__code__
@@ -162,11 +166,11 @@ def test_learner_metrics_compiled_binding_runs_the_source():
 def test_conjugate_gradient_compiled_binding_runs_the_source():
     """TRPO's and NPG's CG: the compiled loop is trust.cg.cg_steps's own code, its product the
     compiled Fisher-vector product."""
-    from trustrl.trust import cg
+    from trustrl.maths.trust import cg
 
     pytest.importorskip("numba")
-    from trustrl import compiled
-    from trustrl.compiled import kernels
+    from trustrl.compute import compiled
+    from trustrl.compute.compiled import kernels
 
     assert kernels.cg_steps.py_func.__code__ is cg.cg_steps.__code__
     assert kernels.cg_steps.py_func.__globals__["product"] is kernels.fisher_product_of

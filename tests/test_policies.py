@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from trustrl.distributions import Categorical, DiagGaussian
-from trustrl.losses import clipped_surrogate_loss, value_loss
-from trustrl.policies import ActionSpec, ActorCritic
+from trustrl.maths.distributions import Categorical, DiagGaussian
+from trustrl.maths.losses import clipped_surrogate_loss, value_loss
+from trustrl.nets.policies import ActionSpec, ActorCritic
 
 OBS_DIM = 4
 DISCRETE = ActionSpec("discrete", n=2)

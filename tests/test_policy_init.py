@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from trustrl.config import PPOConfig, make_config
-from trustrl.errors import ConfigError
-from trustrl.policies import ActionSpec, ActorCritic
+from trustrl.nets.policies import ActionSpec, ActorCritic
+from trustrl.settings.config import PPOConfig, make_config
+from trustrl.util.errors import ConfigError
 
 OBS_DIM = 3
 BOX = ActionSpec("box", dim=2, low=(-1.0, -1.0), high=(1.0, 1.0))
@@ -96,7 +96,7 @@ def test_config_key_default_parse_and_validation() -> None:
 
 
 def test_trainer_builds_the_configured_init(tmp_path) -> None:
-    from trustrl.learners import GymLearner
+    from trustrl.learn.learners import GymLearner
 
     def first_bias(ortho: bool) -> torch.Tensor:
         cfg = make_config("ppo", "Pendulum-v1", flags={"runs_dir": str(tmp_path / str(ortho))},

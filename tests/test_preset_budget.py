@@ -1,5 +1,5 @@
-"""`--preset auto` and the run's budget (issue 57): the rule (trustrl/presets/budget.py), its
-record in config.json, the one line a run says, `--preset zoo` unchanged, and the rule and the
+"""`--preset auto` and the run's budget (issue 57): the rule (trustrl/settings/presets/budget.py),
+its record in config.json, the one line a run says, `--preset zoo` unchanged, and the rule and the
 docs table as benchmarks/preset_budget.py derives them from the committed results. No test
 trains more than two iterations."""
 
@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from test_bad_inputs import run_cli
 
-from trustrl.config import (
+from trustrl.settings.config import (
     PPOConfig,
     config_from_dict,
     config_to_dict,
     make_config,
     preset_choice,
 )
-from trustrl.presets import AUTO_ZOO_FROM, ZOO_PRESETS, choose
-from trustrl.presets.budget import AUTO_ZOO_ENVS
+from trustrl.settings.presets import AUTO_ZOO_FROM, ZOO_PRESETS, choose
+from trustrl.settings.presets.budget import AUTO_ZOO_ENVS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "preset_budget"

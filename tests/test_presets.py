@@ -9,11 +9,11 @@ import json
 import pytest
 from test_bad_inputs import assert_bad, run_cli
 
-from trustrl.config import CONFIGS, PRESETS, ZOO_PRESETS, config_from_dict, make_config
-from trustrl.errors import ConfigError
-from trustrl.presets import CLEANRL_PRESETS, select_preset, summary
-from trustrl.presets import zoo as zoo_module
-from trustrl.presets.zoo import ENTRIES, ZOO_COMMIT
+from trustrl.settings.config import CONFIGS, PRESETS, ZOO_PRESETS, config_from_dict, make_config
+from trustrl.settings.presets import CLEANRL_PRESETS, select_preset, summary
+from trustrl.settings.presets import zoo as zoo_module
+from trustrl.settings.presets.zoo import ENTRIES, ZOO_COMMIT
+from trustrl.util.errors import ConfigError
 
 ZOO_PPO_ENVS = {
     "CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1",
@@ -278,12 +278,12 @@ def test_zoo_vf_coef_is_sb3s_objective():
     import torch.nn.functional as F
     from test_algos import cartpole_batch
 
-    from trustrl import rng
     from trustrl.algos import make_algorithm
-    from trustrl.backends import pick
+    from trustrl.compute.backends import pick
     from trustrl.envs.make import check_env
-    from trustrl.learners import population_net
-    from trustrl.policies import ActorCritic
+    from trustrl.learn.learners import population_net
+    from trustrl.maths import rng
+    from trustrl.nets.policies import ActorCritic
 
     zoo_vf = 0.5  # SB3's default, which the zoo's CartPole entry keeps
     _, batch = cartpole_batch(steps=32, envs=8)  # the zoo's CartPole batch

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trustrl.presets import ZOO_PRESETS
+from trustrl.settings.presets import ZOO_PRESETS
 from trustrl.sweep.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from trustrl.algos.common import sequence_epoch, shuffled_epoch
-from trustrl.config import CONFIGS
 from trustrl.envs.spaces import ActionSpec
-from trustrl.errors import ConfigError
-from trustrl.learners import GymLearner
-from trustrl.policies import RecurrentActorCritic, unroll
-from trustrl.popnet import ModuleNet
+from trustrl.learn.learners import GymLearner
+from trustrl.nets.policies import RecurrentActorCritic, unroll
+from trustrl.nets.popnet import ModuleNet
+from trustrl.settings.config import CONFIGS
+from trustrl.util.errors import ConfigError
 
 SEEDS = (0, 1, 2)
 KINDS = ("lstm", "gru")
@@ -190,8 +190,8 @@ def test_resume_is_exact(tmp_path):
     """A learner restored from a checkpoint mid-run (mid-episode: the recurrent state and the
     episode starts are in it; written and read in the checkpoints' safe format) continues
     exactly as the one that never stopped."""
-    from trustrl.runs import TIMING_COLUMNS
-    from trustrl.safeio import load_safe, save_safe
+    from trustrl.records.runs import TIMING_COLUMNS
+    from trustrl.util.safeio import load_safe, save_safe
 
     for kind in KINDS:
         a = GymLearner(small(seed=3, recurrent=kind, num_steps=33, minibatch_size=66))
@@ -237,7 +237,7 @@ def test_predict_carries_the_state():
     a_n, s_n = agent.predict(obs[0], None, None, deterministic=True)
     assert np.array_equal(a_r, a_n) and np.allclose(s_r, s_n)
     # the agent file rebuilds the recurrent network
-    from trustrl.agent import Agent
+    from trustrl.records.agent import Agent
 
     back = Agent.from_state(agent.state())
     assert back.recurrent and back.policy.kind == "lstm"
@@ -339,7 +339,7 @@ def test_recurrent_with_action_masks_never_invalid():
         T, N = ro.starts.shape
         out = lr.net.actor(ro.obs.reshape(1, T * N, -1), starts=ro.starts.reshape(1, -1),
                            state0=ro.state0[None])
-        from trustrl.distributions import mask_logits
+        from trustrl.maths.distributions import mask_logits
 
         torch.testing.assert_close(mask_logits(out[0], ro.action_mask.reshape(T * N, -1)),
                                    ro.actor_out.reshape(T * N, -1), rtol=1e-5, atol=1e-6)
@@ -379,7 +379,7 @@ def test_evaluation_carries_the_state():
     of an agent that forgets (state None at every step)."""
     import gymnasium as gym
 
-    from trustrl.evaluate import evaluate
+    from trustrl.collect.evaluate import evaluate
 
     def by_hand(agent, carry: bool) -> list[float]:
         out = []

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl.config import CONFIGS
-from trustrl.learners import BatchedLearner, GymLearner
+from trustrl.learn.learners import BatchedLearner, GymLearner
+from trustrl.settings.config import CONFIGS
 
 KINDS = ("lstm", "gru")
 TOL = {"rtol": 1e-5, "atol": 1e-6}
@@ -106,8 +106,8 @@ def test_resume_is_exact(tmp_path):
     """A batched learner restored from a checkpoint mid-episode (the recurrent state and
     episode starts in it, through the checkpoints' safe format) continues exactly as the one
     that never stopped."""
-    from trustrl.runs import TIMING_COLUMNS
-    from trustrl.safeio import load_safe, save_safe
+    from trustrl.records.runs import TIMING_COLUMNS
+    from trustrl.util.safeio import load_safe, save_safe
 
     cfg = dict(recurrent="lstm", seed=3, num_steps=33, minibatch_size=66)
     a = BatchedLearner(small(**cfg), [3, 5])
@@ -219,8 +219,8 @@ def test_truncated_steps_bootstrap_from_the_state_the_episode_reached():
 def test_greedy_evaluation_carries_the_state():
     """The batched evaluator's greedy returns are those of each member's module stepped by
     its own `step` through the same start states, the state carried through the episode."""
-    from trustrl import rng
     from trustrl.envs.torch_classic import ResetSampler, make_torch_env
+    from trustrl.maths import rng
 
     lr = BatchedLearner(small(recurrent="lstm", seed=4), [4, 5])
     for _ in range(3):

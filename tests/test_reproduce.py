@@ -104,7 +104,7 @@ def test_bad_seed_offset_is_one_line_error(tmp_path, monkeypatch, capsys, bad):
 
 def test_cartpole_claims_pin_the_gymnasium_path(tmp_path):
     """The lab's figures are those of the Gymnasium path; a new default must not move them."""
-    from trustrl.config import make_config
+    from trustrl.settings.config import make_config
 
     ctx = Context(out=tmp_path / "figures", quick=True)
     for algo, over in ct.LAB_VARIANTS.values():
@@ -212,7 +212,7 @@ def test_blog_update_equals_separate_actor_and_critic_steps():
     import torch
 
     from trustrl.experiments import blog_pendulum as bp
-    from trustrl.losses import clipped_surrogate_loss
+    from trustrl.maths.losses import clipped_surrogate_loss
 
     s = bp.BlogSettings(epochs=2, minibatch=16)
     torch.manual_seed(0)

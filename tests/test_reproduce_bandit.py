@@ -17,7 +17,7 @@ from trustrl.experiments.kepoch import (
     surrogate_grad,
 )
 from trustrl.experiments.registry import DIFFERS, REPRODUCED, Context, load_all
-from trustrl.losses import clipped_surrogate_objective, surrogate_objective
+from trustrl.maths.losses import clipped_surrogate_objective, surrogate_objective
 
 # ------------------------------------------------------------------------------------------------
 # the random number generator

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from trustrl.cli import main
-from trustrl.errors import ConfigError
-from trustrl.losses import clipped_surrogate_objective
+from trustrl.maths.losses import clipped_surrogate_objective
 from trustrl.rlhf.grpo import GRPOConfig, aggregate, clipped_objective, group_advantages
 from trustrl.rlhf.kl import AdaptiveKLController, exact_kl, kl_to_ref
 from trustrl.rlhf.model import (
@@ -24,6 +23,7 @@ from trustrl.rlhf.model import (
 )
 from trustrl.rlhf.ppo import PPOConfig, token_gae, token_rewards, whiten
 from trustrl.rlhf.task import EOS, SEP, SortTask, gold_scores, last_index, response_mask
+from trustrl.util.errors import ConfigError
 
 
 # --- KL estimators ------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def test_rlhf_cli_module_imports_only_the_standard_library_at_top_level():
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= {"__future__", "argparse", "dataclasses", "math", "typing",
-                     "trustrl.errors"}, names
+                     "trustrl.util.errors"}, names
 
 
 def test_reward_model_with_no_usable_pairs_is_one_line_exit_2(capsys, tmp_path):

@@ -21,7 +21,6 @@ pytest.importorskip("peft")
 
 import hf_sort  # noqa: E402
 
-from trustrl.errors import ConfigError, RunError  # noqa: E402
 from trustrl.rlhf.grpo import GRPOConfig, group_advantages  # noqa: E402
 from trustrl.rlhf.hf import (  # noqa: E402
     HFIO,
@@ -35,6 +34,7 @@ from trustrl.rlhf.hf_run import algo_config, build, resolve_rewards, train_hf  #
 from trustrl.rlhf.kl import exact_kl  # noqa: E402
 from trustrl.rlhf.klcheck import _grad_of_option  # noqa: E402
 from trustrl.rlhf.model import token_logprobs  # noqa: E402
+from trustrl.util.errors import ConfigError, RunError  # noqa: E402
 
 D = torch.float64
 

@@ -17,8 +17,7 @@ import torch
 from torch import nn
 
 from trustrl.cli import main
-from trustrl.errors import ConfigError
-from trustrl.losses import surrogate_objective
+from trustrl.maths.losses import surrogate_objective
 from trustrl.rlhf.grpo import (
     GRPOConfig,
     GRPOTrainer,
@@ -34,6 +33,7 @@ from trustrl.rlhf.kl import (
     kl_to_ref,
 )
 from trustrl.rlhf.ppo import PPOConfig, PPOTrainer, token_gae, token_rewards
+from trustrl.util.errors import ConfigError
 
 D = torch.float64
 

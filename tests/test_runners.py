@@ -1,4 +1,4 @@
-"""Runners (trustrl/runners.py, issue 55) without Ray: `ray_address inline` steps the same
+"""Runners (trustrl/learn/runners.py, issue 55) without Ray: `ray_address inline` steps the same
 Runner objects in the learner's process, one after the other. The Ray transport is in
 test_runners_ray.py."""
 
@@ -13,11 +13,11 @@ import torch
 from test_train import Stop, rows
 
 import trustrl
-from trustrl.config import make_config
-from trustrl.errors import ConfigError, NonFiniteError
-from trustrl.normalize import RunningMeanStd
-from trustrl.runners import Runner, RunnerLearner, TrackedStats, merge_reports, torch_state
-from trustrl.runs import TIMING_COLUMNS
+from trustrl.learn.runners import Runner, RunnerLearner, TrackedStats, merge_reports, torch_state
+from trustrl.maths.normalize import RunningMeanStd
+from trustrl.records.runs import TIMING_COLUMNS
+from trustrl.settings.config import make_config
+from trustrl.util.errors import ConfigError, NonFiniteError
 
 NOT_COMPARED = TIMING_COLUMNS + ("runner_restarts",)
 

@@ -1,4 +1,4 @@
-"""Runners on a local Ray cluster (trustrl/runners.py, issue 55): the same numbers as the
+"""Runners on a local Ray cluster (trustrl/learn/runners.py, issue 55): the same numbers as the
 inline runners, a resume on Ray, and a runner killed with SIGKILL restarted with its segment
 redone; the same for recurrent policies. Two CPUs only: Ray is heavy on a small machine."""
 
@@ -15,7 +15,7 @@ from test_runners import NOT_COMPARED, masked, recurrent, same_parameters, small
 from test_train import Stop, rows
 
 import trustrl
-from trustrl import runners as runners_mod
+from trustrl.learn import runners as runners_mod
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

@@ -20,11 +20,11 @@ import pytest
 import torch
 
 import trustrl
-from trustrl.agent import Agent
-from trustrl.config import make_config
-from trustrl.errors import RunError
+from trustrl.records.agent import Agent
 from trustrl.rlhf.model import ModelConfig, TinyLM, load_model, save_model
-from trustrl.safeio import (
+from trustrl.settings.config import make_config
+from trustrl.util.errors import RunError
+from trustrl.util.safeio import (
     UntrustedFileError,
     decode,
     encode,
@@ -276,7 +276,7 @@ def _sweep_with_planted_checkpoint(tmp_path: Path, marker: Path) -> Path:
     folder.unlock()
     (trial,) = folder.trials
     d = folder.trial_dir(trial)
-    from trustrl.config import config_from_dict
+    from trustrl.settings.config import config_from_dict
 
     cfg = config_from_dict(dict(trial.config, runs_dir=str(d)))
 

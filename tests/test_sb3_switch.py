@@ -44,7 +44,7 @@ def test_onehot_toy_is_a_valid_env_and_the_before_variant_normalises_one_hots(
         bench, tmp_path: Path) -> None:
     from onehot_norm import OneHotTarget, run
 
-    from trustrl.agent import Agent
+    from trustrl.records.agent import Agent
 
     check_env(OneHotTarget(skew=True), skip_render_check=True)
     assert isinstance(OneHotTarget().observation_space, gym.spaces.MultiDiscrete)

@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 import torch
 
-from trustrl.agent import Agent
-from trustrl.backends import Autograd, pick
-from trustrl.config import make_config
-from trustrl.distributions import Bernoulli, MultiCategorical
+from trustrl.compute.backends import Autograd, pick
 from trustrl.envs.make import spaces_spec
-from trustrl.errors import ConfigError, EnvError, TrustrlError
-from trustrl.extractors import NatureCNN, SmallCNN
-from trustrl.learners import GymLearner, population_net
-from trustrl.policies import ActionSpec, ActorCritic, build_policy
-from trustrl.popnet import ModuleNet
+from trustrl.learn.learners import GymLearner, population_net
+from trustrl.maths.distributions import Bernoulli, MultiCategorical
+from trustrl.nets.extractors import NatureCNN, SmallCNN
+from trustrl.nets.policies import ActionSpec, ActorCritic, build_policy
+from trustrl.nets.popnet import ModuleNet
+from trustrl.records.agent import Agent
+from trustrl.settings.config import make_config
+from trustrl.util.errors import ConfigError, EnvError, TrustrlError
 
 F64 = torch.float64
 MD = ActionSpec("multidiscrete", n=5, dim=2, nvec=(2, 3))
@@ -170,7 +170,7 @@ def test_images_detected_scaled_transposed_and_not_normalised(shape, chw):
     pol = build_policy(spec.obs_dim, spec.action, spec.layout())
     cnn = pol.actor_extractor.cnns[0]
     assert type(cnn) is (NatureCNN if min(chw[1:]) >= 36 else SmallCNN)
-    from trustrl.normalize import ObsNormalizer
+    from trustrl.maths.normalize import ObsNormalizer
 
     norm = ObsNormalizer((spec.obs_dim,))
     norm.update(row * 7.0 + 3.0)
@@ -519,7 +519,7 @@ def test_user_network_saved_by_path_and_reimported(mynets):
     learner.close()
     agent.save(mynets / "agent.pt")
     torch.load(mynets / "agent.pt", weights_only=True)
-    from trustrl.safeio import load_safe
+    from trustrl.util.safeio import load_safe
 
     kw = load_safe(mynets / "agent.pt")["policy_kwargs"]
     assert kw["custom"] == "mynets:actor_critic"
@@ -559,7 +559,7 @@ def test_cli_policy_and_its_bad_values(mynets):
     assert rc == 0, err
     (agent_file,) = (mynets / "ok").glob("*/agent.pt")  # not best/agent.pt
     torch.load(agent_file, weights_only=True)
-    from trustrl.safeio import load_safe
+    from trustrl.util.safeio import load_safe
 
     assert load_safe(agent_file)["policy_kwargs"]["custom"] == "mynets:actor_critic"
     for bad, words in (("notapath", "module:factory"), ("a b:c", "module:factory"),
@@ -644,7 +644,7 @@ def test_shared_extractor_sample_step_equals_separate_calls():
 def test_nature_cnn_channels_last_batches_equal_the_plain_layout():
     """Large CPU batches run NatureCNN in channels-last layout (faster convolutions); the
     features are the same, flattened in the same (C, H, W) order."""
-    from trustrl.extractors import CHANNELS_LAST_MIN, NatureCNN
+    from trustrl.nets.extractors import CHANNELS_LAST_MIN, NatureCNN
 
     torch.manual_seed(0)
     m = NatureCNN((4, 40, 44))
@@ -663,7 +663,7 @@ def test_pixel_rows_scaled_by_the_networks_equal_the_float_rows():
     has no pixel rows."""
     from trustrl.envs.make import pixel_rows
     from trustrl.envs.spaces import flatten_obs
-    from trustrl.extractors import float_pixels
+    from trustrl.nets.extractors import float_pixels
 
     space = gym.spaces.Dict({"a": gym.spaces.Box(0, 255, (6, 5, 3), np.uint8),
                              "b": gym.spaces.Box(0, 255, (1, 8, 8), np.uint8)})
@@ -700,7 +700,7 @@ def test_cnn_on_pixel_rows_equals_the_cnn_on_float_rows():
 def test_image_training_on_pixel_rows_equals_training_on_float_rows(monkeypatch):
     """The collector keeps an image observation as uint8 rows; two PPO iterations on them give
     the very metrics and parameters of the same run on float rows."""
-    import trustrl.rollout
+    import trustrl.collect.rollout
 
     def run():
         cfg = make_config("ppo", "trustrl-test/ImageObs-v0", sets={
@@ -715,7 +715,7 @@ def test_image_training_on_pixel_rows_equals_training_on_float_rows(monkeypatch)
             learner.close()
 
     pixels, rows, flat = run()
-    monkeypatch.setattr(trustrl.rollout, "pixel_rows", lambda spec: False)
+    monkeypatch.setattr(trustrl.collect.rollout, "pixel_rows", lambda spec: False)
     floats, rows_f, flat_f = run()
     assert pixels and not floats
     assert torch.equal(flat, flat_f)
@@ -729,8 +729,8 @@ def test_a_nature_cnn_trains_on_every_core_by_default(tmp_path, monkeypatch):
     the available cores; one with a smaller image, or none, keeps one thread; a set value wins."""
     import os
 
-    from trustrl.extractors import nature_cnn
-    from trustrl.learners import CORES_ENV
+    from trustrl.learn.learners import CORES_ENV
+    from trustrl.nets.extractors import nature_cnn
 
     monkeypatch.delenv(CORES_ENV, raising=False)
     cores = len(os.sched_getaffinity(0))

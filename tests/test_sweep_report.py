@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from trustrl.cli import main
-from trustrl.runs import METRIC_COLUMNS
+from trustrl.records.runs import METRIC_COLUMNS
 from trustrl.sweep import stats
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.report import curve_band, load_trial

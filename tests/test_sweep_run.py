@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from trustrl.config import config_from_dict
-from trustrl.runs import TIMING_COLUMNS
-from trustrl.safeio import load_safe
+from trustrl.records.runs import TIMING_COLUMNS
+from trustrl.settings.config import config_from_dict
 from trustrl.sweep import runner
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.report import write_report
-from trustrl.train import train
+from trustrl.training.train import train
+from trustrl.util.safeio import load_safe
 
 TINY = ("common: {num_envs: 2, num_steps: 128, eval_every: 2, eval_episodes: 3, "
         "tensorboard: false}\n")

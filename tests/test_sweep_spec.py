@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from trustrl.cli import main
-from trustrl.config import PRESETS
-from trustrl.errors import EnvError, TrustrlError
+from trustrl.settings.config import PRESETS
 from trustrl.sweep.spec import SpecError, load_spec, parse_seeds, parse_spec, variant_name
+from trustrl.util.errors import EnvError, TrustrlError
 
 BASE = {"seeds": [1, 2], "total_steps": 4096, "algos": ["ppo", "trpo"], "envs": ["CartPole-v1"]}
 

@@ -15,8 +15,8 @@ import pytest
 
 import trustrl
 from tests.test_bad_inputs import TINY, assert_one_line_error, run_cli
-from trustrl.config import make_config
-from trustrl.runs import scalars
+from trustrl.records.runs import scalars
+from trustrl.settings.config import make_config
 
 
 def tiny(runs: Path, **sets):

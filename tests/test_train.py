@@ -12,12 +12,13 @@ import pytest
 import torch
 
 import trustrl
-from trustrl.advantages import gae
-from trustrl.config import make_config
-from trustrl.runs import TIMING_COLUMNS
-from trustrl.safeio import load_safe
+from trustrl.maths.advantages import gae
+from trustrl.records.runs import TIMING_COLUMNS
+from trustrl.settings.config import make_config
+from trustrl.util.safeio import load_safe
 
-learners_mod = importlib.import_module("trustrl.learners")  # where the Gymnasium learner calls gae
+# where the Gymnasium learner calls gae
+learners_mod = importlib.import_module("trustrl.learn.learners")
 
 
 def rows(path: Path, drop=TIMING_COLUMNS) -> list[dict[str, str]]:
@@ -176,7 +177,7 @@ def test_run_folder_claim_survives_a_lost_race(tmp_path, monkeypatch):
     """Runs with the same env, algo and seed started in the same second by other processes (a
     sweep over other settings) must each get their own folder. Simulate the race: the folder
     appears between any existence check and the mkdir."""
-    from trustrl import runs
+    from trustrl.records import runs
 
     monkeypatch.setattr(runs.time, "strftime", lambda fmt: "20260101-000000")
     first = runs.RunDir.create(tmp_path, "X-v0", "ppo", 1, {})

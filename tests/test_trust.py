@@ -10,16 +10,16 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
-from trustrl.distributions import Categorical
-from trustrl.policies import ActionSpec, ActorCritic
-from trustrl.trust import (
+from trustrl.maths.distributions import Categorical
+from trustrl.maths.trust import (
     AdaptiveKL,
     backtracking_line_search,
     conjugate_gradient,
     fisher_vector_product,
     mean_kl,
 )
-from trustrl.trust.fisher import detached
+from trustrl.maths.trust.fisher import detached
+from trustrl.nets.policies import ActionSpec, ActorCritic
 
 F64 = torch.float64
 
@@ -274,8 +274,8 @@ def test_line_search_accepts_shrinks_and_rejects():
 def test_pi_old_does_not_move_when_the_parameters_change_in_place():
     """Regression: pi_old's log-std was a detached *view* of the parameter, so an in-place
     optimizer step moved it too and KL(pi_old || pi) missed the change of the std."""
-    from trustrl.policies import ActionSpec, ActorCritic
-    from trustrl.trust.fisher import detached
+    from trustrl.maths.trust.fisher import detached
+    from trustrl.nets.policies import ActionSpec, ActorCritic
 
     torch.manual_seed(0)
     pol = ActorCritic(3, ActionSpec("box", dim=2, low=(-1, -1), high=(1, 1)))

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from trustrl.cli import main
-from trustrl.config import config_to_dict, load_config_file, make_config
-from trustrl.safeio import UntrustedFileError
+from trustrl.settings.config import config_to_dict, load_config_file, make_config
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import SpecError
 from trustrl.sweep.tune_spec import parse_tune_spec
+from trustrl.util.safeio import UntrustedFileError
 
 BASE = {"algo": "ppo", "env": "CartPole-v1", "total_steps": 2048, "trials": 4,
         "common": {"eval_every": 2, "num_envs": 4, "num_steps": 128},

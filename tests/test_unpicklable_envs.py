@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import trustrl
-import trustrl.learners as learners
-from trustrl.config import make_config
-from trustrl.learners import GymLearner
+import trustrl.learn.learners as learners
+from trustrl.learn.learners import GymLearner
+from trustrl.settings.config import make_config
 
 ENV = "helper_envs:LockedCartPole-v0"
 SAID = "the envs could not be saved mid-episode"

@@ -22,7 +22,7 @@ import pytest
 
 import trustrl
 from tests.test_bad_inputs import assert_one_line_error, run_cli
-from trustrl.config import make_config
+from trustrl.settings.config import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -418,7 +418,7 @@ def test_code_named_by_a_config_json_from_someone_else_is_not_run(tmp_path, envm
 def test_a_run_written_before_the_env_keys_still_resumes(tmp_path):
     """config.json and the checkpoint of a run from before env_kwargs, wrappers, init_from
     and track: those keys take their defaults, and the run resumes."""
-    from trustrl.safeio import load_safe, save_safe
+    from trustrl.util.safeio import load_safe, save_safe
 
     res = trustrl.train(make_config("ppo", "CartPole-v1", flags=dict(
         total_steps=2 * 64, num_envs=2, num_steps=32, eval_every=0, eval_episodes=1,

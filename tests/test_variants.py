@@ -1,5 +1,5 @@
 """PPO's variants and a user's subclass on every backend: an objective written over the array
-namespace runs compiled (its own source, bound by trustrl.compiled.ppo.epochs_kernel) and
+namespace runs compiled (its own source, bound by trustrl.compute.compiled.ppo.epochs_kernel) and
 equals autograd; torch-only code runs eagerly and the run says so in one line."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from trustrl import compiled, rng
 from trustrl.algos import make_algorithm
 from trustrl.algos.spo import spo_objective, spo_objective_grad
-from trustrl.backends import Autograd, ClosedForm
-from trustrl.config import make_config
-from trustrl.policies import ActionSpec, ActorCritic
-from trustrl.popnet import PopActorCritic
+from trustrl.compute import compiled
+from trustrl.compute.backends import Autograd, ClosedForm
+from trustrl.maths import rng
+from trustrl.nets.policies import ActionSpec, ActorCritic
+from trustrl.nets.popnet import PopActorCritic
+from trustrl.settings.config import make_config
 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="needs trustrl[compiled]")
 HERE = Path(__file__).parent
@@ -111,7 +112,7 @@ def test_torch_code_runs_eagerly_and_the_run_says_so_once(cls, why, capsys):
 def test_algo_class_from_the_python_api_records_its_import_path():
     import user_objective
 
-    from trustrl.config import PPOConfig
+    from trustrl.settings.config import PPOConfig
 
     cfg = PPOConfig(env_id="CartPole-v1", algo_class=user_objective.CappedPPO)
     assert cfg.algo_class == "user_objective:CappedPPO"
@@ -151,7 +152,7 @@ def test_the_batched_learner_falls_back_from_the_fused_iteration_with_one_note(c
     """A torch-only objective on the batched learner: the fused iteration is tried, its
     typing fails before anything ran, and the learner goes on unfused and eager, with one
     note; its metrics equal a run on the eager closed form."""
-    from trustrl.learners import BatchedLearner
+    from trustrl.learn.learners import BatchedLearner
 
     def run(backend):
         cfg = make_config("ppo", env_id="CartPole-v1", sets={

@@ -1,7 +1,7 @@
 """A user's own PPO variants, in the user's own module (tests/test_variants.py runs them by
 import path, as `--set algo_class=user_objective:CappedPPO` would).
 
-CappedPPO changes one loss term, written over the array namespace ``o`` as trustrl.losses'
+CappedPPO changes one loss term, written over the array namespace ``o`` as trustrl.maths.losses'
 terms are: PPO-clip's objective minus cap * (rho - 1)^2. TorchOnlyPPO writes the same term in
 torch itself (not over ``o``): it cannot be compiled and runs eagerly. OwnLossPPO overrides the
 loss method in torch."""
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from trustrl.algos.ppo import PPO
-from trustrl.losses import clipped_surrogate_objective, clipped_surrogate_objective_grad
+from trustrl.maths.losses import clipped_surrogate_objective, clipped_surrogate_objective_grad
 
 o: Any = torch
 

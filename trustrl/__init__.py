@@ -1,14 +1,10 @@
 """trustrl: trust-region reinforcement learning (PPO, TRPO, natural policy gradient)."""
 
-from trustrl.agent import Agent
-from trustrl.callbacks import (
-    Callback,
-    CheckpointCallback,
-    EvalCallback,
-    StopOnNoImprovement,
-    StopOnReward,
-)
-from trustrl.config import (
+from trustrl.collect.evaluate import evaluate
+from trustrl.envs.factory import EnvFactory
+from trustrl.model import NPG, PG, PPO, SPO, TRPO, Model, PPODualClip, PPONoClip, PPOPenalty
+from trustrl.records.agent import Agent
+from trustrl.settings.config import (
     NPGConfig,
     PGConfig,
     PPOConfig,
@@ -20,11 +16,15 @@ from trustrl.config import (
     TRPOConfig,
     make_config,
 )
-from trustrl.envs.factory import EnvFactory
-from trustrl.errors import ConfigError, EnvError, ObservationError, RunError, TrustrlError
-from trustrl.evaluate import evaluate
-from trustrl.model import NPG, PG, PPO, SPO, TRPO, Model, PPODualClip, PPONoClip, PPOPenalty
-from trustrl.train import TrainResult, resume, train
+from trustrl.training.callbacks import (
+    Callback,
+    CheckpointCallback,
+    EvalCallback,
+    StopOnNoImprovement,
+    StopOnReward,
+)
+from trustrl.training.train import TrainResult, resume, train
+from trustrl.util.errors import ConfigError, EnvError, ObservationError, RunError, TrustrlError
 
 __version__ = "0.1.0"
 __all__ = [

@@ -15,22 +15,22 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import TrustrlError
 from trustrl.lab.commands import add_parser as add_lab_parser
 from trustrl.lab.commands import cmd_lab
-from trustrl.progress import mode_word
+from trustrl.util.errors import TrustrlError
+from trustrl.util.progress import mode_word
 
 COMMAND_MODULES: tuple[str, ...] = ("trustrl.sweep.cli", "trustrl.demo.cli", "trustrl.rlhf.cli",
-                                    "trustrl.presets.cli")
+                                    "trustrl.settings.presets.cli")
 """Modules that add a subcommand: each has add_parser(subparsers), which registers its parser
 and sets `func` (args -> exit status) with set_defaults. Imported when the parser is built, so
 they import only the standard library at module level (keeps `trustrl --help` fast)."""
 
 
 def _train_help() -> str:
-    from trustrl.config import CONFIGS, RunConfig, describe
-    from trustrl.presets import summary
-    from trustrl.presets.budget import rule_text
+    from trustrl.settings.config import CONFIGS, RunConfig, describe
+    from trustrl.settings.presets import summary
+    from trustrl.settings.presets.budget import rule_text
 
     lines = ["config keys (set with --set key=value or in a --config TOML/JSON/YAML file):",
              f"\n[every algorithm] {RunConfig.__doc__}", describe(RunConfig)]
@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trustrl.config import (
+    from trustrl.settings.config import (
         check_population,
         check_seed_list,
         check_writable_dir,
@@ -152,7 +152,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         parse_sets,
         preset_choice,
     )
-    from trustrl.train import resume, train
+    from trustrl.training.train import resume, train
 
     if args.resume:
         if (args.config or args.sets or args.env_id is not None
@@ -163,7 +163,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                                "extend it); drop the other options")
         total = None
         if args.total_steps is not None:
-            from trustrl.config import RANGES, _parse_value
+            from trustrl.settings.config import RANGES, _parse_value
 
             total = _parse_value("total_steps", int, args.total_steps)
             if not RANGES["total_steps"].holds(total):
@@ -178,7 +178,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         _trust_if(args.trust_files)
         seeds = None
         if args.seeds:
-            from trustrl.train import parse_seeds
+            from trustrl.training.train import parse_seeds
 
             if args.seed is not None:
                 raise TrustrlError("give --seed or --seeds, not both")
@@ -206,9 +206,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _trust_if(asked: bool) -> None:
     """--trust-files: this process and its workers read files not signed with the user's key
-    (trustrl.safeio.trust_files)."""
+    (trustrl.util.safeio.trust_files)."""
     if asked:
-        from trustrl.safeio import trust_files
+        from trustrl.util.safeio import trust_files
 
         trust_files()
 
@@ -216,7 +216,7 @@ def _trust_if(asked: bool) -> None:
 def _check_resume_folder(path: Path) -> None:
     """A folder to resume: it exists and its config.json is a JSON object naming a known
     algorithm, with valid values (the run's own loader checks the rest)."""
-    from trustrl.config import config_from_dict
+    from trustrl.settings.config import config_from_dict
 
     if not path.is_dir():
         raise TrustrlError(f"--resume {path}: no such run folder")
@@ -252,11 +252,16 @@ def _report(result: Any) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trustrl.agent import Agent
-    from trustrl.config import MAX_EVAL_EPISODES, MAX_SEED, RANGES, check_type
+    from trustrl.collect.evaluate import (
+        DEFAULT_EVAL_MAX_STEPS,
+        EVAL_SEED_OFFSET,
+        evaluate,
+        evaluation_env,
+    )
     from trustrl.envs.factory import EnvFactory
     from trustrl.envs.make import check_compatible
-    from trustrl.evaluate import DEFAULT_EVAL_MAX_STEPS, EVAL_SEED_OFFSET, evaluate, evaluation_env
+    from trustrl.records.agent import Agent
+    from trustrl.settings.config import MAX_EVAL_EPISODES, MAX_SEED, RANGES, check_type
 
     if not 1 <= args.episodes <= MAX_EVAL_EPISODES:
         raise TrustrlError(f"--episodes must be in [1, {MAX_EVAL_EPISODES:,}], got "
@@ -279,8 +284,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         saved = saved if isinstance(saved, dict) else {}
     _trust_if(args.trust_files)
     if saved:  # before anything is imported: code named by a run of someone else's is data
-        from trustrl.runs import check_env_code
-        from trustrl.safeio import OPT_IN
+        from trustrl.records.runs import check_env_code
+        from trustrl.util.safeio import OPT_IN
 
         check_env_code(cfg_path.parent, saved, OPT_IN)
     agent = Agent.load(args.run)  # its own signature covers the code it names
@@ -319,8 +324,8 @@ def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
     """The EnvFactory a run's config.json records (env_id, env_kwargs, wrappers)."""
     from types import SimpleNamespace
 
-    from trustrl.config import _parse_value
     from trustrl.envs.factory import env_factory
+    from trustrl.settings.config import _parse_value
 
     env_id = saved.get("env_id")
     if not isinstance(env_id, str):
@@ -332,7 +337,7 @@ def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from trustrl.plotting import check_figure_path, plot_runs
+    from trustrl.records.plotting import check_figure_path, plot_runs
 
     for r in args.runs:
         if not (Path(r) / "metrics.csv").is_file():
@@ -410,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     _import_from_cwd()
     commands = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "lab": cmd_lab,
                 "reproduce": cmd_reproduce}
-    from trustrl.children import terminate_like_ctrl_c
+    from trustrl.util.children import terminate_like_ctrl_c
 
     terminate_like_ctrl_c()  # `kill PID`: every command stops as on Ctrl-C, says what it left
     try:
@@ -421,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trustrl: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        from trustrl.train import Terminated
+        from trustrl.training.train import Terminated
 
         run, left = getattr(e, "run_dir", None), getattr(e, "left", None)
         what = "terminated" if isinstance(e, Terminated) else "interrupted"

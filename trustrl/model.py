@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from trustrl.agent import Agent
-from trustrl.config import CONFIGS, config_from_dict, config_to_dict
-from trustrl.errors import ConfigError, RunError
+from trustrl.records.agent import Agent
+from trustrl.settings.config import CONFIGS, config_from_dict, config_to_dict
+from trustrl.util.errors import ConfigError, RunError
 
 SB3_POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 """SB3's policy names, taken (and ignored) as a first argument before the env: trustrl picks
@@ -72,14 +72,14 @@ class Model:
         Args:
             total_timesteps: env steps to train for in this call.
             callback: as `trustrl.train`'s (a function of the metrics row, or callbacks of
-                trustrl.callbacks; returning False stops the run, resumable by the next
+                trustrl.training.callbacks; returning False stops the run, resumable by the next
                 learn).
             progress_bar: show a progress bar on stderr.
 
         Returns:
             The model itself.
         """
-        from trustrl.train import start
+        from trustrl.training.train import start
 
         cfg = self.config
         if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)) \
@@ -162,7 +162,7 @@ class Model:
         Args:
             path: the file to write.
         """
-        from trustrl.safeio import save_safe
+        from trustrl.util.safeio import save_safe
 
         state = self.agent.state()
         state["model"] = {"algo": self.algo, "config": config_to_dict(self.config),
@@ -183,7 +183,7 @@ class Model:
             env: the env for the new model (None: the one its config records).
             **settings: config keys to change for that new run.
         """
-        from trustrl.safeio import load_safe
+        from trustrl.util.safeio import load_safe
 
         agent = Agent.load(path)
         p = Path(path)
@@ -260,7 +260,7 @@ class NPG(Model):
 
 MODELS: dict[str, type[Model]] = {m.algo: m for m in (PPO, PPONoClip, PPODualClip, PPOPenalty,
                                                       PG, TRPO, NPG, SPO)}
-"""A model class per algorithm of trustrl.config.CONFIGS."""
+"""A model class per algorithm of trustrl.settings.config.CONFIGS."""
 
 __all__ = ["MODELS", "NPG", "PG", "PPO", "PPODualClip", "PPONoClip", "PPOPenalty", "SPO", "TRPO",
            "Model", "SB3_POLICIES"]

@@ -9,8 +9,8 @@ from typing import Any
 from torch import Tensor
 
 from trustrl.algos.common import Algorithm
-from trustrl.backends import Backend
-from trustrl.popnet import PopNet
+from trustrl.compute.backends import Backend
+from trustrl.nets.popnet import PopNet
 
 
 def algorithm_class(algo: str) -> type[Algorithm]:
@@ -31,8 +31,8 @@ def algorithm_class(algo: str) -> type[Algorithm]:
 def user_class(path: str, algo: str) -> type[Algorithm]:
     """The class at import path `path` ('module:Class'), checked to be a subclass of `algo`'s
     class; ConfigError with one line where it is not."""
-    from trustrl.errors import ConfigError
-    from trustrl.importing import resolve
+    from trustrl.util.errors import ConfigError
+    from trustrl.util.importing import resolve
 
     base = algorithm_class(algo)
     cls = resolve(path, "algo_class", ConfigError)

@@ -2,7 +2,7 @@
 
 A batch is a dict of tensors [P, B, ...]: obs, actions, logp_old and values_old (frozen at
 collection: pi_old and V_old), advantages (GAE) and returns (R = A + V_old). Parameters are the
-rows of the network's flat tensor [P, D]; the optimizer (trustrl.optim.PopAdam) steps each row
+rows of the network's flat tensor [P, D]; the optimizer (trustrl.maths.optim.PopAdam) steps each row
 on its own and can leave a member out (a mask). Metrics are tensors [P], one value per member.
 """
 
@@ -16,12 +16,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trustrl import rng
-from trustrl.backends import Backend, Heads, LossTerms
-from trustrl.distributions import mask_logits
-from trustrl.losses import value_error, value_error_grad
-from trustrl.optim import PopAdam
-from trustrl.popnet import PopNet, seq_args
+from trustrl.compute.backends import Backend, Heads, LossTerms
+from trustrl.maths import rng
+from trustrl.maths.distributions import mask_logits
+from trustrl.maths.losses import value_error, value_error_grad
+from trustrl.maths.optim import PopAdam
+from trustrl.nets.popnet import PopNet, seq_args
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 DIAGNOSTIC_COLUMNS = (
@@ -132,7 +132,7 @@ def take(batch: dict[str, Tensor], idx: Tensor,
 
 def epoch_order(keys: Tensor, counter: Tensor | int, n: int) -> Tensor:
     """Each member's order of its n samples in one epoch [P, n]: a function of the member's key
-    and the counter alone (trustrl.rng). A counter tensor [E, 1] gives E epochs at once
+    and the counter alone (trustrl.maths.rng). A counter tensor [E, 1] gives E epochs at once
     [E, P, n] (one hash and one sort)."""
     b = rng.bits(keys, counter, n)
     if b.device.type == "cpu" and not torch.compiler.is_compiling():
@@ -147,7 +147,7 @@ def epoch_order(keys: Tensor, counter: Tensor | int, n: int) -> Tensor:
 def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int,
                    buffers: dict[str, Tensor] | None = None) -> Iterator[dict[str, Tensor]]:
     """The minibatches [P, <=size] of one epoch, covering each member's samples once, in an
-    order that is a function of the member's key and the counter alone (trustrl.rng), so a
+    order that is a function of the member's key and the counter alone (trustrl.maths.rng), so a
     member shuffles exactly as it would alone, on any collector. The epoch is gathered once
     and sliced (views): one gather per entry per epoch, not per minibatch; into `buffers`
     (see take) when given, so the previous epoch's minibatches must be done with."""
@@ -238,7 +238,8 @@ class Algorithm:
     columns: tuple[str, ...] = ()
     int_columns: tuple[str, ...] = ()
     extra_columns: tuple[str, ...] = ()  # its own metrics.csv columns, beyond the shared ones
-    kernels: tuple[str, ...] = ()  # the compiled backend's kernels it calls (trustrl.compiled)
+    # the compiled backend's kernels it calls (trustrl.compute.compiled)
+    kernels: tuple[str, ...] = ()
 
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor):
         self.net, self.cfg, self.backend, self.keys = net, cfg, backend, keys

@@ -12,8 +12,8 @@ from typing import Any
 from torch import Tensor
 
 from trustrl.algos.trpo import TRPO
-from trustrl.backends import Backend
-from trustrl.popnet import PopNet
+from trustrl.compute.backends import Backend
+from trustrl.nets.popnet import PopNet
 
 
 class NPG(TRPO):

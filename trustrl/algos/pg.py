@@ -17,8 +17,8 @@ from torch import Tensor
 
 from trustrl.algos.common import normalize_advantages
 from trustrl.algos.ppo import PPO
-from trustrl.backends import Backend
-from trustrl.popnet import PopNet
+from trustrl.compute.backends import Backend
+from trustrl.nets.popnet import PopNet
 
 
 class PG(PPO):

@@ -13,8 +13,8 @@ steps and stops on its own (a member whose KL passed the target is masked out of
 epochs, its parameters and Adam state untouched). Steps 1 and 2 (rollout with frozen logp_old
 and V_old, GAE) are the collectors' and advantages.py's; the loop around them is the learner's.
 `clip=False` gives the chapter's ablation, the plain surrogate optimised for K epochs
-(`ppo-noclip`). The gradient comes from a backend (trustrl.backends): autograd, or the closed
-form built from the derivatives beside each loss term in trustrl.losses.
+(`ppo-noclip`). The gradient comes from a backend (trustrl.compute.backends): autograd, or the
+closed form built from the derivatives beside each loss term in trustrl.maths.losses.
 """
 
 from __future__ import annotations
@@ -36,9 +36,8 @@ from trustrl.algos.common import (
     normalize_advantages,
     shuffled_epoch,
 )
-from trustrl.backends import Backend, Heads, LossTerms
-from trustrl.errors import NotCompilable
-from trustrl.losses import (
+from trustrl.compute.backends import Backend, Heads, LossTerms
+from trustrl.maths.losses import (
     Objective,
     clipped_surrogate_objective,
     clipped_surrogate_objective_grad,
@@ -47,7 +46,8 @@ from trustrl.losses import (
     value_error,
     value_error_grad,
 )
-from trustrl.popnet import PopNet
+from trustrl.nets.popnet import PopNet
+from trustrl.util.errors import NotCompilable
 
 ORDERS_AHEAD = 16
 """On a CPU, the compiled path draws the epochs' shuffles of this many iterations at once."""
@@ -60,7 +60,7 @@ class PPO(Algorithm):
     parameters and a linearly annealed learning rate.
 
     A variant that changes the policy objective sets `objective_fn` and `objective_grad` (module
-    functions written over the array namespace ``o``, as trustrl.losses' terms are: each
+    functions written over the array namespace ``o``, as trustrl.maths.losses' terms are: each
     binding, the compiled one included, runs them) and `objective_args` (their arguments after
     the ratio and the advantages); the K-epoch loop, the value loss and both collectors are
     this class's. A subclass that overrides `loss`, `surrogate` or `surrogate_grad` in torch

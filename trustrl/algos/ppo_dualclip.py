@@ -22,12 +22,12 @@ import torch
 from torch import Tensor
 
 from trustrl.algos.ppo import PPO
-from trustrl.backends import Backend
-from trustrl.losses import clipped_surrogate_objective, clipped_surrogate_objective_grad
-from trustrl.popnet import PopNet
+from trustrl.compute.backends import Backend
+from trustrl.maths.losses import clipped_surrogate_objective, clipped_surrogate_objective_grad
+from trustrl.nets.popnet import PopNet
 
 o: Any = torch
-"""The array namespace of the terms below (as in trustrl.losses)."""
+"""The array namespace of the terms below (as in trustrl.maths.losses)."""
 
 
 def dual_clip_objective(ratio: Tensor, adv: Tensor, clip_eps: float, c: float) -> Tensor:

@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from trustrl.algos.ppo import PPO
-from trustrl.backends import Backend
-from trustrl.popnet import PopNet
+from trustrl.compute.backends import Backend
+from trustrl.nets.popnet import PopNet
 
 
 class PPOPenalty(PPO):

@@ -10,7 +10,7 @@ back), SPO's slope A - |A| (rho - 1) / eps turns and pulls it back towards the b
 
 Everything else is PPO's (algos/ppo.py): the K-epoch loop, the value loss, the backends, both
 collectors. This file and SPOConfig in config.py are all the variant needs: the objective is
-written over the array namespace ``o`` as trustrl.losses' terms are, so the compiled backend
+written over the array namespace ``o`` as trustrl.maths.losses' terms are, so the compiled backend
 runs it from this source (tests/test_variants.py holds it to autograd and to the eager path).
 """
 
@@ -24,7 +24,7 @@ from torch import Tensor
 from trustrl.algos.ppo import PPO
 
 o: Any = torch
-"""The array namespace of the terms below (as in trustrl.losses)."""
+"""The array namespace of the terms below (as in trustrl.maths.losses)."""
 
 
 def spo_objective(ratio: Tensor, adv: Tensor, eps: float) -> Tensor:

@@ -13,7 +13,7 @@ for P members at once (an ordinary run is P = 1): vectors are rows [P, D] of the
 layout with zeros in the critic's columns (g and F v have none there), CG solves the P systems
 in step (trust/cg.py, a member frozen once its residual is small), and the line search
 (trust/line_search.py) tries each fraction for the members still searching, accepting per
-member. g and the Fisher-vector products come from the gradient backend (trustrl.backends):
+member. g and the Fisher-vector products come from the gradient backend (trustrl.compute.backends):
 double backprop, or J^T M J written out. `line_search=False` is the natural policy gradient
 (npg.py).
 """
@@ -33,12 +33,12 @@ from trustrl.algos.common import (
     fit_critic,
     normalize_advantages,
 )
-from trustrl.backends import Backend
-from trustrl.distributions import mask_logits
-from trustrl.optim import PopAdam
-from trustrl.popnet import PopNet
-from trustrl.trust.cg import conjugate_gradient
-from trustrl.trust.line_search import population_line_search
+from trustrl.compute.backends import Backend
+from trustrl.maths.distributions import mask_logits
+from trustrl.maths.optim import PopAdam
+from trustrl.maths.trust.cg import conjugate_gradient
+from trustrl.maths.trust.line_search import population_line_search
+from trustrl.nets.popnet import PopNet
 
 
 def _masked(mask: Tensor | None) -> dict[str, Tensor]:

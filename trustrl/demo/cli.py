@@ -31,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def parse_port(raw: str) -> int:
-    from trustrl.errors import TrustrlError
+    from trustrl.util.errors import TrustrlError
 
     s = str(raw).strip()
     if not s.isdigit() or not 0 <= int(s) <= 65535:
@@ -40,7 +40,7 @@ def parse_port(raw: str) -> int:
 
 
 def check_host(raw: str) -> str:
-    from trustrl.errors import TrustrlError
+    from trustrl.util.errors import TrustrlError
 
     host = str(raw).strip()
     if not host or any(c.isspace() or c in "/?#@" for c in host) or len(host) > 255:
@@ -50,7 +50,7 @@ def check_host(raw: str) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from trustrl.demo.server import is_loopback, make_server
-    from trustrl.errors import TrustrlError
+    from trustrl.util.errors import TrustrlError
 
     port = parse_port(args.port)
     host = check_host(args.host)

@@ -5,7 +5,7 @@ claims of `trustrl reproduce` use, so a page (its "check against trustrl" button
 can compare the two:
 
 - K-epoch bandit: trustrl.experiments.kepoch.simulate for one seed;
-- clip explorer: clip_value_and_slope from claims_exact (trustrl.losses + autograd);
+- clip explorer: clip_value_and_slope from claims_exact (trustrl.maths.losses + autograd);
 - natural vs plain gradient: natural_step, sigmoid_kl and sigmoid_fisher from claims_exact
   (conjugate gradient on trustrl's Fisher-vector product).
 

@@ -61,7 +61,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from trustrl.demo import runfiles
 from trustrl.demo.params import BadRequest, Busy, NotFound, Param, parse_query
-from trustrl.errors import TrustrlError
+from trustrl.util.errors import TrustrlError
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PAGES = {"": "index.html", "clip": "clip.html", "kepoch": "kepoch.html",

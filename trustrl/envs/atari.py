@@ -40,7 +40,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trustrl.errors import EnvError
+from trustrl.util.errors import EnvError
 
 NOOP_MAX = 30
 FRAME_SKIP = 4

@@ -6,8 +6,9 @@
 
 Each env is one class whose ``step`` (state, actions -> state, reward, terminated) and
 ``observe`` do the arithmetic through an array namespace ``self.o``: ``NUMPY`` (the CPU rollout
-of ``trustrl.batched``, with 1-64 envs, where a step costs what its operations cost to launch) or a
-``TorchOps`` on a device (``trustrl.envs.torch_classic``: many envs on CPU or CUDA, compiled or
+of ``trustrl.collect.batched``, with 1-64 envs, where a step costs what its operations cost to
+launch) or a ``TorchOps`` on a device (``trustrl.envs.torch_classic``: many envs on CPU or CUDA,
+compiled or
 captured in a CUDA graph). The time limit and the same-step autoreset (``transition``) are
 shared too. What differs between the libraries is confined to the ``ArrayOps`` below: the names
 of a few functions (clip/clamp, concatenate/cat), the form a constant takes (a 0-d array of the
@@ -46,7 +47,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from trustrl.rebind import rebound
+from trustrl.util.rebind import rebound
 
 __all__ = [
     "DYNAMICS",
@@ -317,7 +318,8 @@ def torch_ops(device: Any = "cpu") -> TorchOps:
 # global name ``o``, which this module never defines. ``bind`` gives every such function a copy of
 # this module's globals with ``o`` set to a namespace, and with ``step`` and ``observe`` set to the
 # env's own functions, so that the shared ``transition`` calls them. The same source then runs
-# eagerly over NumPy or torch, and compiled by Numba over ``trustrl.compiled.xp`` (whose ``wrap``
+# eagerly over NumPy or torch, and compiled by Numba over ``trustrl.compute.compiled.xp`` (whose
+# ``wrap``
 # hands each bound function to ``numba.njit``).
 
 class _Unbound:

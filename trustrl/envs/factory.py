@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trustrl.errors import ConfigError, EnvError
-from trustrl.importing import IMPORT_PATH as _PATH
-from trustrl.importing import import_path
-from trustrl.importing import resolve as _resolve
+from trustrl.util.errors import ConfigError, EnvError
+from trustrl.util.importing import IMPORT_PATH as _PATH
+from trustrl.util.importing import import_path
+from trustrl.util.importing import resolve as _resolve
 
 NOT_IMPORTABLE = "<not importable> "
 """Prefix of a recorded env or wrapper that was a callable with no import path."""
@@ -34,7 +34,7 @@ def _short(v: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-# ----- import paths (trustrl.importing) ---------------------------------------------------
+# ----- import paths (trustrl.util.importing) ---------------------------------------------------
 def resolve(path: str, what: str) -> Any:
     """The callable at 'module:attr[.attr]' (the module imported), or EnvError in one line."""
     return _resolve(path, what, EnvError)

@@ -19,8 +19,8 @@ from trustrl.envs.spaces import (
     obs_layout,
     top_kind,
 )
-from trustrl.errors import EnvError, TrustrlError
-from trustrl.lifeline import forks_die_with_parent
+from trustrl.util.errors import EnvError, TrustrlError
+from trustrl.util.lifeline import forks_die_with_parent
 
 SUPPORTED_ACTIONS = "Discrete, Box (any shape), MultiDiscrete (1-D), MultiBinary"
 SUPPORTED_OBS = ("Box (any shape; uint8 images to a CNN), Discrete and MultiDiscrete (one-hot), "

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from trustrl.envs.spaces import ActionSpec
-from trustrl.errors import ConfigError, EnvError
+from trustrl.util.errors import ConfigError, EnvError
 
 MODES = ("auto", "on", "off")
 """The config key action_mask's values."""

@@ -6,7 +6,7 @@ encoded, a MultiDiscrete a concatenation of one-hots, a MultiBinary its bits as 
 image (see `is_image_space`) scaled to [0, 1] and transposed to channels-first (CHW) before it
 is flattened, a Dict (keys in the space's order) or a Tuple the concatenation of its
 parts. The layout (`obs_layout`) says where each part sits in the row, as plain data (saved in
-agent files): the feature extractors of trustrl.extractors cut the row up again (a CNN per
+agent files): the feature extractors of trustrl.nets.extractors cut the row up again (a CNN per
 image, the rest passed through), and its `unflatten` rebuilds the structured observation for
 a user's extractor.
 """
@@ -114,7 +114,7 @@ def _where(path: Sequence[Any]) -> str:
 
 def _leaf_array(obs: Any, p: dict[str, Any]) -> np.ndarray:
     """One part of a user's observation as an array of numbers, or ObservationError."""
-    from trustrl.errors import ObservationError
+    from trustrl.util.errors import ObservationError
 
     x = obs
     for k in p["path"]:
@@ -139,7 +139,7 @@ def check_observation(obs: Any, layout: Sequence[dict[str, Any]]) -> tuple[Any, 
     observation as a dict, a Tuple one as a tuple) -> (the batch as arrays, whether it was
     one observation). ObservationError in one line naming the shape expected (or the keys,
     or the values a Discrete part takes) for anything else."""
-    from trustrl.errors import ObservationError
+    from trustrl.util.errors import ObservationError
 
     leaves, single, count = [], None, None
     for p in layout:
@@ -206,7 +206,7 @@ def flatten_obs(obs: Any, layout: Sequence[dict[str, Any]], pixels: bool = False
     """A batch of observations [N, ...] (Dict: a dict of batches) -> float [N, obs_dim].
 
     pixels (a layout of images only, `all_images`): the rows as uint8 pixel values, channels
-    first, not scaled; the networks scale them (trustrl.extractors.float_pixels) to the same
+    first, not scaled; the networks scale them (trustrl.nets.extractors.float_pixels) to the same
     float32 values this function gives without it. A quarter of the bytes to store and copy."""
     if pixels:
         if not all_images(layout):

@@ -49,8 +49,8 @@ from typing import ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
-from trustrl import rng
 from trustrl.envs import classic
+from trustrl.maths import rng
 
 __all__ = [
     "SUPPORTED",
@@ -156,7 +156,7 @@ class TorchVecEnv:
             )
         self.random_source: Callable[[tuple[int, ...], torch.dtype], Tensor] | None = None
         """Where reset states' uniforms come from instead of the generator, when set: called
-        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.rng.ResetSampler
+        with (shape, dtype) and returning uniforms in [0, 1) (trustrl.maths.rng.ResetSampler
         gives each env row its own counter-based stream, so populations of seeds stay
         independent)."""
         self._state: Tensor | None = None

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trustrl.distributions import DiagGaussian
-from trustrl.losses import clipped_surrogate_loss, surrogate_loss
+from trustrl.maths.distributions import DiagGaussian
+from trustrl.maths.losses import clipped_surrogate_loss, surrogate_loss
 
 
 @dataclass(frozen=True)

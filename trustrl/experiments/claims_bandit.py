@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from trustrl.distributions import Categorical
 from trustrl.experiments.kepoch import (
     LEARNERS,
     MEANS,
@@ -36,7 +35,8 @@ from trustrl.experiments.kepoch import (
     surrogate_grad,
 )
 from trustrl.experiments.registry import Context, Result, claim
-from trustrl.losses import clipped_surrogate_objective, surrogate_objective
+from trustrl.maths.distributions import Categorical
+from trustrl.maths.losses import clipped_surrogate_objective, surrogate_objective
 
 F64 = torch.float64
 ARMS = ("A", "B", "C")
@@ -131,8 +131,9 @@ def bandit_surrogate(ctx: Context) -> Result:
     kl = kl_from_old(best)
     r.boolean("KL(pi_old || maximiser)", "∞", math.isinf(kl), f"{kl}", "pi(A) = pi(C) = 0")
     r.notes = ("L(pi) = mean_i surrogate_objective(rho_i, A_i) with rho_i = pi(a_i) / (1/3), "
-               "evaluated with trustrl.losses on the batch A +0.5, B +1.5, B +0.5, C -2.5. Its "
-               "coefficients are L at the three vertices; linearity is checked at 1000 random "
+               "evaluated with trustrl.maths.losses on the batch A +0.5, B +1.5, B +0.5, C -2.5. "
+               "Its coefficients are L at the three vertices; linearity is checked at 1000 "
+               "random "
                "policies. J = pi . (1.0, 0.6, 0.0); the KL is Categorical.kl of the uniform "
                "policy against the vertex, infinite.")
     return r

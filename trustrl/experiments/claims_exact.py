@@ -8,12 +8,12 @@ import math
 import numpy as np
 import torch
 
-from trustrl import diagnostics as diag
-from trustrl.distributions import Categorical
 from trustrl.experiments.registry import Context, Result, claim
-from trustrl.losses import clipped_surrogate_objective, surrogate_objective
-from trustrl.trust import conjugate_gradient, fisher_vector_product, mean_kl
-from trustrl.trust.fisher import detached
+from trustrl.maths import diagnostics as diag
+from trustrl.maths.distributions import Categorical
+from trustrl.maths.losses import clipped_surrogate_objective, surrogate_objective
+from trustrl.maths.trust import conjugate_gradient, fisher_vector_product, mean_kl
+from trustrl.maths.trust.fisher import detached
 
 F64 = torch.float64
 
@@ -80,7 +80,7 @@ def fisher_quadratic(ctx: Context) -> Result:
     r.exact("F at theta=4", 0.0177, sigmoid_fisher(4.0), 4)
     r.exact("1/2 F (dtheta=1) at theta=0", 0.125, 0.5 * sigmoid_fisher(0.0), 3)
     r.exact("1/2 F (dtheta=1) at theta=4", 0.0088, 0.5 * sigmoid_fisher(4.0), 4)
-    r.notes = ("F from trustrl.trust.fisher_vector_product: the Hessian of the mean KL by "
+    r.notes = ("F from trustrl.maths.trust.fisher_vector_product: the Hessian of the mean KL by "
                "double backprop, applied to v = 1. The quadratic model overestimates the exact "
                "KL of the unit step (0.125 vs 0.120, 0.0088 vs 0.0066): third-order terms.")
     return r
@@ -190,7 +190,7 @@ def clip_cases(ctx: Context) -> Result:
                  fmt="d")
     _clip_figure(ctx)
     r.figures.append("clip_objective.png")
-    r.notes = ("Values and slopes from trustrl.losses.clipped_surrogate_objective with "
+    r.notes = ("Values and slopes from trustrl.maths.losses.clipped_surrogate_objective with "
                "autograd; the figure draws both panels with the zero-gradient zones shaded.")
     return r
 

@@ -40,7 +40,7 @@ from trustrl.experiments.tabular import (
     surrogate,
     truncation_horizon,
 )
-from trustrl.trust.fisher import fisher_vector_product
+from trustrl.maths.trust.fisher import fisher_vector_product
 
 GAMMAS = (0.5, 0.9, 0.99)
 FULL_MDPS, QUICK_MDPS = 30, 6
@@ -373,7 +373,7 @@ def kl_quadratic(ctx: Context) -> Result:
     res.approx("information identity: max |∇²_θ mean KL − E[∇log π ∇log πᵀ]| at θ_old",
                "F = −E[∇²ℓ] = E[∇ℓ∇ℓᵀ]", err_hess, 0.0, ROUND_OFF,
                "float64 round-off (entries of F are at most 1/4)", fmt=".1e")
-    res.approx("trustrl.trust.fisher_vector_product(KL) v = F v: max abs error",
+    res.approx("trustrl.maths.trust.fisher_vector_product(KL) v = F v: max abs error",
                "F v by double backprop of the KL", err_fvp, 0.0, ROUND_OFF,
                "float64 round-off", fmt=".1e")
     for t in ts:

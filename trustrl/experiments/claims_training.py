@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from trustrl.children import child_pool
 from trustrl.experiments.registry import Context, Result, claim
-from trustrl.plotting import moving_average
+from trustrl.records.plotting import moving_average
+from trustrl.util.children import child_pool
 
 LAB_STEPS = 40_960  # "40k steps": 80 iterations of 512
 LAB_SEEDS = dict(full=5, quick=3)  # seeds 1..n (shifted by the context's seed offset)
@@ -51,7 +51,7 @@ def _train_rows(job: dict[str, Any]) -> list[dict[str, Any]]:
     import torch
 
     import trustrl
-    from trustrl.config import make_config
+    from trustrl.settings.config import make_config
 
     torch.set_num_threads(1)
     cfg = make_config(job["algo"], "CartPole-v1", flags=job["flags"])

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trustrl.errors import TrustrlError
+from trustrl.util.errors import TrustrlError
 
 SEED_OFFSET_ENV = "TRUSTRL_REPRODUCE_SEED_OFFSET"
 REPRODUCED, WITHIN_SPREAD, DIFFERS = "reproduced", "within spread", "differs"

@@ -8,7 +8,6 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from trustrl.errors import TrustrlError
 from trustrl.experiments.registry import (
     DIFFERS,
     REPRODUCED,
@@ -19,6 +18,7 @@ from trustrl.experiments.registry import (
     load_all,
     seed_offset_from_env,
 )
+from trustrl.util.errors import TrustrlError
 
 
 @dataclass
@@ -44,7 +44,7 @@ def select(only: list[str] | None) -> list[Claim]:
 def check_out(out: Path) -> None:
     """The output folder can be made and written: checked before any claim runs (a file, a
     path under a file or a read-only folder is a one-line error, not a crash at the end)."""
-    from trustrl.config import check_writable_dir
+    from trustrl.settings.config import check_writable_dir
 
     check_writable_dir(out, "--out")
     figures = out / "figures"

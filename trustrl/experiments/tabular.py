@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trustrl.distributions import Categorical
+from trustrl.maths.distributions import Categorical
 
 DTYPE = torch.float64
 

@@ -26,8 +26,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import TrustrlError
 from trustrl.lab import TASKS
+from trustrl.util.errors import TrustrlError
 
 TEMPLATE_FILES = ("README.md", "ppo.py", "test_ppo.py", "run.py", "pytest.ini")
 """What `lab init` writes, in this order, from trustrl/lab/template/."""
@@ -220,7 +220,7 @@ def run_tests(directory: str | Path, tasks: Iterable[int] | None = None,
         env.pop("PYTEST_ADDOPTS", None)  # the lab's own settings only
         t0 = time.perf_counter()
         try:
-            from trustrl.children import die_with_parent
+            from trustrl.util.children import die_with_parent
 
             proc = subprocess.run(cmd, cwd=lab_dir, env=env, capture_output=True, text=True,
                                   timeout=timeout,  # the tests die with trustrl (kill -9 too)
@@ -336,7 +336,7 @@ def _where(fn: Callable[..., Any]) -> str:
 
 
 def _names_torch_as_o(f: Any) -> bool:
-    """Whether a function reads torch under the global name `o` (trustrl.losses' way)."""
+    """Whether a function reads torch under the global name `o` (trustrl.maths.losses' way)."""
     g = inspect.unwrap(f)
     code = getattr(g, "__code__", None)
     o = getattr(g, "__globals__", {}).get("o")

@@ -1,7 +1,7 @@
 """Reference solutions of the PPO lab, with exactly the lab's signatures.
 
-Each function is a thin adapter onto trustrl's own implementation (trustrl.losses,
-trustrl.diagnostics, trustrl.algos.ppo), so the lab is graded against the code that trains
+Each function is a thin adapter onto trustrl's own implementation (trustrl.maths.losses,
+trustrl.maths.diagnostics, trustrl.algos.ppo), so the lab is graded against the code that trains
 trustrl's agents. ``trustrl lab solution N`` prints these functions and the trustrl functions
 they call. A lab folder can use them directly: ``from trustrl.lab.solutions import *`` in ppo.py.
 """
@@ -15,13 +15,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from trustrl import diagnostics, losses, rng
 from trustrl.algos.ppo import PPO
-from trustrl.backends import Autograd
-from trustrl.optim import ModuleOptimizer
-from trustrl.policies import ActorCritic
-from trustrl.popnet import ModuleNet
-from trustrl.rollout import Batch
+from trustrl.collect.rollout import Batch
+from trustrl.compute.backends import Autograd
+from trustrl.maths import diagnostics, losses, rng
+from trustrl.maths.optim import ModuleOptimizer
+from trustrl.nets.policies import ActorCritic
+from trustrl.nets.popnet import ModuleNet
 
 __all__ = ["approx_kl", "clip_fraction", "clipped_surrogate_loss", "ppo_update", "value_loss"]
 

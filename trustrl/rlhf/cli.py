@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Any
 
-from trustrl.errors import ConfigError
+from trustrl.util.errors import ConfigError
 
 STAGES = ("sft", "reward-model", "ppo", "grpo", "rloo", "study")
 

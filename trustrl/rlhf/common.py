@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from trustrl.errors import ConfigError
-from trustrl.runs import RunDir
+from trustrl.records.runs import RunDir
+from trustrl.util.errors import ConfigError
 
 TASK_ID = "sort"
 
@@ -91,7 +91,7 @@ def replace_fields(cfg: Any, values: dict[str, Any]) -> Any:
         if k == "seed" and not (isinstance(v, int) and 0 <= v <= 2**31 - 1):
             raise ConfigError(f"seed must be an integer in [0, 2^31 - 1], got {v!r}")
         if k == "runs_dir":
-            from trustrl.config import check_writable_dir
+            from trustrl.settings.config import check_writable_dir
 
             check_writable_dir(v, "--runs-dir")
         setattr(cfg, k, v)

@@ -39,7 +39,6 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from trustrl.errors import ConfigError
 from trustrl.rlhf.common import check_positive, make_run, seed_everything
 from trustrl.rlhf.kl import check_kl_option, kl_to_ref
 from trustrl.rlhf.model import TINY_IO, load_model, token_logprobs
@@ -64,6 +63,7 @@ from trustrl.rlhf.steps import (
     trainable,
 )
 from trustrl.rlhf.task import SortTask, gold_scores
+from trustrl.util.errors import ConfigError
 
 RewardFn = Callable[[Tensor, Tensor], Tensor]
 

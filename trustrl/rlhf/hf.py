@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trustrl.errors import ConfigError, RunError
 from trustrl.rlhf.common import check_positive
+from trustrl.util.errors import ConfigError, RunError
 
 ALGOS = ("grpo", "rloo", "ppo")
 EVAL_SEED = 10_000
@@ -507,6 +507,6 @@ def load_reward_model(path: str, device: torch.device) -> RewardModel:
 def resolve_rewards(paths: list[str]) -> list[tuple[str, Callable]]:
     """The user's reward functions, each imported by the project's one resolver (a path named
     on the command line; never one read back from a run folder)."""
-    from trustrl.importing import resolve
+    from trustrl.util.importing import resolve
 
     return [(p, resolve(p, "reward function", ConfigError)) for p in paths]

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trustrl.errors import ConfigError, RunError
+from trustrl.records.runs import RunDir
 from trustrl.rlhf.common import seed_everything
 from trustrl.rlhf.grpo import GRPO_COLUMNS, GRPOConfig, GRPOTrainer
 from trustrl.rlhf.hf import (
@@ -45,7 +45,7 @@ from trustrl.rlhf.hf import (
 )
 from trustrl.rlhf.kl import exact_kl
 from trustrl.rlhf.ppo import PPO_COLUMNS, PPOConfig, PPOTrainer, run_rl_loop, write_eval
-from trustrl.runs import RunDir
+from trustrl.util.errors import ConfigError, RunError
 
 GOLD_FREE = ("gold/",)
 

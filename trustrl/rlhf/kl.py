@@ -7,7 +7,7 @@ Samples come from the policy pi; the leash is KL(pi || pi_ref). With log_ratio =
     k2 = log_ratio^2 / 2            biased (exact only to second order), >= 0
     k3 = (e^log_ratio - 1) - log_ratio   unbiased and >= 0 per sample
 
-k1 and k3 are the core's `trustrl.diagnostics.kl_k1/kl_k3` (written for KL(pi_old || pi) with
+k1 and k3 are the core's `trustrl.maths.diagnostics.kl_k1/kl_k3` (written for KL(pi_old || pi) with
 samples from pi_old: the same formulas with pi_old -> pi and pi -> pi_ref).
 
 Which estimator optimises which KL depends on where it goes (Tang & Munos 2025, "On a few
@@ -33,8 +33,8 @@ import math
 import torch
 from torch import Tensor
 
-from trustrl.diagnostics import kl_k1, kl_k3
-from trustrl.errors import ConfigError
+from trustrl.maths.diagnostics import kl_k1, kl_k3
+from trustrl.util.errors import ConfigError
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 KL_PLACEMENTS = ("reward", "loss")

@@ -21,7 +21,7 @@ from unittest import mock
 import torch
 from torch import Tensor, nn
 
-from trustrl.losses import surrogate_objective
+from trustrl.maths.losses import surrogate_objective
 from trustrl.rlhf.grpo import GRPOConfig, GRPOTrainer, grpo_loss
 from trustrl.rlhf.kl import exact_kl, kl_to_ref
 from trustrl.rlhf.ppo import PPOConfig, PPOTrainer, token_gae, token_rewards

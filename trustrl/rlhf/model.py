@@ -87,7 +87,7 @@ def n_params(model: nn.Module) -> int:
 def save_model(model: TinyLM, path: str, extra: dict | None = None) -> None:
     from pathlib import Path
 
-    from trustrl.safeio import save_safe
+    from trustrl.util.safeio import save_safe
 
     save_safe({"config": asdict(model.cfg), "state": model.state_dict(), **(extra or {})},
               Path(path))
@@ -97,8 +97,8 @@ def load_model(path: str) -> tuple[TinyLM, dict]:
     """(model, the whole saved dict). Raises RunError for a missing or unreadable file."""
     from pathlib import Path
 
-    from trustrl.errors import RunError
-    from trustrl.safeio import load_safe
+    from trustrl.util.errors import RunError
+    from trustrl.util.safeio import load_safe
 
     if not Path(path).is_file():
         raise RunError(f"no model file at {path}")

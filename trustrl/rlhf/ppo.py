@@ -30,10 +30,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trustrl.advantages import gae
-from trustrl.diagnostics import approx_kl, clip_fraction, explained_variance
-from trustrl.errors import ConfigError
-from trustrl.losses import clipped_surrogate_objective, surrogate_objective, value_loss
+from trustrl.maths.advantages import gae
+from trustrl.maths.diagnostics import approx_kl, clip_fraction, explained_variance
+from trustrl.maths.losses import clipped_surrogate_objective, surrogate_objective, value_loss
 from trustrl.rlhf.common import (
     SORT_AGAIN,
     check_positive,
@@ -63,6 +62,7 @@ from trustrl.rlhf.steps import (
     trainable,
 )
 from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
+from trustrl.util.errors import ConfigError
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 """(prompts [B, P], responses [B, T]) -> [B] scalar score of each answer."""
@@ -426,7 +426,7 @@ def finish_sort(path: Path, cfg: Any, policy: TinyLM, ref: TinyLM, task: SortTas
 def write_eval(path: Path, final: dict[str, float]) -> None:
     import json
 
-    from trustrl.runs import atomic_write_text
+    from trustrl.records.runs import atomic_write_text
 
     atomic_write_text(path / "eval.json", json.dumps(final, indent=2) + "\n")
 

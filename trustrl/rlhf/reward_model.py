@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from trustrl.errors import ConfigError
 from trustrl.rlhf.common import (
     check_fraction,
     check_positive,
@@ -26,6 +25,7 @@ from trustrl.rlhf.common import (
 )
 from trustrl.rlhf.model import TinyLM, load_model, sample, save_model, sequence_scores
 from trustrl.rlhf.task import SortTask, gold_scores, last_index, response_mask
+from trustrl.util.errors import ConfigError
 
 RM_COLUMNS = ["epoch", "iteration", "global_step", "wall_time", "loss", "train_accuracy",
               "heldout_accuracy"]

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from trustrl.diagnostics import approx_kl, ratio_stats
+from trustrl.maths.diagnostics import approx_kl, ratio_stats
 from trustrl.rlhf.kl import exact_kl, kl_to_ref
 
 EXACT_KL_OLD_MAX = 2**25

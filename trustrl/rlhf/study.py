@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trustrl.children import child_pool, run_stoppable
-from trustrl.errors import ConfigError
+from trustrl.util.children import child_pool, run_stoppable
+from trustrl.util.errors import ConfigError
 
 # name -> (algorithm, options): the study's comparison, in report order
 PPO_VARIANTS: dict[str, dict[str, Any]] = {

@@ -20,13 +20,13 @@ MAX_BOOT = 1_000_000
 def _until_interrupted(run: Callable[[], T], kept: str) -> T | int:
     """run(), where Ctrl-C and SIGTERM end in one line (`kept`: what is kept and how to go on)
     and the exit status 130 or 143 instead of the result."""
-    from trustrl.children import terminate_like_ctrl_c
+    from trustrl.util.children import terminate_like_ctrl_c
 
     previous = terminate_like_ctrl_c()  # the running trials stop with their checkpoints
     try:
         return run()
     except KeyboardInterrupt as e:
-        from trustrl.train import Terminated
+        from trustrl.training.train import Terminated
 
         what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
         print(f"trustrl: {what}; {kept}", file=sys.stderr)
@@ -105,7 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def _check_options(args: argparse.Namespace, what: str) -> None:
     """The options `sweep` and `tune` share: SPEC or --resume DIR, the backend's, --out."""
-    from trustrl.errors import TrustrlError
+    from trustrl.util.errors import TrustrlError
 
     if args.resume and args.spec:
         raise TrustrlError("give either SPEC or --resume DIR, not both")
@@ -116,7 +116,7 @@ def _check_options(args: argparse.Namespace, what: str) -> None:
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
         raise TrustrlError(f"--workers must be in [1, {MAX_WORKERS}], got {args.workers}")
     if args.out is not None:
-        from trustrl.config import check_writable_dir
+        from trustrl.settings.config import check_writable_dir
 
         if args.resume:
             raise TrustrlError("--out goes with a SPEC; --resume DIR continues in DIR")
@@ -124,10 +124,10 @@ def _check_options(args: argparse.Namespace, what: str) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from trustrl.errors import TrustrlError
     from trustrl.sweep import runner
     from trustrl.sweep.folder import SweepFolder
     from trustrl.sweep.spec import check_sweep_file, load_spec
+    from trustrl.util.errors import TrustrlError
 
     _check_options(args, "sweep")
     if args.retry_failed and not args.resume:
@@ -135,7 +135,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.trust_files:
         if not args.resume:
             raise TrustrlError("--trust-files goes with --resume DIR")
-        from trustrl.safeio import trust_files
+        from trustrl.util.safeio import trust_files
 
         trust_files()
     if args.resume is not None:
@@ -166,10 +166,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import math
 
-    from trustrl.config import check_writable_dir
-    from trustrl.errors import TrustrlError
+    from trustrl.settings.config import check_writable_dir
     from trustrl.sweep.report import write_report
     from trustrl.sweep.spec import check_sweep_file
+    from trustrl.util.errors import TrustrlError
 
     thresholds: dict[str, float] = {}
     for pair in args.threshold:
@@ -193,9 +193,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from trustrl.errors import TrustrlError
     from trustrl.sweep import tune
     from trustrl.sweep.tune_spec import MAX_STUDY_TRIALS, load_tune_spec
+    from trustrl.util.errors import TrustrlError
 
     _check_options(args, "study")
     if args.trials is not None and not 1 <= args.trials <= MAX_STUDY_TRIALS:

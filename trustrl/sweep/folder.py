@@ -13,7 +13,7 @@
             attempts.jsonl     one line per start of the trial (pid, host, fresh or resumed)
             result.json        written last: finished (final greedy return) or failed (error)
         report/                `trustrl report DIR` writes REPORT.md and PNGs here
-        .trustrl.lock          held by the one process running the sweep (trustrl.locks)
+        .trustrl.lock          held by the one process running the sweep (trustrl.util.locks)
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trustrl.locks import FolderLock
-from trustrl.runs import atomic_write_text
-from trustrl.safeio import remove_stale_tmp
+from trustrl.records.runs import atomic_write_text
 from trustrl.sweep.spec import Spec, SpecError, Trial
+from trustrl.util.locks import FolderLock
+from trustrl.util.safeio import remove_stale_tmp
 
 SWEEP_FORMAT = 1
 SIGNATURE = "sweep.sig"
@@ -34,9 +34,9 @@ SIGNATURE = "sweep.sig"
 
 def _sign_trials(path: Path, trials: list[Any]) -> None:
     """sweep.sig: the trials' HMAC under the user's key, where they name code."""
-    from trustrl.importing import named_code
-    from trustrl.runs import code_mac
-    from trustrl.safeio import signing_key
+    from trustrl.records.runs import code_mac
+    from trustrl.util.importing import named_code
+    from trustrl.util.safeio import signing_key
 
     key = signing_key(create=True) if named_code(trials) else None
     if key is not None:
@@ -48,9 +48,9 @@ def _check_trials(path: Path, trials: list[Any]) -> None:
     the opt-in TRUSTRL_TRUST_FILES=1): UntrustedFileError in one line before any import."""
     import hmac
 
-    from trustrl.importing import named_code
-    from trustrl.runs import code_mac
-    from trustrl.safeio import UntrustedFileError, key_path, signing_key, trusted
+    from trustrl.records.runs import code_mac
+    from trustrl.util.importing import named_code
+    from trustrl.util.safeio import UntrustedFileError, key_path, signing_key, trusted
 
     names = named_code(trials)
     if not names or trusted():

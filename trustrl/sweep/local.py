@@ -7,7 +7,7 @@ A worker that dies (SIGKILL, out of memory) breaks the whole pool: every trial i
 then lost mid-way. The pool is rebuilt and those trials continue from their checkpoints; a
 trial whose attempts end that way `max_attempts` times is recorded as failed. Trials that had
 not started yet are resubmitted without counting an attempt. The workers die with the driver,
-even on kill -9 (trustrl.children).
+even on kill -9 (trustrl.util.children).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from trustrl.children import pool_initializer
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import Trial
 from trustrl.sweep.trial import CallbackFactory, run_in_worker, worker_init
+from trustrl.util.children import pool_initializer
 
 OnResult = Callable[[Trial, dict[str, Any]], "list[Trial] | None"]
 """Called as each trial ends; the trials it returns are run next (`trustrl tune` asks its study
@@ -33,7 +33,7 @@ for a new trial there; a sweep's list is fixed and returns None)."""
 
 def default_workers() -> int:
     """The cores this process may use (the affinity mask where the OS has one)."""
-    from trustrl.learners import affinity_cores
+    from trustrl.learn.learners import affinity_cores
 
     return affinity_cores()
 

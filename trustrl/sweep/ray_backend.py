@@ -19,12 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import TrustrlError
-from trustrl.lifeline import reap_descendants_when_gone
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.local import OnResult
 from trustrl.sweep.spec import Trial
 from trustrl.sweep.trial import CallbackFactory, pack_folder, unpack_folder
+from trustrl.util.errors import TrustrlError
+from trustrl.util.lifeline import reap_descendants_when_gone
 
 RAY_RETRIES = 3
 

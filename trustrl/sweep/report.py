@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from trustrl.progress import mode_word
-from trustrl.runs import read_csv
+from trustrl.records.runs import read_csv
 from trustrl.sweep import stats
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import Trial
+from trustrl.util.progress import mode_word
 
 DIAGNOSTICS = (("approx_kl", "approx KL (k3)"), ("kl_exact", "exact KL"),
                ("clip_fraction", "clip fraction"), ("explained_variance", "explained var."),

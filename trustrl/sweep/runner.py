@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trustrl.progress import mode_word
 from trustrl.sweep.folder import SweepFolder
 from trustrl.sweep.spec import SpecError, Trial, load_spec
+from trustrl.util.progress import mode_word
 
 BACKENDS = ("local", "ray")
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import ConfigError, TrustrlError
+from trustrl.util.errors import ConfigError, TrustrlError
 
 TOP_KEYS = ("name", "seeds", "total_steps", "algos", "envs", "common", "grid", "resources")
 ENV_KEYS = ("seeds", "total_steps", "threshold", "overrides", "algos")
@@ -87,7 +87,7 @@ class Spec:
 
 # ----- small parsers --------------------------------------------------------------------------
 def _short(v: Any) -> str:
-    from trustrl.config import _short as short
+    from trustrl.settings.config import _short as short
 
     return short(v)
 
@@ -124,7 +124,7 @@ def parse_seeds(value: Any, where: str) -> list[int]:
         seeds = list(value)
     else:
         raise SpecError(f"{where} must be a list of ints or 'A..B', got {_short(value)}")
-    from trustrl.config import MAX_SEED
+    from trustrl.settings.config import MAX_SEED
 
     bad = [s for s in (seeds[0], seeds[-1], min(seeds), max(seeds)) if not 0 <= s <= MAX_SEED] \
         if seeds else []
@@ -140,7 +140,7 @@ def parse_seeds(value: Any, where: str) -> list[int]:
 def _budget(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    from trustrl.config import MAX_TOTAL_STEPS
+    from trustrl.settings.config import MAX_TOTAL_STEPS
 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             0 < value <= MAX_TOTAL_STEPS) or (isinstance(value, float) and not value.is_integer()):
@@ -150,7 +150,7 @@ def _budget(value: Any, where: str) -> int | None:
 
 
 def _check_overrides(algo: str, values: dict[str, Any], where: str) -> None:
-    from trustrl.config import CONFIGS
+    from trustrl.settings.config import CONFIGS
 
     names = [f.name for f in dataclasses.fields(CONFIGS[algo])]
     for key in values:
@@ -209,7 +209,7 @@ def check_sweep_file(path: Path) -> dict[str, Any]:
     object whose trials (at most MAX_TRIALS) each have their fields with the right types, an id
     that is a plain folder name (no '/', not '..') and a config trustrl accepts; numbers in
     resources and thresholds finite. SpecError (one line) otherwise."""
-    from trustrl.config import config_from_dict
+    from trustrl.settings.config import config_from_dict
 
     f = Path(path) / "sweep.json"
     if not Path(path).is_dir():
@@ -336,7 +336,7 @@ def parse_resources(value: Any) -> dict[str, float]:
 
 
 def check_algo(algo: Any, where: str) -> None:
-    from trustrl.config import CONFIGS
+    from trustrl.settings.config import CONFIGS
 
     if algo not in CONFIGS:
         close = difflib.get_close_matches(str(algo), list(CONFIGS), n=2)
@@ -348,7 +348,7 @@ def check_algo(algo: Any, where: str) -> None:
 def parse_spec(data: dict[str, Any], default_name: str = "sweep",
                check_envs: bool = True) -> Spec:
     """Validate a SPEC mapping and resolve every trial's config (nothing runs)."""
-    from trustrl.config import config_to_dict, make_config
+    from trustrl.settings.config import config_to_dict, make_config
 
     name = spec_name(data, TOP_KEYS, default_name)
 

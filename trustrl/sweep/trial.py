@@ -63,10 +63,10 @@ def execute_trial(trial: dict[str, Any], trial_dir: str | Path,
     """
     import torch
 
-    from trustrl.config import config_from_dict
-    from trustrl.locks import FolderLock
-    from trustrl.runs import atomic_write_text
-    from trustrl.train import resume, train
+    from trustrl.records.runs import atomic_write_text
+    from trustrl.settings.config import config_from_dict
+    from trustrl.training.train import resume, train
+    from trustrl.util.locks import FolderLock
 
     torch.set_num_threads(1)  # bit-exact and fastest for small networks
     d = Path(trial_dir)
@@ -119,7 +119,7 @@ def worker_init(cores: int | None = None) -> None:
     (a CNN's, a batch of 8 seeds or more) take instead of every core (TRUSTRL_CORES)."""
     import torch
 
-    from trustrl.learners import CORES_ENV
+    from trustrl.learn.learners import CORES_ENV
 
     if cores is not None:
         os.environ[CORES_ENV] = str(max(1, int(cores)))

@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import TrustrlError
-from trustrl.runs import atomic_write_text
+from trustrl.records.runs import atomic_write_text
 from trustrl.sweep.folder import SWEEP_FORMAT, SweepFolder
 from trustrl.sweep.spec import SpecError, Trial, check_sweep_file
 from trustrl.sweep.tune_spec import TuneSpec, load_tune_spec, parse_tune_spec
+from trustrl.util.errors import TrustrlError
 
 TUNE_FORMAT = 1
 STUDY_DB = "study.db"
@@ -154,7 +154,7 @@ class PruningCallbacks:
     actor: str | None = None  # the Ray actor's name; None: open study.db here
 
     def __call__(self, trial: dict[str, Any]) -> Callable[[dict[str, Any]], Any]:
-        from trustrl.config import config_from_dict
+        from trustrl.settings.config import config_from_dict
 
         cfg = config_from_dict(dict(trial["config"], runs_dir="trial"))
         eval_every, last = cfg.eval_every or 1, cfg.num_iterations
@@ -196,7 +196,7 @@ def check_study_folder(path: Path) -> TuneSpec:
     """A study folder's tune.json read and validated again (a folder from elsewhere is data):
     its SPEC as a SPEC, its env's code only under the run folders' rule (env.sig), and its
     sweep.json, where there is one, through the sweep's own check."""
-    from trustrl.runs import check_env_code
+    from trustrl.records.runs import check_env_code
 
     f = Path(path) / "tune.json"
     if not Path(path).is_dir():
@@ -224,7 +224,7 @@ def check_study_folder(path: Path) -> TuneSpec:
 
 
 def _s(v: Any) -> str:
-    from trustrl.config import _short
+    from trustrl.settings.config import _short
 
     return _short(v)
 
@@ -232,7 +232,7 @@ def _s(v: Any) -> str:
 def create(spec_path: str | Path, out: str | Path | None, trials: int | None = None) -> Path:
     """Validate the SPEC (every key, each distribution's ends, the env), create the study
     folder and the study. Nothing runs. trials: the study's size instead of the SPEC's."""
-    from trustrl.runs import sign_env
+    from trustrl.records.runs import sign_env
     from trustrl.sweep.folder import new_folder
 
     optuna = require_optuna()
@@ -257,7 +257,7 @@ def create(spec_path: str | Path, out: str | Path | None, trials: int | None = N
 
 def set_trials(path: Path, trials: int) -> None:
     """A study's size changed (`--resume DIR --trials N`): rewritten in tune.json."""
-    from trustrl.locks import FolderLock
+    from trustrl.util.locks import FolderLock
 
     lock = FolderLock(path, "study folder")
     lock.acquire()  # not while a driver runs the study

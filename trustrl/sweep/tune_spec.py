@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trustrl.errors import ConfigError
 from trustrl.sweep.spec import (
     SpecError,
     _budget,
@@ -49,6 +48,7 @@ from trustrl.sweep.spec import (
     read_spec_file,
     spec_name,
 )
+from trustrl.util.errors import ConfigError
 
 TOP_KEYS = ("name", "algo", "env", "seed", "total_steps", "trials", "common", "space", "first",
             "objective", "direction", "sampler", "pruner", "resources")
@@ -126,7 +126,7 @@ class TuneSpec:
     def config(self, params: dict[str, Any]) -> dict[str, Any]:
         """A trial's resolved config (as config.json holds it) for sampled `params`;
         ConfigError when trustrl refuses the combination."""
-        from trustrl.config import config_to_dict, make_config
+        from trustrl.settings.config import config_to_dict, make_config
 
         flags = {"seed": self.seed, "total_steps": self.total_steps, "env_id": self.env_id}
         d = config_to_dict(make_config(self.algo, self.env_id, dict(self.common), dict(params),
@@ -263,7 +263,7 @@ def load_tune_spec(path: str | Path, check_envs: bool = True) -> TuneSpec:
 def parse_tune_spec(data: dict[str, Any], default_name: str = "study",
                     check_envs: bool = True) -> TuneSpec:
     """Validate a tune SPEC mapping; every distribution's ends are resolved into configs."""
-    from trustrl.config import MAX_SEED
+    from trustrl.settings.config import MAX_SEED
 
     name = spec_name(data, TOP_KEYS, default_name)
     if len(name) > 100:

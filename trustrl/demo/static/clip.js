@@ -3,7 +3,7 @@
   "use strict";
   const { COLORS, fmt, fmtSigned, el, setText, Plot, snap } = window.TR;
 
-  /** The chapter's clip maths for one sample (the same as trustrl.losses + autograd):
+  /** The chapter's clip maths for one sample (the same as trustrl.maths.losses + autograd):
       case 1..4, rho*A, clip(rho)*A, their min, and d/d rho of the min. At the band's edge the
       sample is not clipped (clamp passes the gradient there), so the slope is A. */
   function clipTerm(adv, rho, eps) {

@@ -5,7 +5,7 @@
   const { COLORS, fmt, fmtSig, el, setText, Plot, humanSteps } = window.TR;
 
   const POLL_MS = TR.numParam("poll", 200, 60000, 2000);
-  const MA_WINDOW = 5;  // the same trailing moving average as trustrl.plotting
+  const MA_WINDOW = 5;  // the same trailing moving average as trustrl.records.plotting
 
   /* Healthy ranges and where they come from (the caption under each chart). */
   const SRC = "chapter 000, “The two numbers to watch” (also docs/diagnostics.md, “The diagnostics " +

@@ -163,12 +163,12 @@ def ppo_update(
     """Improve the policy and the critic on one batch: K epochs of shuffled minibatch steps.
 
     Args:
-        agent: the actor-critic network (a trustrl.policies.ActorCritic):
+        agent: the actor-critic network (a trustrl.nets.policies.ActorCritic):
             agent.dist(obs) -> a distribution d with d.log_prob(actions) [B] and d.entropy() [B];
             agent.value(obs) -> V(s) [B].
         optimizer: built over agent.parameters() (Adam in run.py); you only call zero_grad,
             step, and clip the gradients in between.
-        batch: a trustrl.rollout.Batch with tensors of first dimension B = len(batch):
+        batch: a trustrl.collect.rollout.Batch with tensors of first dimension B = len(batch):
             obs [B, obs_dim], actions [B] (or [B, act_dim]), logp_old [B], values_old [B],
             advantages [B], returns [B]. logp_old and values_old were frozen at collection.
         epochs: K, the number of passes over the batch.

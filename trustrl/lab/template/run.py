@@ -32,11 +32,11 @@ import numpy as np
 import torch
 from ppo import ppo_update  # your Task 4: ppo.py next to this script
 
-from trustrl.advantages import gae
-from trustrl.agent import Agent
+from trustrl.collect.rollout import Collector
 from trustrl.envs.make import check_env, make_vec_env
-from trustrl.policies import ActorCritic
-from trustrl.rollout import Collector
+from trustrl.maths.advantages import gae
+from trustrl.nets.policies import ActorCritic
+from trustrl.records.agent import Agent
 
 ENV_ID = "CartPole-v1"
 NUM_ENVS, NUM_STEPS, MINIBATCH = 4, 128, 64

@@ -357,7 +357,7 @@ def test_task3_value_loss_clipped_gradient():
 
 # --- Task 4: the PPO update -----------------------------------------------------------------
 def _policy(obs_dim: int = 4, hidden: tuple[int, ...] = (16,)):
-    from trustrl.policies import ActionSpec, ActorCritic
+    from trustrl.nets.policies import ActionSpec, ActorCritic
 
     return ActorCritic(obs_dim, ActionSpec("discrete", n=2), hidden_sizes=hidden)
 
@@ -365,7 +365,7 @@ def _policy(obs_dim: int = 4, hidden: tuple[int, ...] = (16,)):
 def _batch(policy: Any, obs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor,
            returns: torch.Tensor, logp_shift: torch.Tensor | None = None) -> Any:
     """A Batch whose logp_old is the policy's current log-prob (minus logp_shift)."""
-    from trustrl.rollout import Batch
+    from trustrl.collect.rollout import Batch
 
     with torch.no_grad():
         logp = policy.dist(obs).log_prob(actions)
@@ -608,11 +608,11 @@ def test_task4_clips_the_gradient_norm():
 @pytest.mark.task4
 @pytest.mark.train
 def test_task4_cartpole_improves():
-    from trustrl.advantages import gae
-    from trustrl.agent import Agent
+    from trustrl.collect.rollout import Collector
     from trustrl.envs.make import check_env, make_vec_env
-    from trustrl.policies import ActorCritic
-    from trustrl.rollout import Collector
+    from trustrl.maths.advantages import gae
+    from trustrl.nets.policies import ActorCritic
+    from trustrl.records.agent import Agent
 
     iterations = 16
     case = f"CartPole-v1, {iterations} iterations of 512 steps"

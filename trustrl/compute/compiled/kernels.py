@@ -1,0 +1,471 @@
+"""Numba kernels of the compiled backend (trustrl.compute.compiled), imported only when it is used.
+
+Arrays are float32 as the eager networks' are; matrix products go through np.dot (BLAS, from
+scipy), elementwise work through loops that LLVM vectorises. Numba's np.tanh calls the C
+library's tanhf once per element (about 40 ns each: pip's llvmlite has no vector maths
+library), so tanh is a rational approximation written as a loop (the coefficients of Eigen's
+float tanh; accurate to a few ulp, tested against NumPy's in tests/test_compiled.py).
+
+Parameter layout (trustrl.nets.popnet.PopActorCritic.layout), for an MLP with layer sizes
+`sizes` = (n_in, h_1, ..., h_L, n_out): w_1 [n_in, h_1] row-major, b_1 [h_1], ..., w_out
+[h_L, n_out], b_out [n_out], one after the other.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from trustrl.compute.compiled.xp import compiled_source
+from trustrl.maths import advantages, distributions, optim
+from trustrl.maths.trust import cg
+
+_TANH_CLAMP = np.float32(7.90531110763549805)  # tanh is 1 to float32 beyond this
+_TP = np.array([4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
+                5.12229709037114e-08, -8.60467152213735e-11, 2.00018790482477e-13,
+                -2.76076847742355e-16], np.float32)
+_TQ = np.array([4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04,
+                1.19825839466702e-06], np.float32)
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def activate_(z, relu):
+    """The hidden activation in place on a C-contiguous float32 array."""
+    zf = z.reshape(-1)
+    if relu:
+        for i in range(zf.size):
+            if zf[i] < 0.0:
+                zf[i] = 0.0
+        return
+    p0, p1, p2, p3, p4, p5, p6 = _TP[0], _TP[1], _TP[2], _TP[3], _TP[4], _TP[5], _TP[6]
+    q0, q1, q2, q3 = _TQ[0], _TQ[1], _TQ[2], _TQ[3]
+    for i in range(zf.size):
+        x = min(max(zf[i], -_TANH_CLAMP), _TANH_CLAMP)
+        x2 = x * x
+        num = x * ((((((p6 * x2 + p5) * x2 + p4) * x2 + p3) * x2 + p2) * x2 + p1) * x2 + p0)
+        den = ((q3 * x2 + q2) * x2 + q1) * x2 + q0
+        zf[i] = num / den
+
+
+@njit(cache=True, error_model="numpy")
+def hidden_size(sizes):
+    """How many parameters the hidden layers of an MLP of layer sizes `sizes` have: the offset
+    of w_out in its layout."""
+    off = 0
+    for layer in range(sizes.shape[0] - 2):
+        off += sizes[layer] * sizes[layer + 1] + sizes[layer + 1]
+    return off
+
+
+SMALL_ROWS = 8
+"""Up to this many rows (an env step's batch) a layer's product is a loop: BLAS's call and
+packing cost more than the product there (an MLP 4-64-64-2 on 4 rows: 3.4 against 5.4 us)."""
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def dense(h, W, bias):
+    """h @ W + bias for h [M, a] and W [a, b] (C-contiguous float32): np.dot (BLAS), or
+    loops for up to SMALL_ROWS rows: W's rows in the outer loop, or, for an output layer of
+    at most SMALL_ROWS units, a dot product over each of W's columns (a 4-64-64-2 MLP on 4
+    rows: 3.0 -> 2.5 us; the output layer alone 0.93 -> 0.12 us)."""
+    M = h.shape[0]
+    a, b = W.shape
+    if M > SMALL_ROWS:
+        z = np.dot(h, W)
+        for i in range(M):  # elementwise, not a row slice per i: 3x faster
+            for k in range(b):
+                z[i, k] += bias[k]
+        return z
+    z = np.empty((M, b), np.float32)
+    if b <= SMALL_ROWS:  # an output layer: a dot product over W's column per output
+        Wt = W.T if b == 1 else np.ascontiguousarray(W.T)  # [b, a], contiguous in a
+        for i in range(M):
+            for k in range(b):
+                acc = np.float32(0.0)
+                for j in range(a):
+                    acc += h[i, j] * Wt[k, j]
+                z[i, k] = acc + bias[k]
+        return z
+    for i in range(M):
+        for k in range(b):
+            z[i, k] = bias[k]
+    for j in range(a):  # W's row j once for every row of h
+        for i in range(M):
+            hij = h[i, j]
+            for k in range(b):
+                z[i, k] += hij * W[j, k]
+    return z
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def dot_tn(a, b, out):
+    """out = a.T @ b for a [M, A] and b [M, B] (C-contiguous float32; out [A, B] may be a
+    reshaped slice of the gradient): np.dot (BLAS), or loops when A or B is at most
+    SMALL_ROWS (a first layer's few inputs, an output layer's few actions), where BLAS's
+    transposed product runs at 4-6 GFLOP/s (8-10 us for 4 x 128 @ 128 x 64)."""
+    M, A = a.shape
+    B = b.shape[1]
+    if A > SMALL_ROWS and B > SMALL_ROWS:
+        np.dot(a.T, b, out)
+        return
+    if B <= SMALL_ROWS:  # accumulate out.T [B, A] (contiguous in A), then write it out
+        acc = np.zeros((B, A), np.float32)
+        for i in range(M):
+            for c in range(B):
+                bic = b[i, c]
+                for k in range(A):
+                    acc[c, k] += bic * a[i, k]
+        for k in range(A):
+            for c in range(B):
+                out[k, c] = acc[c, k]
+        return
+    for j in range(A):
+        for k in range(B):
+            out[j, k] = 0.0
+    for i in range(M):
+        for j in range(A):
+            aij = a[i, j]
+            for k in range(B):
+                out[j, k] += aij * b[i, k]
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_forward(theta, sizes, relu, x):
+    """The hidden layers' outputs [x, h_1, ..., h_L] of the MLP whose parameters start at
+    theta[0] (a 1-d float32 array), for inputs x [M, n_in] (C-contiguous float32)."""
+    acts = [x]
+    h = x
+    off = 0
+    for layer in range(sizes.shape[0] - 2):
+        a, b = sizes[layer], sizes[layer + 1]
+        z = dense(h, theta[off:off + a * b].reshape((a, b)), theta[off + a * b:off + a * b + b])
+        activate_(z, relu)
+        acts.append(z)
+        h = z
+        off += a * b + b
+    return acts
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_out(theta, sizes, relu, x):
+    """The MLP's output [M, n_out] (no activation on the output layer) for inputs x [M, n_in]:
+    mlp_forward's last hidden output times w_out, plus b_out."""
+    L = sizes.shape[0] - 2
+    h_L, n = sizes[L], sizes[L + 1]
+    off = hidden_size(sizes)
+    h = mlp_forward(theta, sizes, relu, x)[L]
+    return dense(h, theta[off:off + h_L * n].reshape((h_L, n)),
+                 theta[off + h_L * n:off + h_L * n + n])
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
+    """Push dLoss/dh_L [M, h_L] back through the hidden layers: writes dW and db of every
+    hidden layer into grad (the layout's offsets)."""
+    L = sizes.shape[0] - 2
+    off = hidden_size(sizes)
+    for layer in range(L - 1, -1, -1):
+        a, b = sizes[layer], sizes[layer + 1]
+        off -= a * b + b
+        h = acts[layer + 1]
+        g_z = np.empty_like(h)
+        if relu:
+            for i in range(h.shape[0]):
+                for k in range(b):
+                    g_z[i, k] = g_h[i, k] if h[i, k] > 0.0 else 0.0
+        else:
+            for i in range(h.shape[0]):
+                for k in range(b):
+                    g_z[i, k] = g_h[i, k] - g_h[i, k] * h[i, k] * h[i, k]
+        dot_tn(acts[layer], g_z, grad[off:off + a * b].reshape((a, b)))
+        db = grad[off + a * b:off + a * b + b]
+        db[:] = 0.0
+        for i in range(h.shape[0]):
+            for k in range(b):
+                db[k] += g_z[i, k]
+        if layer > 0:  # g_z @ W.T, with W.T copied contiguous: BLAS's transposed
+            # operand cost more than the copy (128 x 64 @ 64 x 64: 13.5-14.3 us, 11.1-12.2)
+            g_h = np.dot(g_z, np.ascontiguousarray(theta[off:off + a * b].reshape((a, b)).T))
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def sum_squares(x):  # type: ignore[no-untyped-def]
+    """sum x_j^2 of a 1-d float32 array, accumulated in float64 (fastmath: vectorised)."""
+    s = 0.0
+    for j in range(x.shape[0]):
+        xj = np.float64(x[j])
+        s += xj * xj
+    return s
+
+
+adam_step = compiled_source(optim, ("adam_step",), fastmath=True).adam_step
+"""trustrl.maths.optim.adam_step compiled over trustrl.compute.compiled.xp: the Adam step PopAdam
+runs."""
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def]
+    """One Adam step of the 1-d float32 arrays theta, m, v in place, with gradient grad and step
+    count t (this step included): `adam_step` on each element, with the bias corrections of
+    count t, every scalar float32 (so float32 arithmetic)."""
+    f32 = np.float32
+    c1, beta2, c2, e = f32(1.0 - b1), f32(b2), f32(1.0 - b2), f32(eps)
+    step, bc2 = f32(lr / (1.0 - b1 ** t)), f32(math.sqrt(1.0 - b2 ** t))
+    for j in range(theta.shape[0]):
+        theta[j], m[j], v[j] = adam_step(theta[j], m[j], v[j], grad[j], c1, beta2, c2, e, step,
+                                         bc2)
+
+
+_DISTRIBUTIONS = compiled_source(distributions, (
+    "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
+    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"))
+gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
+gaussian_entropy_density = _DISTRIBUTIONS.gaussian_entropy_density
+gaussian_kl_density = _DISTRIBUTIONS.gaussian_kl_density
+gaussian_var_ratio = _DISTRIBUTIONS.gaussian_var_ratio
+"""trustrl.maths.distributions' Gaussian densities compiled over trustrl.compute.compiled.xp,
+called on float32 scalars in the loops below (compiled/rollout.py and compiled/ppo.py too)."""
+log_softmax = _DISTRIBUTIONS.log_softmax
+categorical_entropy = _DISTRIBUTIONS.categorical_entropy
+categorical_kl = _DISTRIBUTIONS.categorical_kl
+"""trustrl.maths.distributions' categorical log-softmax, entropy and KL compiled over
+trustrl.compute.compiled.xp, called on a batch's rows of logits [..., n] (float32) below and in
+compiled/rollout.py and compiled/ppo.py."""
+HALF_LOG_2PI = np.float32(distributions.HALF_LOG_2PI)
+HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def critic_fit(flat, c0, sizes, relu, adam, obs, ret, order, mb, last):  # type: ignore[no-untyped-def]  # noqa: E501
+    """The critic's regression for P members (algos.common.fit_critic): for each epoch e and
+    member p, the minibatches of `mb` samples in the order order[e, p], 1/2 mean (V - R)^2,
+    its gradient and one Adam step (trustrl.maths.optim's arithmetic; `adam` a records.Adam whose
+    step counts t [P] the caller advances). The critic (layer sizes `sizes`) has the columns
+    c0: c0 + D of flat [P, *], its Adam moments m, v [P, D]: all updated in place; last[p]
+    gets the mean minibatch loss of the last epoch."""
+    m, v, t, lr, b1, b2, eps = adam
+    P, N = ret.shape
+    E = order.shape[0]
+    L = sizes.shape[0] - 2
+    D = m.shape[1]
+    n_in, h_L = sizes[0], sizes[L]
+    off_out = hidden_size(sizes)
+    for p in range(P):
+        th = flat[p, c0:c0 + D].copy()
+        mm = m[p].copy()
+        vv = v[p].copy()
+        tp = t[p]
+        grad = np.zeros(D, np.float32)
+        for e in range(E):
+            acc = np.float32(0.0)
+            n_mb = 0
+            for s in range(0, N, mb):
+                M = min(mb, N - s)
+                x = np.empty((M, n_in), np.float32)
+                y = np.empty(M, np.float32)
+                for i in range(M):  # element by element: a row slice per i costs more
+                    j = order[e, p, s + i]
+                    for k in range(n_in):
+                        x[i, k] = obs[p, j, k]
+                    y[i] = ret[p, j]
+                acts = mlp_forward(th, sizes, relu, x)
+                h = acts[L]
+                w_out = th[off_out:off_out + h_L]
+                b_out = th[off_out + h_L]
+                d_v = np.empty(M, np.float32)
+                loss = np.float32(0.0)
+                for i in range(M):
+                    err = np.float32(np.dot(h[i], w_out) + b_out - y[i])
+                    loss += np.float32(0.5) * err * err
+                    d_v[i] = err / np.float32(M)
+                acc += loss / np.float32(M)
+                n_mb += 1
+                grad[off_out:off_out + h_L] = np.dot(d_v, h)
+                grad[off_out + h_L] = d_v.sum()
+                g_h = np.empty((M, h_L), np.float32)
+                for i in range(M):
+                    for k in range(h_L):
+                        g_h[i, k] = d_v[i] * w_out[k]
+                mlp_backward_hidden(th, sizes, relu, acts, g_h, grad)
+                tp += 1.0
+                adam_(th, mm, vv, grad, tp, lr, b1, b2, eps)
+            last[p] = acc / np.float32(n_mb)
+        flat[p, c0:c0 + D] = th
+        m[p] = mm
+        v[p] = vv
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, damping, ls_off,
+                         out):
+    """(F + damping I) v for P members (backends.ClosedForm.fisher_product written as one
+    loop): J v by forward mode through the actor MLP, u = M J v / B with M the KL's Hessian in
+    the output space (diag(p) - p p^T, p = m_out [P, B, n], for a softmax; 1 / sigma^2, m_out
+    [P, 1, n], for a Gaussian's mean), then J^T u backwards; 2 v on each log-std column (at
+    ls_off, Gaussian only). flat [P, *] holds the actor's parameters from column 0; acts
+    [h_1 [P, B, h_1], ..., h_L] are the hidden outputs at theta_old; v and out are [P, D]
+    (on the critic's columns out is damping v, as the eager product's)."""
+    P, B = obs.shape[0], obs.shape[1]
+    L = sizes.shape[0] - 2
+    n = sizes[L + 1]
+    for p in range(P):
+        th = flat[p]
+        vp = v[p].copy()
+        grad = np.zeros(vp.shape[0], np.float32)
+        x = obs[p]
+        # forward mode: dz = x dW + db (+ dh W), dh = act'(z) dz
+        off = 0
+        dh = np.zeros((B, 1), np.float32)
+        h_prev = x
+        for layer in range(L):
+            a, b = sizes[layer], sizes[layer + 1]
+            dz = np.dot(h_prev, vp[off:off + a * b].reshape((a, b)))
+            db = vp[off + a * b:off + a * b + b]
+            if layer > 0:
+                dz += np.dot(dh, th[off:off + a * b].reshape((a, b)))
+            h = acts[layer][p]
+            for i in range(B):
+                for k in range(b):
+                    z = dz[i, k] + db[k]
+                    if relu:
+                        dz[i, k] = z if h[i, k] > 0.0 else 0.0
+                    else:
+                        dz[i, k] = z - z * h[i, k] * h[i, k]
+            dh = dz
+            h_prev = h
+            off += a * b + b
+        h_L = sizes[L]
+        w_out = th[off:off + h_L * n].reshape((h_L, n))
+        jv = np.dot(h_prev, vp[off:off + h_L * n].reshape((h_L, n)))
+        if L > 0:
+            jv += np.dot(dh, w_out)
+        db_out = vp[off + h_L * n:off + h_L * n + n]
+        u = np.empty((B, n), np.float32)
+        inv_b = np.float32(1.0 / B)
+        for i in range(B):
+            if discrete:
+                s = np.float32(0.0)
+                for k in range(n):
+                    s += m_out[p, i, k] * (jv[i, k] + db_out[k])
+                for k in range(n):
+                    u[i, k] = (m_out[p, i, k] * (jv[i, k] + db_out[k])
+                               - m_out[p, i, k] * s) * inv_b
+            else:
+                for k in range(n):
+                    u[i, k] = (jv[i, k] + db_out[k]) * m_out[p, 0, k] * inv_b
+        # J^T u: the output layer, then the hidden layers as in critic_fit's backward pass
+        grad[off:off + h_L * n] = np.dot(h_prev.T, u).reshape(-1)
+        grad[off + h_L * n:off + h_L * n + n] = u.sum(0)
+        if L > 0:
+            hidden = [x]
+            for layer in range(L):
+                hidden.append(acts[layer][p])
+            mlp_backward_hidden(th, sizes, relu, hidden, np.dot(u, w_out.T), grad)
+        if not discrete:
+            for k in range(n):
+                grad[ls_off + k] = np.float32(2.0) * vp[ls_off + k]
+        for j in range(grad.shape[0]):
+            out[p, j] = grad[j] + np.float32(damping) * vp[j]
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def fisher_product_of(args, v):  # type: ignore[no-untyped-def]
+    """(F + damping I) v for the product's arguments `args` (flat, sizes, relu, obs, acts,
+    m_out, discrete, damping, ls_off: actor_fisher_product's): the `product` that
+    trustrl.maths.trust.cg.cg_steps calls, compiled."""
+    flat, sizes, relu, obs, acts, m_out, discrete, damping, ls_off = args
+    out = np.empty_like(v)
+    actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, damping, ls_off, out)
+    return out
+
+
+cg_steps = compiled_source(cg, ("cg_steps",), bind={"product": fisher_product_of}).cg_steps
+"""trustrl.maths.trust.cg.cg_steps compiled over trustrl.compute.compiled.xp with the compiled
+Fisher-vector product: TRPO's and NPG's whole conjugate gradient in one call (before: one call per
+product,
+the CG arithmetic in eager torch between them)."""
+
+
+gae_into = compiled_source(advantages, ("gae_into",), ("gae_step",)).gae_into
+"""trustrl.maths.advantages.gae_into compiled over trustrl.compute.compiled.xp: GAE's recursion,
+the code the torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same
+bits)."""
+
+
+@njit(cache=True, error_model="numpy")
+def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip_eps, qs, res):  # type: ignore[no-untyped-def]  # noqa: E501
+    """algos.common.diagnostics for P members in one call: the actor's outputs on the whole
+    batch (mlp_out), log pi(a|s) and the entropy (softmax, or diagonal Gaussian with the
+    log-std at ls_off), log_ratio = logp - logp_old and the ratio (float32, as torch), and
+    per member res [P, 7 + len(qs)]: entropy, approx_kl (k3: expm1(r) - r), approx_kl_k1,
+    kl_exact (KL(pi_old || pi) from old_out and flat_old's log-std), clip_fraction (outside
+    1 +- clip_eps), ratio_min, ratio_max, then the ratio's quantiles qs (linear interpolation
+    of the sorted ratios in float64, as common.quantiles). Means accumulate in float64.
+    `policy` a records.Policy: flat [P, *] holds the actor's parameters from column 0."""
+    flat, sizes, relu, discrete, _, ls_off = policy
+    P, B = logp_old.shape
+    n = sizes[sizes.shape[0] - 1]
+    f32 = np.float32
+    inv_std = np.empty(n, np.float32)
+    var_ratio = np.empty(n, np.float32)
+    for p in range(P):
+        out = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(obs[p]))
+        ratio = np.empty(B, np.float64)
+        s_ent = 0.0
+        s_k3 = 0.0
+        s_k1 = 0.0
+        s_kl = 0.0
+        clipped = 0
+        ent_box = f32(0.0)
+        if discrete:  # trustrl.maths.distributions' functions on the member's whole batch
+            lsm = log_softmax(out)
+            ent_d = categorical_entropy(lsm)
+            kl_d = categorical_kl(log_softmax(old_out[p]), lsm)
+        else:
+            lsm = np.empty((0, 0), f32)
+            ent_d = kl_d = np.empty(0, f32)
+            for k in range(n):
+                ent_box += gaussian_entropy_density(flat[p, ls_off + k], HALF, HALF_LOG_2PI)
+                inv_std[k] = np.exp(-flat[p, ls_off + k])
+                var_ratio[k] = gaussian_var_ratio(flat_old[p, ls_off + k], flat[p, ls_off + k],
+                                                  TWO)
+        for i in range(B):
+            if discrete:
+                logp = lsm[i, act_i[p, i]]
+                ent = ent_d[i]
+                kl = kl_d[i]
+            else:
+                logp = f32(0.0)
+                kl = f32(0.0)
+                for k in range(n):
+                    ls = flat[p, ls_off + k]
+                    logp += gaussian_log_density(act_f[p, i, k], out[i, k], ls, inv_std[k], HALF,
+                                                 HALF_LOG_2PI)
+                    kl += gaussian_kl_density(old_out[p, i, k], flat_old[p, ls_off + k],
+                                              out[i, k], ls, inv_std[k], var_ratio[k], HALF, ONE,
+                                              TWO)
+                ent = ent_box
+            lr = logp - logp_old[p, i]
+            r = np.exp(lr)
+            ratio[i] = r
+            s_ent += ent
+            s_k3 += np.expm1(lr) - lr
+            s_k1 -= lr
+            s_kl += kl
+            if r > f32(1.0 + clip_eps) or r < f32(1.0 - clip_eps):
+                clipped += 1
+        s = np.sort(ratio)
+        res[p, 0] = s_ent / B
+        res[p, 1] = s_k3 / B
+        res[p, 2] = s_k1 / B
+        res[p, 3] = s_kl / B
+        res[p, 4] = clipped / B
+        res[p, 5] = s[0]
+        res[p, 6] = s[B - 1]
+        for j in range(qs.shape[0]):
+            pos = qs[j] * (B - 1)
+            lo = math.floor(pos)
+            hi = math.ceil(pos)
+            res[p, 7 + j] = s[lo] + (s[hi] - s[lo]) * (pos - lo)
