@@ -282,6 +282,62 @@ def test_gradient_accumulation_gives_the_minibatch_step(tiny, tmp_path, algo, lo
     assert not torch.allclose(before, finals[0][: before.numel()])
 
 
+@pytest.mark.parametrize("algo,kw", [
+    ("grpo", {"beta": 0.1, "kl_estimator": "k3", "loss_type": "seq-mean"}),
+    ("grpo", {"beta": 0.1, "kl_estimator": "k2", "loss_type": "token-mean"}),
+    ("rloo", {"loss_type": "dr-grpo"}),  # k1 in the reward: advantages need pi_old's log-probs
+])
+def test_one_pass_step_equals_collect_then_update(tiny, tmp_path, algo, kw):
+    """One optimiser step per batch: the policy runs once (its logits score the answers as
+    pi_old and give the loss), with the metrics and the gradient of scoring and updating apart
+    (several seeds; answers of several lengths: a random model)."""
+    for seed in (1, 2, 3):
+        outs = []
+        for one_pass in (True, False):
+            cfg = small(algo, tmp_path, seed=seed, epochs=1, minibatch_size=8, lr=1e-2, **kw)
+            parts = build(algo, cfg, hf_cfg(tiny),
+                          resolve_rewards(["hf_sort:small_digits_reward"]))
+            trainer = parts.trainer
+            assert trainer.one_pass()
+            if not one_pass:
+                trainer.one_pass = lambda: False
+            calls = []
+            forward = parts.io.answer_logits
+
+            def counted(model, *args, _forward=forward, _calls=calls, _policy=parts.policy,
+                        **kwargs):
+                _calls.append(model is _policy)
+                return _forward(model, *args, **kwargs)
+
+            parts.io.answer_logits = counted
+            row = trainer.step()
+            assert sum(calls) == (1 if one_pass else 2)
+            outs.append((row, torch.cat([p.grad.flatten() for p in trainer.params])))
+        (row1, g1), (row2, g2) = outs  # the gradient of the step (Adam's first step is a sign)
+        assert row1["completions/min_length"] < row1["completions/max_length"]
+        assert (g1 - g2).norm() < 1e-4 * g2.norm()
+        for key, value in row2.items():
+            assert math.isclose(row1[key], value, rel_tol=1e-4, abs_tol=1e-6) or (
+                math.isnan(value) and math.isnan(row1[key])), key
+    assert row1["ratio_min"] == row1["ratio_max"] == 1.0  # logp_old is logp, detached
+
+
+def test_dropout_keeps_the_scoring_pass(tiny, tmp_path):
+    """With dropout on (LoRA's), pi_old is scored without it in a pass of its own."""
+    cfg = small("grpo", tmp_path, epochs=1, minibatch_size=8)
+    parts = build("grpo", cfg, hf_cfg(tiny, lora_r=4, lora_dropout=0.1),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    assert not parts.trainer.one_pass()
+    cfg = small("grpo", tmp_path, epochs=1, minibatch_size=8)
+    parts = build("grpo", cfg, hf_cfg(tiny, lora_r=4),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    assert parts.trainer.one_pass()
+    for change in ({"epochs": 2}, {"minibatch_size": 4}, {"grad_accum": 2}):
+        parts.trainer.cfg = small("grpo", tmp_path, **{"epochs": 1, "minibatch_size": 8,
+                                                       **change})
+        assert not parts.trainer.one_pass(), change
+
+
 def test_lora_reference_is_the_base_model_with_adapters_off(tiny, tmp_path):
     cfg = small("grpo", tmp_path, lr=3e-2)
     parts = build("grpo", cfg, hf_cfg(tiny, lora_r=4, lora_target="c_attn"),

@@ -35,6 +35,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -53,13 +54,16 @@ from trustrl.rlhf.ppo import (
 )
 from trustrl.rlhf.steps import (
     DIAG_COLUMNS,
+    EXACT_KL_OLD_MAX,
     LMAdapter,
+    Scored,
     UpdateDiagnostics,
     micro_batches,
     micro_weight,
     minibatches,
     sampling_stats,
     score_answers,
+    score_logits,
     trainable,
 )
 from trustrl.rlhf.task import SortTask, gold_scores
@@ -264,16 +268,33 @@ class GRPOTrainer:
         self.iteration = 0
 
     @torch.no_grad()
-    def collect(self) -> tuple[GroupBatch, dict[str, float]]:
-        """Sample G answers per prompt; advantages; the batch's statistics."""
+    def sample(self) -> tuple[Any, Tensor]:
+        """G answers [B, T] to each of prompts_per_iter prompts (B = prompts x G)."""
         cfg = self.cfg
         self.policy.eval()
         prompts = self.prompt_fn(cfg.prompts_per_iter, self.gen)
         prompts = prompts[torch.arange(len(prompts)).repeat_interleave(cfg.group_size)]
         responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
-        mask = self.lm.response_mask(responses).float()
+        self.policy.train()
+        return prompts, responses
+
+    @torch.no_grad()
+    def collect(self) -> tuple[GroupBatch, dict[str, float]]:
+        """Sample G answers per prompt, score them with pi_old and pi_ref; advantages; the
+        batch's statistics."""
+        prompts, responses = self.sample()
+        self.policy.eval()
         scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
-                               cfg.temperature, self.score_chunk)
+                               self.cfg.temperature, self.score_chunk)
+        self.policy.train()
+        return self.group_batch(prompts, responses, scored)
+
+    @torch.no_grad()
+    def group_batch(self, prompts: Any, responses: Tensor,
+              scored: Scored) -> tuple[GroupBatch, dict[str, float]]:
+        """The rewards, advantages and statistics of scored answers."""
+        cfg = self.cfg
+        mask = self.lm.response_mask(responses).float()
         logp_old, entropy, logp_ref = scored.logp, scored.entropy, scored.logp_ref
         rewards = self.reward(prompts, responses).float().to(mask.device)
         grouped = sequence_rewards(rewards, logp_old, logp_ref, mask, cfg).view(
@@ -298,11 +319,39 @@ class GRPOTrainer:
         if self.gold_fn is not None:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
-        self.policy.train()
         return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv,
                           scored.old_all), stats
 
-    def update(self, batch: GroupBatch) -> dict[str, float]:
+    def one_pass(self) -> bool:
+        """One optimiser step per batch, on the whole batch (epochs 1, one minibatch, no
+        gradient accumulation) and no dropout: pi_old is then the policy being differentiated,
+        so its log-probs are the update's own, detached (the ratio is exactly 1, as TRL's with
+        num_iterations 1), and collection needs no scoring pass of the policy."""
+        cfg = self.cfg
+        n = cfg.prompts_per_iter * cfg.group_size
+        return (cfg.epochs == 1 and cfg.minibatch_size >= n and cfg.grad_accum == 1
+                and not any(isinstance(m, nn.Dropout) and m.p > 0
+                            for m in self.policy.modules()))
+
+    def collect_and_update(self) -> tuple[GroupBatch, dict[str, float]]:
+        """`collect` then `update` in one forward pass of the policy (see `one_pass`): its
+        logits score the answers (as pi_old) and, with their graph, give the loss. The same
+        numbers as the two steps apart, to float rounding (batch composition of the passes)."""
+        cfg = self.cfg
+        prompts, responses = self.sample()
+        logits = self.lm.answer_logits(self.policy, prompts, responses, cfg.temperature)
+        with torch.no_grad():
+            ref_logits = self.lm.answer_logits(self.ref, prompts, responses, cfg.temperature)
+            n, t, v = logits.shape
+            scored = score_logits(logits.detach(), ref_logits, responses,
+                                  n * t * v <= EXACT_KL_OLD_MAX)
+        batch, stats = self.group_batch(prompts, responses, scored)
+        stats.update(self.update(batch, logits))
+        return batch, stats
+
+    def update(self, batch: GroupBatch, logits: Tensor | None = None) -> dict[str, float]:
+        """K epochs of minibatch steps on a batch. logits [B, T, V]: the policy's on the whole
+        batch, with their graph (`collect_and_update`; only with `one_pass`)."""
         cfg = self.cfg
         eps_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
         n = len(batch.prompts)
@@ -315,8 +364,8 @@ class GRPOTrainer:
                 total = 0.0
                 for mb in micro_batches(idx, cfg.grad_accum):
                     m = batch.mask[mb]
-                    lg = self.lm.answer_logits(self.policy, batch.prompts[mb],
-                                               batch.responses[mb], cfg.temperature)
+                    lg = (logits[mb] if logits is not None else self.lm.answer_logits(
+                        self.policy, batch.prompts[mb], batch.responses[mb], cfg.temperature))
                     logp, _ = token_logprobs(lg, batch.responses[mb])
                     loss, ratio = grpo_loss(logp, batch.logp_old[mb], batch.logp_ref[mb],
                                             batch.advantages[mb], m, cfg, self.max_new)
@@ -341,8 +390,11 @@ class GRPOTrainer:
                 "clip_ratio/region_mean": _avg(regions), "loss": _avg(losses), **diag.result()}
 
     def step(self) -> dict[str, float]:
-        batch, row = self.collect()
-        row.update(self.update(batch))
+        if self.one_pass():
+            batch, row = self.collect_and_update()
+        else:
+            batch, row = self.collect()
+            row.update(self.update(batch))
         self.iteration += 1
         n = len(batch.prompts)
         return {"iteration": self.iteration, "global_step": self.iteration * n, **row}

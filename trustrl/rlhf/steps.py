@@ -108,12 +108,9 @@ def score_answers(lm: LMAdapter, policy: nn.Module, ref: nn.Module, prompts: Any
     """Log-probs, entropy and exact KL to pi_ref of the sampled answers, `chunk` answers per
     forward pass (None: the whole batch at once), so that no more than a chunk's logits
     (answers x tokens x vocabulary) are held at a time."""
-    from trustrl.rlhf.model import token_logprobs
-
     n = len(prompts)
     size = n if chunk is None or chunk >= n else chunk
-    parts: list[tuple[Tensor, ...]] = []
-    olds: list[Tensor] | None = []
+    parts: list[Scored] = []
     for i in range(0, n, size):
         if size == n:
             p, r = prompts, responses
@@ -121,18 +118,29 @@ def score_answers(lm: LMAdapter, policy: nn.Module, ref: nn.Module, prompts: Any
             idx = torch.arange(i, min(i + size, n))
             p, r = prompts[idx], responses[idx]
         logits = lm.answer_logits(policy, p, r, temperature)
-        ref_logits = lm.answer_logits(ref, p, r, temperature)
-        logp, entropy = token_logprobs(logits, r)
-        logp_ref, _ = token_logprobs(ref_logits, r)
-        parts.append((logp, entropy, logp_ref, exact_kl(logits, ref_logits)))
-        if olds is not None and n * logits.shape[1] * logits.shape[2] <= EXACT_KL_OLD_MAX:
-            olds.append(torch.log_softmax(logits.detach().float(), dim=-1))
-        else:
-            olds = None
-    logp, entropy, logp_ref, kl = (torch.cat(x) if len(parts) > 1 else x[0]
-                                   for x in zip(*parts, strict=True))
-    old_all = None if olds is None else (torch.cat(olds) if len(olds) > 1 else olds[0])
+        keep_old = n * logits.shape[1] * logits.shape[2] <= EXACT_KL_OLD_MAX
+        parts.append(score_logits(logits, lm.answer_logits(ref, p, r, temperature), r,
+                                  keep_old))
+    if len(parts) == 1:
+        return parts[0]
+    logp, entropy, logp_ref, kl = (torch.cat(x) for x in zip(
+        *((s.logp, s.entropy, s.logp_ref, s.kl_exact) for s in parts), strict=True))
+    olds = [s.old_all for s in parts]
+    old_all = None if any(o is None for o in olds) else torch.cat(olds)  # type: ignore[arg-type]
     return Scored(logp, entropy, logp_ref, kl, old_all)
+
+
+@torch.no_grad()
+def score_logits(logits: Tensor, ref_logits: Tensor, responses: Tensor,
+                 keep_old: bool) -> Scored:
+    """`Scored` from the policy's and the reference's logits [B, T, V] on answers [B, T]
+    (pi_old's whole distribution kept when keep_old)."""
+    from trustrl.rlhf.model import token_logprobs
+
+    logp, entropy = token_logprobs(logits, responses)
+    logp_ref, _ = token_logprobs(ref_logits, responses)
+    old_all = torch.log_softmax(logits.detach().float(), dim=-1) if keep_old else None
+    return Scored(logp, entropy, logp_ref, exact_kl(logits, ref_logits), old_all)
 
 
 def sampling_stats(kl_exact: Tensor, logp: Tensor, logp_ref: Tensor,
