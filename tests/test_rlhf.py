@@ -293,3 +293,27 @@ def test_an_rlhf_run_that_fails_is_one_line_and_marked_failed(tmp_path, monkeypa
     assert "the evaluation broke" in err[0] and f"{run} is kept with status 'failed'" in err[0]
     st = json.loads((run / "status.json").read_text())
     assert st["status"] == "failed" and st["message"] == "the evaluation broke", st
+
+
+# --- the trainers' optimiser ---------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_trainer_adam_is_fused_on_cpu_and_steps_as_torch_adam(seed):
+    """trustrl.rlhf.steps.adam: torch's fused kernel on CPU, the default Adam's steps."""
+    from trustrl.rlhf.steps import adam
+
+    torch.manual_seed(seed)
+    shapes = [(13, 8), (8,), (8, 24)]
+    start = [torch.randn(s) for s in shapes]
+    grads = [[torch.randn(s) * 10.0 ** -k for s in shapes] for k in range(4)]
+    finals = []
+    for make in (lambda ps: adam(ps, 1e-2), lambda ps: torch.optim.Adam(ps, lr=1e-2)):
+        params = [torch.nn.Parameter(x.clone()) for x in start]
+        opt = make(params)
+        for step in grads:
+            for p, g in zip(params, step, strict=True):
+                p.grad = g.clone()
+            opt.step()
+        finals.append(torch.cat([p.detach().flatten() for p in params]))
+    assert adam([torch.nn.Parameter(torch.zeros(2))], 1e-2).defaults["fused"] is True
+    assert torch.allclose(finals[0], finals[1], atol=1e-6)
+    assert not torch.allclose(finals[0], torch.cat([x.flatten() for x in start]), atol=1e-3)

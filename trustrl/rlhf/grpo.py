@@ -58,6 +58,7 @@ from trustrl.rlhf.steps import (
     LMAdapter,
     Scored,
     UpdateDiagnostics,
+    adam,
     micro_batches,
     micro_weight,
     minibatches,
@@ -264,7 +265,7 @@ class GRPOTrainer:
         for p in ref.parameters():
             p.requires_grad_(False)
         self.params = trainable(policy)
-        self.opt = torch.optim.Adam(self.params, lr=cfg.lr)
+        self.opt = adam(self.params, cfg.lr)
         self.iteration = 0
 
     @torch.no_grad()

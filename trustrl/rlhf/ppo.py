@@ -54,6 +54,7 @@ from trustrl.rlhf.steps import (
     DIAG_COLUMNS,
     LMAdapter,
     UpdateDiagnostics,
+    adam,
     micro_batches,
     micro_weight,
     minibatches,
@@ -224,7 +225,7 @@ class PPOTrainer:
         for p in ref.parameters():
             p.requires_grad_(False)
         self.params = trainable(policy, critic)
-        self.opt = torch.optim.Adam(self.params, lr=cfg.lr)
+        self.opt = adam(self.params, cfg.lr)
         self.kl_ctl = (AdaptiveKLController(cfg.beta, cfg.target_kl, cfg.horizon)
                        if cfg.target_kl is not None else None)
         self.beta = cfg.beta
