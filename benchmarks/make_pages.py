@@ -217,12 +217,18 @@ def rlhf_hf_vs_trl(folder: Path) -> list[str]:
                      num(med([r["completions_per_s"] for r in runs]), 1),
                      listed([statistics.fmean(r["reward"][-5:]) for r in runs], 3),
                      listed([statistics.fmean(r["kl"][-5:]) for r in runs], 3)])
-    return [f"{s['steps']} steps, seeds {listed(s['seeds'])}, G = {s['G']}, {s['prompts']} "
-            f"prompts, lr {s['lr']}, beta {s['beta']}; torch {d['versions']['torch']}, TRL "
-            f"{d['versions']['trl']}.", "",
-            *table(["tool", "seconds, median", "completions/s, median",
-                    "reward, mean of the last 5 steps (per seed)",
-                    "k3 KL to pi_ref, mean of the last 5 steps (per seed)"], rows)]
+    out = [f"{s['steps']} steps, seeds {listed(s['seeds'])}, G = {s['G']}, {s['prompts']} "
+           f"prompts, lr {s['lr']}, beta {s['beta']}; torch {d['versions']['torch']}, TRL "
+           f"{d['versions']['trl']}.", "",
+           *table(["tool", "seconds, median", "completions/s, median",
+                   "reward, mean of the last 5 steps (per seed)",
+                   "k3 KL to pi_ref, mean of the last 5 steps (per seed)"], rows)]
+    if "rounds" in d:  # the rounds alternated trustrl and TRL
+        r = [x["ratio"] for x in d["rounds"]]
+        out += ["", f"trustrl / TRL completions per second, round by round: {listed(r, 2)} "
+                f"(median {num(med(r), 2)}, range {num(min(r), 2)} to {num(max(r), 2)}); load "
+                f"average before each round {listed([x['load_before'] for x in d['rounds']], 1)}."]
+    return out
 
 
 def onehot_norm(folder: Path) -> list[str]:
@@ -297,8 +303,10 @@ SECTIONS: list[Section] = [
      "mujoco_cpu_2026-12-02b", ("mujoco.json",), mujoco_cpu),
     ("MuJoCo against SB3, CPU, 2026-12-02 (first run)",
      "mujoco_cpu_2026-12-02", ("mujoco.json",), mujoco_cpu),
-    ("GRPO on a Hugging Face model: trustrl against TRL", "rlhf_hf_vs_trl", ("results.json",),
-     rlhf_hf_vs_trl),
+    ("GRPO on a Hugging Face model: trustrl against TRL, 2026-12-06 (one policy pass per "
+     "batch, fused Adam)", "rlhf_hf_vs_trl_2026-12-06", ("results.json",), rlhf_hf_vs_trl),
+    ("GRPO on a Hugging Face model: trustrl against TRL (before 2026-12-06)", "rlhf_hf_vs_trl",
+     ("results.json",), rlhf_hf_vs_trl),
     ("Observation normalisation on one-hot observations (PPO, no preset), 2026-12-06",
      "onehot_norm_2026-12-06", ("onehot_norm_4096.json", "onehot_norm_4096_skew.json",
                                 "onehot_norm_20000.json", "onehot_norm_20000_skew.json"),

@@ -1,18 +1,20 @@
 """trustrl's GRPO beside TRL's GRPOTrainer: same model folder, prompts, reward and settings.
 
-    python benchmarks/rlhf_hf_vs_trl.py [--steps 30] [--seeds 1 2 3] [--out DIR]
+    python benchmarks/rlhf_hf_vs_trl.py [--steps 30] [--seeds 1 2 3] [--out DIR] [--profile]
 
 The model is the sort task as a GPT-2-architecture folder (tests/hf_sort.py: built from a config
 and SFT'd from scratch here, nothing downloaded), the reward its gold score as a TRL reward
-function. Both run on the CPU, one after the other in this process, with: 8 prompts x 8
-completions per step, one optimiser step per batch (TRL num_iterations 1, trustrl epochs 1 and
-one minibatch), seq-mean loss (TRL loss_type 'grpo'), group std scaling, clip 0.2, beta 0.02
-with k3 in the loss (TRL use_bias_correction_kl False), Adam(W) lr 1e-3 constant, no weight
-decay, grad-norm clip 1, temperature 1 with top_k 0 / top_p 1, 6 new tokens, dropout off,
-no gradient checkpointing.
+function. Both run on the CPU, one thread, alternately in this process (a round per seed:
+trustrl, then TRL), with: 8 prompts x 8 completions per step, one optimiser step per batch (TRL
+num_iterations 1, trustrl epochs 1 and one minibatch), seq-mean loss (TRL loss_type 'grpo'),
+group std scaling, clip 0.2, beta 0.02 with k3 in the loss (TRL use_bias_correction_kl False),
+Adam(W) lr 1e-3 constant, no weight decay, grad-norm clip 1, temperature 1 with top_k 0 /
+top_p 1, 6 new tokens, dropout off, no gradient checkpointing.
 
-Prints completions per second of each (training loop only) and their ratio, and writes
-results.json and curves.png (mean training reward = gold score, and the k3 KL to pi_ref, per step).
+Prints each round's completions per second (training loop only), their ratio and the load
+average, then the ratios' median and range, and writes results.json and curves.png (mean training
+reward = gold score, and the k3 KL to pi_ref, per step). With --profile, a table of milliseconds
+per step of each phase on each side (results.json keeps the seconds).
 """
 
 from __future__ import annotations

@@ -75,7 +75,10 @@ class HFConfig:
     """cpu, cuda, cuda:N or auto (cuda when available)."""
     score_chunk: int = 16
     """Answers per forward pass when a sampled batch is scored (log-probs, exact KLs) and
-    evaluated: at most this many answers' logits (answers x tokens x vocabulary) at a time."""
+    evaluated: at most this many answers' logits (answers x tokens x vocabulary) at a time.
+    With one optimiser step per batch (GRPO / RLOO: epochs 1, one minibatch, grad_accum 1)
+    the policy is not scored apart (the update's forward scores the batch as pi_old) and pi_ref
+    runs once on the whole batch (the logits the update holds anyway)."""
     save_every: int = 10
     """Checkpoint every this many iterations (and at the end); resume reads the latest."""
     eval_data: str = ""
