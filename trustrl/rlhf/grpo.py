@@ -292,7 +292,7 @@ class GRPOTrainer:
 
     @torch.no_grad()
     def group_batch(self, prompts: Any, responses: Tensor,
-              scored: Scored) -> tuple[GroupBatch, dict[str, float]]:
+                    scored: Scored) -> tuple[GroupBatch, dict[str, float]]:
         """The rewards, advantages and statistics of scored answers."""
         cfg = self.cfg
         mask = self.lm.response_mask(responses).float()
