@@ -114,7 +114,7 @@ def test_categorical_bindings_run_the_source():
     assert rollout.log_softmax is kernels.log_softmax
     assert rollout.rollout.__globals__["log_softmax"] is kernels.log_softmax
     assert rollout.categorical_step.py_func.__globals__["log_softmax"] is kernels.log_softmax
-    epochs = ppo.ppo_epochs.__globals__
+    epochs = ppo.minibatch_step.__globals__  # PPO's compiled minibatch step
     for name in CATEGORICAL:
         assert epochs[name] is getattr(kernels, name)
 
@@ -175,3 +175,60 @@ def test_conjugate_gradient_compiled_binding_runs_the_source():
     assert kernels.cg_steps.py_func.__code__ is cg.cg_steps.__code__
     assert kernels.cg_steps.py_func.__globals__["product"] is kernels.fisher_product_of
     assert compiled._kernels()["cg_steps"] is kernels.cg_steps
+
+
+def test_ppo_epoch_loop_bindings_run_the_source(monkeypatch):
+    """PPO's K-epoch loop, its KL stop and its minibatch slicing: PPO.update's eager epochs
+    run trust.kl_control.k_epochs itself (torch, Python step and diagnostics), and the
+    compiled epochs (PPO's update on the compiled backend and the fused iteration) its code
+    object, bound to the compiled minibatch step and diagnostics."""
+    import torch
+
+    from trustrl.algos import make_algorithm
+    from trustrl.algos import ppo as algos_ppo
+    from trustrl.compute.backends import ClosedForm
+    from trustrl.maths import rng
+    from trustrl.maths.trust import kl_control
+    from trustrl.nets.policies import ActionSpec, ActorCritic
+    from trustrl.nets.popnet import PopActorCritic
+    from trustrl.settings.config import make_config
+
+    calls = []
+
+    def spy(*args, **kw):
+        calls.append(args[1].shape)
+        return kl_control.k_epochs(*args, **kw)
+
+    monkeypatch.setattr(algos_ppo, "k_epochs", spy)
+    net = PopActorCritic.from_policies([ActorCritic(3, ActionSpec("discrete", n=2), (4,))], "cpu")
+    cfg = make_config("ppo", "CartPole-v1", None, {"num_steps": "8", "num_envs": "1",
+                                                   "minibatch_size": "4",
+                                                   "update_epochs": "2"}, {})
+    algo = make_algorithm(cfg, net, ClosedForm(), rng.shuffle_keys([0]))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        obs = torch.randn(1, 8, 3, generator=g)
+        actions = torch.randint(0, 2, (1, 8), generator=g)
+        batch = {"obs": obs, "actions": actions,
+                 "logp_old": net.log_prob(net.actor(obs), actions),
+                 "values_old": net.critic(obs), "advantages": torch.randn(1, 8, generator=g),
+                 "returns": torch.randn(1, 8, generator=g)}
+    m = algo.update(batch, 0, 1e-3)
+    assert calls == [(2, 1, 8)] and float(m["epochs_run"][0]) == 2.0
+
+    pytest.importorskip("numba")
+    from trustrl.compute import compiled
+    from trustrl.compute.compiled import ppo, xp
+    from trustrl.maths import losses
+    from trustrl.maths.losses import Objective
+
+    kernel = ppo.epochs_kernel(losses.clipped_surrogate_objective,
+                               losses.clipped_surrogate_objective_grad)
+    assert kernel.py_func.__code__ is kl_control.k_epochs.__code__
+    bound = kernel.py_func.__globals__
+    assert bound["o"] is xp and bound["diagnose"].py_func.__code__ is ppo.approx_kl.__code__
+    assert bound["step"].py_func.__code__ is ppo.minibatch_step.__code__
+    assert compiled._kernels()["ppo_epochs"] is kernel
+    fused = compiled.compiled_rollout("CartPole-v1").iteration(Objective(
+        losses.clipped_surrogate_objective, losses.clipped_surrogate_objective_grad, (0.2,)))
+    assert fused.py_func.__globals__["ppo_epochs"] is kernel

@@ -163,22 +163,47 @@ def shuffled_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int
 def sequence_epoch(batch: dict[str, Tensor], keys: Tensor, counter: Tensor | int, size: int
                    ) -> Iterator[dict[str, Tensor]]:
     """The minibatches of one epoch of a recurrent batch: whole env sequences, as CleanRL's
-    ppo_atari_lstm takes them. The batch holds T steps of N envs time-major (row t * N + e)
-    and the state at the segment's start `state0` [P, N, S]; each minibatch is size // T
-    envs' columns (all T steps, time-major, with their start states), the envs in an order
-    that is a function of the member's key and the counter alone (epoch_order)."""
-    P, n = batch["starts"].shape
+    ppo_atari_lstm takes them (`sequence_minibatch`), size // T envs each, the envs in an
+    order that is a function of the member's key and the counter alone (epoch_order)."""
     N = batch["state0"].shape[1]
-    T = n // N
-    m = max(1, size // T)
+    m = minibatch_units(batch, size)[1]
     order = epoch_order(keys, counter, N).to(batch["starts"].device)  # [P, N]
-    steps = torch.arange(T, device=order.device)[None, :, None] * N
     for start in range(0, N, m):
-        envs = order[:, start:start + m]
-        mb = take(batch, (steps + envs[:, None, :]).reshape(P, -1))
-        s0 = batch["state0"]
-        mb["state0"] = s0.gather(1, envs[..., None].expand(-1, -1, s0.shape[-1]))
-        yield mb
+        yield sequence_minibatch(batch, order[:, start:start + m])
+
+
+def sequence_minibatch(batch: dict[str, Tensor], envs: Tensor) -> dict[str, Tensor]:
+    """The minibatch of a recurrent batch made of the env columns envs [P, M]: the batch holds
+    T steps of N envs time-major (row t * N + e) and the state at the segment's start
+    `state0` [P, N, S]; the minibatch holds all T steps of those envs, time-major, with their
+    start states."""
+    P, n = batch["starts"].shape
+    T = n // batch["state0"].shape[1]
+    steps = torch.arange(T, device=envs.device)[None, :, None] * batch["state0"].shape[1]
+    mb = take(batch, (steps + envs[:, None, :]).reshape(P, -1))
+    s0 = batch["state0"]
+    mb["state0"] = s0.gather(1, envs[..., None].expand(-1, -1, s0.shape[-1]))
+    return mb
+
+
+def minibatch_units(batch: dict[str, Tensor], size: int) -> tuple[int, int]:
+    """What an epoch shuffles, and how many of them a minibatch of `size` samples takes:
+    (n samples, size), or, for a recurrent batch (a "state0" entry), (N env sequences of T
+    steps, max(1, size // T))."""
+    if "state0" in batch:
+        N = batch["state0"].shape[1]
+        return N, max(1, size // (batch["starts"].shape[1] // N))
+    return batch["obs"].shape[1], size
+
+
+def minibatch(batch: dict[str, Tensor], idx: Tensor,
+              buffers: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+    """The minibatch of the units idx [P, M] (`minibatch_units`): the samples idx (`take`,
+    into `buffers` when given), or a recurrent batch's env sequences idx
+    (`sequence_minibatch`)."""
+    if "state0" in batch:
+        return sequence_minibatch(batch, idx)
+    return take(batch, idx, buffers)
 
 
 def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:

@@ -14,7 +14,8 @@ epochs, its parameters and Adam state untouched). Steps 1 and 2 (rollout with fr
 and V_old, GAE) are the collectors' and advantages.py's; the loop around them is the learner's.
 `clip=False` gives the chapter's ablation, the plain surrogate optimised for K epochs
 (`ppo-noclip`). The gradient comes from a backend (trustrl.compute.backends): autograd, or the
-closed form built from the derivatives beside each loss term in trustrl.maths.losses.
+closed
+form built from the derivatives beside each loss term in trustrl.maths.losses.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ from torch import Tensor
 
 from trustrl.algos.common import (
     DIAGNOSTIC_COLUMNS,
+    QUANTILES,
     Algorithm,
     annealed,
     clip_grad_norm,
     diagnostics,
     epoch_order,
+    minibatch,
+    minibatch_units,
     normalize_advantages,
-    shuffled_epoch,
 )
 from trustrl.compute.backends import Backend, Heads, LossTerms
 from trustrl.maths.losses import (
@@ -46,6 +49,7 @@ from trustrl.maths.losses import (
     value_error,
     value_error_grad,
 )
+from trustrl.maths.trust.kl_control import k_epochs
 from trustrl.nets.popnet import PopNet
 from trustrl.util.errors import NotCompilable
 
@@ -93,6 +97,7 @@ class PPO(Algorithm):
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
         self._orders_ahead: tuple[int, int, Tensor] | None = None  # (counter, n, orders)
+        self._minibatch_buffers: dict[int, dict[str, Tensor]] = {}
         self.eager_reason: str | None = None
         """Why this algorithm's update runs eagerly on the compiled backend (None: it does
         not, or has not been asked yet)."""
@@ -182,13 +187,11 @@ class PPO(Algorithm):
     # --- the K-epoch update ------------------------------------------------------------------
     def update(self, batch: dict[str, Tensor], counter: Tensor | int,
                lr: Tensor | float) -> dict[str, Tensor]:
-        """K epochs of shuffled minibatch steps, each member masked out once its full-batch
-        approx KL passed target_kl. Metrics [P]: the last epoch each member ran (mean
-        minibatch losses, its statistic, the pre-clip gradient norm), epochs_run,
+        """K epochs of shuffled minibatch steps (`k_epochs`), each member masked out once its
+        full-batch approx KL passed target_kl. Metrics [P]: the last epoch each member ran
+        (mean minibatch losses, its statistic, the pre-clip gradient norm), epochs_run,
         early_stopped (= epochs_run < K) and full-batch diagnostics against pi_old."""
-        net, cfg = self.net, self.cfg
-        P = batch["logp_old"].shape[0]
-        K, dev = self.epochs, net.flat.device
+        net = self.net
         with torch.no_grad():
             # pi_old's outputs: the collector's, from its rollout, or one pass of the actor
             old_out = batch["old_out"] if "old_out" in batch else net.actor(  # type: ignore[attr-defined]
@@ -198,75 +201,36 @@ class PPO(Algorithm):
             batch = {**batch, "old_out": old_out, "flat_old": flat_old}
         elif "old_out" in batch:  # the loss does not read it: no gathers of it per epoch
             batch = {k: x for k, x in batch.items() if k != "old_out"}
-        active = torch.ones(P, dtype=torch.bool, device=dev)
-        use_mask = self.target_kl is not None
-        epochs_run = torch.zeros(P, device=dev)
-        names = ("policy_loss", "value_loss", "grad_norm", self.mb_stat)
-        zeros = torch.zeros(P, device=dev)
-        last = {k: zeros.clone() for k in names}
-        diag: dict[str, Tensor] | None = None
-        # the compiled backend's kernel runs this loss with the algorithm's objective compiled
-        # from its source: every epoch in one call, or one epoch per call when the KL target
-        # may stop members between them
+        # the compiled backend runs k_epochs compiled, with the algorithm's objective compiled
+        # from its source: every epoch, the KL stop included, in one call
         kernel = getattr(self.backend, "ppo_epochs", None) if self.eager else None
         objective = None
         if kernel is not None and self.eager_reason is None:
             objective = self.compiled_objective()
             if objective is None:
                 self._eager_note()
-        if objective is None:
-            kernel = None
-        # views of the parameters for the eager epochs, made once: Adam updates `flat` in
-        # place, so they stay current (the kernel reads `flat` itself)
-        params = {} if kernel is not None else net.views(net.flat.detach())  # type: ignore[attr-defined]  # noqa: E501
-        n = batch["obs"].shape[1]
-        if kernel is not None:
-            orders = self.epoch_orders(int(counter), n)  # every epoch's, [K, P, n]
-        first = 0
-        while first < K:
-            per_call = K if kernel is not None and not use_mask else 1  # epochs this call
-            if kernel is not None:
-                try:
-                    acc = kernel(net, self.opt, batch, orders[first:first + per_call],
-                                 self.minibatch_size, lr, active, cfg, objective,
-                                 self.clip_eps, None if self.kl_coef is None else (
-                                     self.kl_coef, batch["old_out"], batch["flat_old"]))
-                except NotCompilable as e:  # a user's objective: typing failed, nothing moved
-                    self._eager_note(e.__cause__ or e)
-                    kernel = None
-                    params = net.views(net.flat.detach())  # type: ignore[attr-defined]
-                    continue
-                n_mb = -(-n // self.minibatch_size)
-            else:
-                acc, n_mb = self._epoch(batch, counter * K + first, lr, active, use_mask,
-                                        names, params)
-            first += per_call
-            with torch.no_grad():  # the metrics are of each member's last epoch
-                for k in names:
-                    last[k] = torch.where(active, acc[k] / n_mb, last[k])
-                epochs_run += per_call * active.float()
-                if use_mask:
-                    diag = diagnostics(net, batch, old_out, flat_old, self.clip_eps, self.backend)
-                    active = active & (diag["approx_kl"] <= self.target_kl)
-                    if self.eager and not bool(active.any()):
-                        break  # every member stopped: the remaining epochs change nothing
+        out = None
+        if kernel is not None and objective is not None:
+            try:
+                out = kernel(self, batch, self.epoch_orders(int(counter), batch["obs"].shape[1]),
+                             lr, old_out, flat_old, objective, QUANTILES)
+            except NotCompilable as e:  # a user's objective: typing failed, nothing moved
+                self._eager_note(e.__cause__ or e)
+        if out is None:
+            out = self._eager_epochs(batch, counter, lr, old_out, flat_old)
         with torch.no_grad():
-            if diag is None:  # with the mask, the last diagnostics are of every member's
-                # final policy
-                diag = diagnostics(net, batch, old_out, flat_old, self.clip_eps, self.backend)
-            out = dict(last)
-            out.update(diag)
-            out["epochs_run"] = epochs_run
+            if "approx_kl" not in out:  # without the KL stop, the diagnostics after the update
+                out.update(diagnostics(net, batch, old_out, flat_old, self.clip_eps,
+                                       self.backend))
             # early stopping means epochs were skipped: a KL past the target after the last
             # epoch stops nothing
-            out["early_stopped"] = (epochs_run < K).float()
+            out["early_stopped"] = (out["epochs_run"] < self.epochs).float()
         return out
 
     def epoch_orders(self, counter: int, n: int) -> Tensor:
-        """Every epoch's shuffle of iteration `counter` [K, P, n] (the orders the eager epochs
-        draw: epoch_order at counters counter * K + e), on a CPU drawn for up to ORDERS_AHEAD
-        iterations at once (the same numbers: they are functions of the counters alone) and
-        handed out in turn."""
+        """Every epoch's shuffle of iteration `counter` [K, P, n] (epoch_order at counters
+        counter * K + e), on a CPU drawn for up to ORDERS_AHEAD iterations at once (the same
+        numbers: they are functions of the counters alone) and handed out in turn."""
         K = self.epochs
         ahead = max(1, min(ORDERS_AHEAD, ORDERS_AHEAD_NUMBERS // max(1, K * self.keys.shape[0]
                                                                      * n)))
@@ -277,22 +241,46 @@ class PPO(Algorithm):
         first = (counter - kept[0]) * K
         return kept[2][first:first + K]
 
-    def _epoch(self, batch: dict[str, Tensor], counter: Tensor | int, lr: Tensor | float,
-               active: Tensor, use_mask: bool, names: tuple[str, ...],
-               params: dict[str, Tensor]) -> tuple[dict[str, Tensor], int]:
-        """One epoch of shuffled minibatch steps through the backend's value_and_grad: the sums
-        over its minibatches of the `names` metrics [P], and how many minibatches it took."""
-        P = batch["logp_old"].shape[0]
-        zeros = torch.zeros(P, device=self.net.flat.device)
-        acc = {k: zeros.clone() for k in names}
-        n_mb = 0
-        for mb in shuffled_epoch(batch, self.keys, counter, self.minibatch_size,
-                                 self.epoch_buffers if self.eager else None):
-            g, t = self.backend.value_and_grad(self.net, params, mb, self.loss)
+    def _eager_epochs(self, batch: dict[str, Tensor], counter: Tensor | int, lr: Tensor | float,
+                      old_out: Tensor, flat_old: Tensor) -> dict[str, Tensor]:
+        """`k_epochs` bound to torch: its step the backend's value_and_grad on the minibatch,
+        clip_grad_norm and an Adam step; its KL the diagnostics (kept: the last are of every
+        member's final policy). Returns the last epoch's metrics, epochs_run and, with a KL
+        target, the diagnostics."""
+        net, cfg = self.net, self.cfg
+        P, dev = batch["logp_old"].shape[0], net.flat.device
+        use_mask = self.target_kl is not None
+        names = ("policy_loss", "value_loss", "grad_norm", self.mb_stat)
+        # views of the parameters, made once: Adam updates `flat` in place, so they stay current
+        params = net.views(net.flat.detach())  # type: ignore[attr-defined]
+        units, size = minibatch_units(batch, self.minibatch_size)
+        steps = torch.arange(self.epochs, device=self.keys.device)[:, None]
+        order = epoch_order(self.keys, counter * self.epochs + steps, units).to(dev)
+        diag: dict[str, Tensor] = {}
+
+        def minibatch_step(idx: Tensor, active: Tensor) -> Tensor:
+            buffers = None
+            if self.eager:  # a minibatch's copies, kept per size (common.take)
+                buffers = self._minibatch_buffers.setdefault(idx.shape[1], {})
+            mb = minibatch(batch, idx, buffers)
+            g, t = self.backend.value_and_grad(net, params, mb, self.loss)
             with torch.no_grad():
-                g, norm = clip_grad_norm(g, self.cfg.max_grad_norm)
+                g, norm = clip_grad_norm(g, cfg.max_grad_norm)
                 self.opt.step(g, lr, active if use_mask else None)
-                for k in names:
-                    acc[k] += norm if k == "grad_norm" else t.stats[k]
-            n_mb += 1
-        return acc, n_mb
+                return torch.stack([norm if k == "grad_norm" else t.stats[k] for k in names], 1)
+
+        def approx_kl() -> Tensor:
+            with torch.no_grad():
+                diag.update(diagnostics(net, batch, old_out, flat_old, self.clip_eps,
+                                        self.backend))
+            return diag["approx_kl"]
+
+        active = torch.ones(P, dtype=torch.bool, device=dev)
+        last = torch.zeros(P, len(names), device=dev)
+        epochs_run = torch.zeros(P, device=dev)
+        k_epochs((minibatch_step, approx_kl), order, size, active, use_mask, self.target_kl,
+                 self.eager, last, epochs_run)
+        out = {k: last[:, j] for j, k in enumerate(names)}
+        out.update(diag)
+        out["epochs_run"] = epochs_run
+        return out

@@ -10,9 +10,10 @@ so the loop runs as machine code with no Python between its operations:
                    Adam step, one call per update;
     fisher_product TRPO's and NPG's Fisher-vector product F v = J^T M J v (what
                    ClosedForm.fisher_product computes), one call per product of CG;
-    ppo_epochs     PPO's epochs of minibatch steps (algos.ppo.PPO.update's inner loop:
+    ppo_epochs     PPO's epochs of minibatch steps (trust.kl_control.k_epochs, the loop
+                   algos.ppo.PPO.update runs eagerly, compiled with a compiled minibatch step:
                    forward, loss terms, backward, gradient clip, Adam), one call per update,
-                   or per epoch when a KL target may stop it (trustrl.compute.compiled.ppo).
+                   its KL early stop included (trustrl.compute.compiled.ppo).
 
 The kernels compute what the eager code computes, in the same order of minibatches, with the
 same shuffles (drawn by trustrl.maths.rng outside the kernel) and Adam's arithmetic
@@ -93,12 +94,12 @@ def _one_blas_thread() -> None:
 
 _SOURCES = ("maths/advantages.py", "maths/diagnostics.py", "maths/distributions.py",
             "maths/normalize.py", "maths/optim.py", "maths/losses.py", "maths/trust/cg.py",
-            "compute/compiled/kernels.py", "compute/compiled/rollout.py",
-            "compute/compiled/ppo.py", "compute/compiled/xp.py", "compute/compiled/iteration.py",
-            "envs/classic.py")
-"""The files compiled code is built from (relative to the package). Numba's disk cache checks only
-a function's own file, but a compiled function includes the code of those it calls from other
-files."""
+            "maths/trust/kl_control.py", "compute/compiled/kernels.py",
+            "compute/compiled/rollout.py", "compute/compiled/ppo.py", "compute/compiled/xp.py",
+            "compute/compiled/iteration.py", "envs/classic.py")
+"""The files compiled code is built from (relative to the package). Numba's disk cache checks
+only a function's own
+file, but a compiled function includes the code of those it calls from other files."""
 
 
 def _drop_stale_caches() -> None:
@@ -224,20 +225,22 @@ class Compiled(ClosedForm):
         opt.count_steps(order.shape[0] * math.ceil(obs.shape[1] / minibatch_size))
         return torch.from_numpy(last)
 
-    def ppo_epochs(self, net: PopActorCritic, opt: PopAdam, batch: dict[str, Tensor],
-                   order: Tensor, minibatch_size: int, lr: float | Tensor, active: Tensor,
-                   cfg: Any, objective: Objective, clip_eps: float,
-                   kl: tuple[Tensor, Tensor, Tensor] | None = None) -> dict[str, Tensor]:
-        """E epochs of `algos.ppo.PPO.update` in one compiled call, with `objective` as the
-        policy term (PPO-clip's, a variant's or a user's, compiled from its source by
-        trustrl.compute.compiled.ppo.epochs_kernel; NotCompilable where it does not compile, before
-        any parameter moved): for each epoch e, the minibatches of `minibatch_size` samples of
-        each active member in the order order[e] [P, N], each a closed-form gradient, the
-        norm clip and a step of `opt` (Adam over all of flat). Returns the sums over the last
-        epoch's minibatches [P] of policy_loss, value_loss, grad_norm, clip_fraction_mb and
-        kl_penalty (the mean KL). `kl`: the penalty's coefficient on KL(pi_old || pi) per
-        member [P], pi_old's outputs [P, N, n] and flat parameters [P, D] (PPO.kl_coef; None:
-        no penalty)."""
+    def ppo_epochs(self, algo: Any, batch: dict[str, Tensor], order: Tensor, lr: float | Tensor,
+                   old_out: Tensor, flat_old: Tensor, objective: Objective,
+                   quantiles: tuple[float, ...]) -> dict[str, Tensor]:
+        """`algo`'s epochs (a trustrl.algos.ppo.PPO: trust.kl_control.k_epochs) in one
+        compiled call, with `objective` as the policy term (PPO-clip's, a variant's or a
+        user's, compiled from its source by trustrl.compute.compiled.ppo.epochs_kernel;
+        NotCompilable where it does not compile, before any parameter moved): for each epoch
+        e, the minibatches of algo.minibatch_size samples of each active member in the order
+        order[e] [P, N], each a closed-form gradient, the norm clip and a step of algo.opt
+        (Adam over all of flat); with algo.target_kl, after each epoch the diagnostics
+        against pi_old (old_out [P, N, n], flat_old [P, D]) and each member's stop. The
+        penalty algo.kl_coef on KL(pi_old || pi) per member reads batch["old_out"] and
+        batch["flat_old"]. Returns [P] tensors: the last epoch's mean policy_loss,
+        value_loss, grad_norm and algo.mb_stat, epochs_run and, with a KL target, the
+        diagnostics (`quantiles`: the ratio's quantiles they report)."""
+        net, opt, cfg = algo.net, algo.opt, algo.cfg
         flat = net.flat.detach()
         if not (flat.is_contiguous() and flat.dtype == torch.float32
                 and opt.param.data_ptr() == flat.data_ptr() and opt.m.is_contiguous()
@@ -247,44 +250,54 @@ class Compiled(ClosedForm):
         P, N = batch["logp_old"].shape
         f32 = np.float32
         acts = batch["actions"]
-        sums = np.zeros((P, 5), f32)
-        if kl is None:
+        if algo.kl_coef is None:
             kl_args: tuple[Any, ...] = (np.zeros(P), np.zeros((1, 1, 1), f32),
                                         np.zeros((1, 1), f32))
         else:
-            coef, old_out, flat_old = kl
-            kl_args = (np.ascontiguousarray(_np(coef), np.float64),
-                       np.ascontiguousarray(_np(old_out), f32),
+            kl_args = (np.ascontiguousarray(_np(algo.kl_coef), np.float64),
+                       np.ascontiguousarray(_np(batch["old_out"]), f32),
                        np.zeros((1, 1), f32) if net.discrete else np.ascontiguousarray(
-                           _np(net.log_std(flat_old)).reshape(P, -1), f32))
+                           _np(net.log_std(batch["flat_old"])).reshape(P, -1), f32))
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
         _kernels()
         from trustrl.compute.compiled import ppo
 
         kernel = ppo.epochs_kernel(objective.fn, objective.grad)
+        res = np.zeros((P, 7 + len(quantiles)), np.float64)
+        last, runs = np.zeros((P, 5), f32), np.zeros(P, f32)
+        kl_stop = algo.target_kl is not None
         args = (
-            _policy(net),
-            records.Adam(opt.m.numpy(), opt.v.numpy(), t, float(lr), float(b1), float(b2),
-                         float(opt.eps)),
-            records.Batch(
-                np.ascontiguousarray(_np(batch["obs"]), f32),
-                # the actions: int64 [P, N] or float32 [P, N, n]; the other a placeholder
-                np.ascontiguousarray(_np(acts), np.int64) if net.discrete
-                else np.zeros((1, 1), np.int64),
-                np.zeros((1, 1, 1), f32) if net.discrete
-                else np.ascontiguousarray(_np(acts), f32),
-                *(np.ascontiguousarray(_np(batch[k]), f32)
-                  for k in ("logp_old", "advantages", "returns", "values_old"))),
-            _loss(cfg, objective, clip_eps), records.Penalty(*kl_args),
-            np.ascontiguousarray(_np(active)), np.ascontiguousarray(_np(order)),
-            int(minibatch_size), sums)
+            records.Update(
+                _policy(net),
+                records.Adam(opt.m.numpy(), opt.v.numpy(), t, float(lr), float(b1), float(b2),
+                             float(opt.eps)),
+                records.Batch(
+                    np.ascontiguousarray(_np(batch["obs"]), f32),
+                    # the actions: int64 [P, N] or float32 [P, N, n]; the other a placeholder
+                    np.ascontiguousarray(_np(acts), np.int64) if net.discrete
+                    else np.zeros((1, 1), np.int64),
+                    np.zeros((1, 1, 1), f32) if net.discrete
+                    else np.ascontiguousarray(_np(acts), f32),
+                    *(np.ascontiguousarray(_np(batch[k]), f32)
+                      for k in ("logp_old", "advantages", "returns", "values_old"))),
+                _loss(cfg, objective, algo.clip_eps), records.Penalty(*kl_args),
+                np.zeros(flat.shape, f32), np.ascontiguousarray(_np(old_out), f32),
+                np.ascontiguousarray(_np(flat_old), f32), np.array(quantiles, np.float64),
+                res),
+            np.ascontiguousarray(_np(order)), int(algo.minibatch_size), np.ones(P, np.bool_),
+            kl_stop, f32(algo.target_kl if kl_stop else 0.0), True, last, runs)
         _compiling_objective(f"ppo_epochs:{kernel.source_tag}", "compiling PPO's update (once "
                              "per machine, about 20 s; cached on disk)", kernel, *args)
-        opt.count_steps(order.shape[0] * math.ceil(N / minibatch_size), active)
-        s = torch.from_numpy(sums)
-        return {"policy_loss": s[:, 0], "value_loss": s[:, 1], "grad_norm": s[:, 2],
-                "clip_fraction_mb": s[:, 3], "kl_penalty": s[:, 4]}
+        _count_epochs(opt, runs, order.shape[0], math.ceil(N / algo.minibatch_size))
+        s = torch.from_numpy(last)
+        columns = ("policy_loss", "value_loss", "grad_norm", "clip_fraction_mb", "kl_penalty")
+        out = {k: s[:, columns.index(k)] for k in ("policy_loss", "value_loss", "grad_norm",
+                                                     algo.mb_stat)}
+        if kl_stop:  # the diagnostics after the last epoch run: of every final policy
+            out.update(_diagnostics(res, algo.clip_eps, quantiles))
+        out["epochs_run"] = torch.from_numpy(runs)
+        return out
 
     def ppo_iteration(self, net: PopActorCritic, opt: PopAdam, rollout: CompiledRollout,
                       state: tuple[Any, ...], noise: Tensor, resets: Tensor, order: Tensor,
@@ -325,14 +338,7 @@ class Compiled(ClosedForm):
         _compiling_objective(f"ppo_iteration:{rollout.dynamics.env_id}:{kernel.source_tag}",
                               f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
                               "per machine, about 60 s; cached on disk)", kernel, *args)
-        K = order.shape[0]
-        n_mb = -(-(T * N) // minibatch_size)
-        runs = out["epochs_run"]
-        if bool((runs == K).all()):
-            opt.count_steps(K * n_mb)
-        else:  # as the per-epoch calls count: each epoch, the members still active
-            for e in range(int(runs.max())):
-                opt.count_steps(n_mb, torch.from_numpy(runs > e))
+        _count_epochs(opt, out["epochs_run"], order.shape[0], -(-(T * N) // minibatch_size))
         return out
 
     @torch.no_grad()
@@ -361,14 +367,7 @@ class Compiled(ClosedForm):
                 float(clip_eps), np.array(quantiles, np.float64), res)
         _first_call_announced("ppo_diagnostics", "compiling the diagnostics (once per machine, "
                               "about 10 s; cached on disk)", kernel, *args)
-        r = torch.from_numpy(res)
-        f = r.to(torch.float32)
-        d = {"entropy": f[:, 0], "approx_kl": f[:, 1], "approx_kl_k1": f[:, 2],
-             "kl_exact": f[:, 3], "clip_fraction": f[:, 4],
-             "clip_eps": torch.full((P,), clip_eps), "ratio_min": f[:, 5], "ratio_max": f[:, 6]}
-        for j, q in enumerate(quantiles):
-            d[f"ratio_q{int(round(q * 100)):02d}"] = r[:, 7 + j]
-        return d
+        return _diagnostics(res, clip_eps, quantiles)
 
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
@@ -418,6 +417,31 @@ class Compiled(ClosedForm):
         return fvp
 
 
+def _count_epochs(opt: PopAdam, runs: np.ndarray, K: int, n_mb: int) -> None:
+    """Advance Adam's step counts as the compiled epochs did on a copy: `n_mb` steps an epoch,
+    for each member the epochs_run `runs` [P] it ran of K."""
+    if bool((runs == K).all()):
+        opt.count_steps(K * n_mb)
+    else:  # each epoch, the members still active
+        for e in range(int(runs.max())):
+            opt.count_steps(n_mb, torch.from_numpy(runs > e))
+
+
+def _diagnostics(res: np.ndarray, clip_eps: float, quantiles: tuple[float, ...]
+                 ) -> dict[str, Tensor]:
+    """kernels.ppo_diagnostics' columns `res` [P, 7 + len(quantiles)] as the diagnostics'
+    entries (algos.common.diagnostics')."""
+    r = torch.from_numpy(res)
+    f = r.to(torch.float32)
+    d = {"entropy": f[:, 0], "approx_kl": f[:, 1], "approx_kl_k1": f[:, 2],
+         "kl_exact": f[:, 3], "clip_fraction": f[:, 4],
+         "clip_eps": torch.full((r.shape[0],), clip_eps), "ratio_min": f[:, 5],
+         "ratio_max": f[:, 6]}
+    for j, q in enumerate(quantiles):
+        d[f"ratio_q{int(round(q * 100)):02d}"] = r[:, 7 + j]
+    return d
+
+
 def _policy(net: PopActorCritic) -> records.Policy:
     """The kernels' view of an MLP population (NumPy views: a kernel moves the parameters
     in place)."""
@@ -437,7 +461,8 @@ def _loss(cfg: Any, objective: Objective, clip_eps: float) -> records.Loss:
 def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor,
         truncated: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
     """trustrl.maths.advantages.gae_numpy with the recursion (advantages.gae_into) compiled: the
-    same float32 operations in the same order, so the same bits. Returns
+    same
+    float32 operations in the same order, so the same bits. Returns
     (advantages, returns = advantages + values)."""
     T = rewards.shape[0]
     flat = [np.ascontiguousarray(_np(x)).reshape(T, -1)

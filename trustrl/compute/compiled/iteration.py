@@ -5,8 +5,8 @@ backend, with no Python between its parts.
     rollout           T steps of every member's envs (trustrl.compute.compiled.rollout.rollout)
     bootstrap_values  V of every state and the bootstrap values (the same module)
     gae_into          the advantages (trustrl.maths.advantages' recursion, compiled)
-    ppo_epochs        the K epochs of minibatch steps (trustrl.compute.compiled.ppo), one call, or
-                      one per epoch with a KL target, each member stopping on its own
+    ppo_epochs        the K epochs of minibatch steps, each member stopping on its own with
+                      a KL target (trust.kl_control.k_epochs compiled: compiled.ppo)
     ppo_diagnostics   the full-batch diagnostics after the update (kernels.ppo_diagnostics)
     the learner's own metrics: episodes ended, their mean return and length, the critic's
                       explained variance and value loss before the update
@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from trustrl.compute.compiled.kernels import gae_into, ppo_diagnostics
-from trustrl.compute.compiled.records import Batch, Penalty, Steps
+from trustrl.compute.compiled.records import Batch, Penalty, Steps, Update
 from trustrl.compute.compiled.rollout import bootstrap_values
 from trustrl.compute.compiled.xp import compiled_source
 from trustrl.maths import diagnostics
@@ -114,36 +114,18 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     act_i_f = _flat3(act_i) if discrete else np.zeros((1, 1), np.int64)
     act_f_f = np.zeros((1, 1, 1), f32) if discrete else _flat(act_f)
     flat_old = flat.copy()
-    # PPO.update: every epoch in one call, or one epoch per call with the KL target
-    K = order.shape[0]
-    n_mb = -(-B // mb)
+    # PPO.update: trust.kl_control.k_epochs, compiled (the algorithm's epochs kernel)
     active = np.ones(P, np.bool_)
-    sums = np.zeros((P, 5), f32)
+    means = np.zeros((P, 5), f32)
     # the penalty's coefficient: none (its algorithm runs unfused)
     no_kl = Penalty(np.zeros(P), np.zeros((1, 1, 1), f32), np.zeros((1, 1), f32))
-    batch = Batch(obs_f, act_i_f, act_f_f, logp_f, adv_f, ret_f, val_f)
-    last[:] = 0.0
+    update = Update(policy, adam, Batch(obs_f, act_i_f, act_f_f, logp_f, adv_f, ret_f, val_f),
+                    loss, no_kl, np.zeros_like(flat), out_f, flat_old, qs, diag)
     epochs_run[:] = 0.0
-    per_call = 1 if use_mask else K
-    for first in range(0, K, per_call):
-        sums[:] = 0.0
-        ppo_epochs(policy, adam, batch, loss, no_kl, active,
-                   np.ascontiguousarray(order[first:first + per_call]), mb, sums)
-        for p in range(P):
-            if active[p]:
-                for j in range(4):
-                    last[p, j] = sums[p, j] / f32(n_mb)
-                epochs_run[p] += f32(per_call)
-        if use_mask:
-            ppo_diagnostics(policy, obs_f, act_i_f, act_f_f, logp_f, out_f, flat_old,
-                            clip_eps, qs, diag)
-            any_active = False
-            for p in range(P):  # the KL as the float32 torch compares with the target
-                active[p] = active[p] and f32(diag[p, 1]) <= f32(target_kl)
-                any_active = any_active or active[p]
-            if not any_active:
-                break
-    if not use_mask:
+    ppo_epochs(update, np.ascontiguousarray(order), mb, active, use_mask, f32(target_kl), True,
+               means, epochs_run)
+    last[:] = means[:, :4]
+    if not use_mask:  # with the KL stop, the last epoch's diagnostics are the final policy's
         ppo_diagnostics(policy, obs_f, act_i_f, act_f_f, logp_f, out_f, flat_old, clip_eps,
                         qs, diag)
     # the learner's metrics: the episodes that ended, the critic before the update

@@ -1,7 +1,8 @@
-"""PPO's epochs of minibatch steps as one compiled call (Numba): what `algos.ppo.PPO.update`
-does in its epochs with the closed-form backend, with no Python between its operations.
+"""PPO's epochs of minibatch steps as one compiled call (Numba): trustrl.maths.trust.kl_control's
+`k_epochs` (the K-epoch loop with its KL stop, the code PPO.update runs eagerly) compiled by
+`epochs_kernel`, its `step` this module's `minibatch_step` and its `diagnose` `approx_kl`.
 
-For each member still active and each minibatch of its shuffled samples (the order is drawn by
+`minibatch_step`, for each member still active on its minibatch (the order is drawn by
 trustrl.maths.rng outside the call, as for the eager epoch): the advantages normalised over the
 minibatch, the actor's and the critic's forward passes (kernels.mlp_forward), the action's
 log-probability and the entropy (trustrl.maths.distributions' categorical or diagonal Gaussian
@@ -12,8 +13,8 @@ one Adam step (trustrl.maths.optim's arithmetic), parameters and moments updated
 The loss terms are trustrl.maths.losses' own functions — the surrogate (clipped or not), the value
 error (clipped or not) and their derivatives — compiled from the same source with ``o`` =
 trustrl.compute.compiled.xp (``L`` below). What is written here is the part of `PPO.loss` that
-combines them (ratio, means, coefficients) and the closed form's chain rule through the
-distribution and
+combines
+them (ratio, means, coefficients) and the closed form's chain rule through the distribution and
 the networks (trustrl.compute.backends.ClosedForm, popnet's log_prob_backward and entropy_backward);
 tests/test_compiled.py holds this call equal to the eager closed form's epoch to float
 rounding.
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from trustrl.compute.compiled import xp
 from trustrl.compute.compiled.kernels import (
     HALF,
     HALF_LOG_2PI,
@@ -48,10 +50,12 @@ from trustrl.compute.compiled.kernels import (
     log_softmax,
     mlp_backward_hidden,
     mlp_forward,
+    ppo_diagnostics,
     sum_squares,
 )
 from trustrl.compute.compiled.xp import compiled_source
 from trustrl.maths import losses
+from trustrl.maths.trust import kl_control
 from trustrl.util.errors import NotCompilable
 
 _LOSS_TERMS = ("value_error", "value_error_grad")
@@ -70,222 +74,218 @@ OBJECTIVE_GRAD = OBJECTIVE
 """d objective / d ratio per sample (the algorithm's `objective_grad`, compiled)."""
 
 
-def ppo_epochs(policy, adam, batch, loss, penalty, active, order, mb, sums):  # type: ignore[no-untyped-def]  # noqa: E501
-    """E epochs for P members, with the records of trustrl.compute.compiled.records: `policy` (flat
-    [P, D] float32: the actor from column 0, the critic, with the same hidden sizes and one
-    output, from critic_at; the log-std at log_std_at for Box), `adam` (its moments and step
-    counts, advanced here), `batch` [P, N, ...] (act_i for discrete actions, act_f [P, N, n]
-    for Box), `loss` (objective_args: the objective's arguments after the ratio and the
-    advantages, a tuple of floats: PPO-clip's (clip_eps,)) and `penalty` (kl_coef [P] float64,
-    beta on the exact KL(pi_old || pi) per member, PPO.kl_coef: 0 for no penalty, with pi_old's
-    outputs and log-std; placeholders where no member has a penalty). active [P] bool; order
-    [E, P, N] int64: E epochs' shuffles, run one after the other; mb the minibatch size.
-    sums [P, 5] receives, per member, the sums over the last epoch's minibatches of policy
-    loss (with the penalty), value loss, pre-clip gradient norm, clip fraction and mean KL.
-    Returns the number of minibatches of an epoch."""
+def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
+    """trustrl.maths.trust.kl_control.k_epochs's `step`, compiled: one minibatch step of every
+    active
+    member on its samples idx [P, M], with the records of `args` (a records.Update):
+    `policy` (flat [P, D] float32: the actor from column 0, the critic, with the same hidden
+    sizes and one output, from critic_at; the log-std at log_std_at for Box), `adam` (its
+    moments and step counts, advanced here), `batch` [P, N, ...] (act_i for discrete actions,
+    act_f [P, N, n] for Box), `loss` (objective_args: the objective's arguments after the
+    ratio and the advantages, a tuple of floats: PPO-clip's (clip_eps,)), `penalty` (kl_coef
+    [P] float64, beta on the exact KL(pi_old || pi) per member, PPO.kl_coef: 0 for no
+    penalty, with pi_old's outputs and log-std; placeholders where no member has a penalty)
+    and `grad` [P, D] (room for the gradients). active [P] bool. Returns, per member [P, 5],
+    the minibatch's policy loss (with the penalty), value loss, pre-clip gradient norm, clip
+    fraction and mean KL."""
+    policy, adam, batch, loss, penalty, grad_all = (args.policy, args.adam, args.batch,
+                                                     args.loss, args.penalty, args.grad)
     flat, sizes, relu, discrete, c0, ls_off = policy
     m, v, t, lr, b1, b2, adam_eps = adam
     obs, act_i, act_f, logp_old, adv, returns, values_old = batch
     clip_eps, vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm = loss
     kl_coef, old_out, ls_old = penalty
-    P, N = logp_old.shape
+    P, M = idx.shape
     Lh = sizes.shape[0] - 2
     d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]
     csizes = sizes.copy()
     csizes[Lh + 1] = 1
     a_out = hidden_size(sizes)
     c_out = c0 + hidden_size(csizes)
-    D = flat.shape[1]
     f32 = np.float32
-    n_mb = 0
+    metrics = np.zeros((P, 5), np.float32)
     for p in range(P):
         if not active[p]:
             continue
         th = flat[p]
-        grad = np.zeros(D, np.float32)
-        for e in range(order.shape[0]):
-            n_mb = 0
-            sums[p] = 0.0
-            for s in range(0, N, mb):
-                M = min(mb, N - s)
-                x = np.empty((M, d), np.float32)
-                a_i = np.empty(M, np.int64)
-                a_f = np.empty((M, n), np.float32)
-                lpo = np.empty(M, np.float32)
-                A = np.empty(M, np.float32)
-                R = np.empty(M, np.float32)
-                V0 = np.empty(M, np.float32)
-                for i in range(M):  # element by element: a row slice per i costs more
-                    j = order[e, p, s + i]
-                    for k in range(d):
-                        x[i, k] = obs[p, j, k]
-                    if discrete:
-                        a_i[i] = act_i[p, j]
-                    else:
-                        for k in range(n):
-                            a_f[i, k] = act_f[p, j, k]
-                    lpo[i] = logp_old[p, j]
-                    A[i] = adv[p, j]
-                    R[i] = returns[p, j]
-                    V0[i] = values_old[p, j]
-                if norm_adv and M >= 2:  # common.normalize_advantages: unbiased std
-                    mean = 0.0
-                    for i in range(M):
-                        mean += A[i]
-                    mean /= M
-                    var = 0.0
-                    for i in range(M):
-                        var += (A[i] - mean) ** 2
-                    mu = f32(mean)
-                    sd = f32(math.sqrt(var / (M - 1))) + f32(1e-8)
-                    for i in range(M):
-                        A[i] = (A[i] - mu) / sd
-                # the networks
-                acts = mlp_forward(th, sizes, relu, x)
-                W = th[a_out:a_out + h_L * n].reshape((h_L, n))
-                out = np.dot(acts[Lh], W)
-                for i in range(M):
-                    for k in range(n):
-                        out[i, k] += th[a_out + h_L * n + k]
-                acts_c = mlp_forward(th[c0:], csizes, relu, x)
-                wc = th[c_out:c_out + h_L]
-                value = np.dot(acts_c[Lh], wc) + th[c_out + h_L]
-                # the distribution: log pi(a|s), the entropy and what their derivatives reuse
-                logp = np.empty(M, np.float32)
-                ent = np.empty(M, np.float32)
-                lpa = np.empty((M, n), np.float32)  # log-softmax (discrete) or z (Box)
-                prob = np.empty((M, n), np.float32)
-                inv_std = np.empty(n, np.float32)
-                if discrete:  # trustrl.maths.distributions' log-softmax and entropy, compiled
-                    lpa = log_softmax(out)
-                    prob = np.exp(lpa)
-                    ent = categorical_entropy(lpa)
-                    for i in range(M):
-                        logp[i] = lpa[i, a_i[i]]
-                else:
-                    h = f32(0.0)
-                    for k in range(n):
-                        inv_std[k] = np.exp(-th[ls_off + k])
-                        h += gaussian_entropy_density(th[ls_off + k], HALF, HALF_LOG_2PI)
-                    for i in range(M):
-                        lp = f32(0.0)
-                        for k in range(n):
-                            lpa[i, k] = (a_f[i, k] - out[i, k]) * inv_std[k]  # z, for d logp
-                            lp += gaussian_log_density(a_f[i, k], out[i, k], th[ls_off + k],
-                                                       inv_std[k], HALF, HALF_LOG_2PI)
-                        logp[i] = lp
-                        ent[i] = h
-                # PPO.loss: the terms (the algorithm's objective and trustrl.maths.losses' value
-                # error, compiled from their source) and their derivatives
-                ratio = np.exp(logp - lpo)
-                d_logp = np.empty(M, np.float32)
-                pl = -np.mean(OBJECTIVE(ratio, A, *obj_args))
-                d_logp[:] = ratio * OBJECTIVE_GRAD(ratio, A, *obj_args) * (-1.0 / M)
-                # the penalty beta * mean KL(pi_old || pi) (PPO.loss with kl_coef): the KL per
-                # state and, for the chain rule, pi_old's probabilities (Discrete) or its
-                # output minus the new one (Box)
-                beta = f32(kl_coef[p])
-                kl_mean = f32(0.0)
-                ref = np.empty((M if beta != 0.0 else 0, n), np.float32)
-                if beta != 0.0:
-                    kl = np.zeros(M, np.float32)
-                    if discrete:
-                        lo = np.empty((M, n), np.float32)
-                        for i in range(M):
-                            for k in range(n):
-                                lo[i, k] = old_out[p, order[e, p, s + i], k]
-                        lo = log_softmax(lo)
-                        ref = np.exp(lo)
-                        kl = categorical_kl(lo, lpa)
-                    else:
-                        for i in range(M):
-                            j = order[e, p, s + i]
-                            for k in range(n):
-                                ls_n = th[ls_off + k]
-                                kl[i] += gaussian_kl_density(
-                                    old_out[p, j, k], ls_old[p, k], out[i, k], ls_n,
-                                    inv_std[k], gaussian_var_ratio(ls_old[p, k], ls_n, f32(2.0)),
-                                    HALF, f32(1.0), f32(2.0))
-                                ref[i, k] = out[i, k] - old_out[p, j, k]
-                    kl_mean = np.mean(kl)
-                    pl += beta * kl_mean
-                g_kl = beta / f32(M)
-                d_value = np.empty(M, np.float32)
-                # in float64: value_error_grad's branches then return one type under Numba
-                V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
-                if clip_value:
-                    vl = np.mean(L.value_error(V, R64, V064, clip_eps))
-                    d_value[:] = L.value_error_grad(V, R64, V064, clip_eps) * (vf_coef / M)
-                else:
-                    vl = np.mean(L.value_error(V, R64))
-                    d_value[:] = L.value_error_grad(V, R64) * (vf_coef / M)
-                d_ent = f32(-ent_coef / M)
-                clipped = 0
-                for i in range(M):
-                    if ratio[i] > 1.0 + clip_eps or ratio[i] < 1.0 - clip_eps:
-                        clipped += 1
-                # the chain rule: distribution, output layers, hidden layers
-                g_out = np.empty((M, n), np.float32)
-                if discrete:
-                    for i in range(M):
-                        for k in range(n):
-                            onehot = f32(1.0) if k == a_i[i] else f32(0.0)
-                            g = d_logp[i] * (onehot - prob[i, k])
-                            if ent_coef != 0.0:
-                                g += -d_ent * prob[i, k] * (lpa[i, k] + ent[i])
-                            if beta != 0.0:  # d KL / d logits = p_new - p_old
-                                g += g_kl * (prob[i, k] - ref[i, k])
-                            g_out[i, k] = g
-                else:
-                    for k in range(n):
-                        g_ls = f32(0.0)
-                        for i in range(M):
-                            z = lpa[i, k]
-                            g_out[i, k] = d_logp[i] * z * inv_std[k]
-                            g_ls += d_logp[i] * (z * z - f32(1.0))
-                        if beta != 0.0:  # popnet.kl_backward's Gaussian derivatives
-                            inv_var = inv_std[k] * inv_std[k]
-                            g_kls = f32(0.0)
-                            for i in range(M):
-                                diff = ref[i, k]
-                                g_out[i, k] += g_kl * diff * inv_var
-                                g_kls += f32(1.0) - (np.exp(f32(2.0) * ls_old[p, k])
-                                                     + diff * diff) * inv_var
-                            g_ls += g_kl * g_kls
-                        if ent_coef != 0.0:
-                            g_ls += d_ent * M
-                        grad[ls_off + k] = g_ls
-                dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
+        grad = grad_all[p]
+        x = np.empty((M, d), np.float32)
+        a_i = np.empty(M, np.int64)
+        a_f = np.empty((M, n), np.float32)
+        lpo = np.empty(M, np.float32)
+        A = np.empty(M, np.float32)
+        R = np.empty(M, np.float32)
+        V0 = np.empty(M, np.float32)
+        for i in range(M):  # element by element: a row slice per i costs more
+            j = idx[p, i]
+            for k in range(d):
+                x[i, k] = obs[p, j, k]
+            if discrete:
+                a_i[i] = act_i[p, j]
+            else:
                 for k in range(n):
-                    gb = f32(0.0)
+                    a_f[i, k] = act_f[p, j, k]
+            lpo[i] = logp_old[p, j]
+            A[i] = adv[p, j]
+            R[i] = returns[p, j]
+            V0[i] = values_old[p, j]
+        if norm_adv and M >= 2:  # common.normalize_advantages: unbiased std
+            mean = 0.0
+            for i in range(M):
+                mean += A[i]
+            mean /= M
+            var = 0.0
+            for i in range(M):
+                var += (A[i] - mean) ** 2
+            mu = f32(mean)
+            sd = f32(math.sqrt(var / (M - 1))) + f32(1e-8)
+            for i in range(M):
+                A[i] = (A[i] - mu) / sd
+        # the networks
+        acts = mlp_forward(th, sizes, relu, x)
+        W = th[a_out:a_out + h_L * n].reshape((h_L, n))
+        out = np.dot(acts[Lh], W)
+        for i in range(M):
+            for k in range(n):
+                out[i, k] += th[a_out + h_L * n + k]
+        acts_c = mlp_forward(th[c0:], csizes, relu, x)
+        wc = th[c_out:c_out + h_L]
+        value = np.dot(acts_c[Lh], wc) + th[c_out + h_L]
+        # the distribution: log pi(a|s), the entropy and what their derivatives reuse
+        logp = np.empty(M, np.float32)
+        ent = np.empty(M, np.float32)
+        lpa = np.empty((M, n), np.float32)  # log-softmax (discrete) or z (Box)
+        prob = np.empty((M, n), np.float32)
+        inv_std = np.empty(n, np.float32)
+        if discrete:  # trustrl.maths.distributions' log-softmax and entropy, compiled
+            lpa = log_softmax(out)
+            prob = np.exp(lpa)
+            ent = categorical_entropy(lpa)
+            for i in range(M):
+                logp[i] = lpa[i, a_i[i]]
+        else:
+            h = f32(0.0)
+            for k in range(n):
+                inv_std[k] = np.exp(-th[ls_off + k])
+                h += gaussian_entropy_density(th[ls_off + k], HALF, HALF_LOG_2PI)
+            for i in range(M):
+                lp = f32(0.0)
+                for k in range(n):
+                    lpa[i, k] = (a_f[i, k] - out[i, k]) * inv_std[k]  # z, for d logp
+                    lp += gaussian_log_density(a_f[i, k], out[i, k], th[ls_off + k],
+                                               inv_std[k], HALF, HALF_LOG_2PI)
+                logp[i] = lp
+                ent[i] = h
+        # PPO.loss: the terms (the algorithm's objective and trustrl.maths.losses' value
+        # error, compiled from their source) and their derivatives
+        ratio = np.exp(logp - lpo)
+        d_logp = np.empty(M, np.float32)
+        pl = -np.mean(OBJECTIVE(ratio, A, *obj_args))
+        d_logp[:] = ratio * OBJECTIVE_GRAD(ratio, A, *obj_args) * (-1.0 / M)
+        # the penalty beta * mean KL(pi_old || pi) (PPO.loss with kl_coef): the KL per
+        # state and, for the chain rule, pi_old's probabilities (Discrete) or its
+        # output minus the new one (Box)
+        beta = f32(kl_coef[p])
+        kl_mean = f32(0.0)
+        ref = np.empty((M if beta != 0.0 else 0, n), np.float32)
+        if beta != 0.0:
+            kl = np.zeros(M, np.float32)
+            if discrete:
+                lo = np.empty((M, n), np.float32)
+                for i in range(M):
+                    for k in range(n):
+                        lo[i, k] = old_out[p, idx[p, i], k]
+                lo = log_softmax(lo)
+                ref = np.exp(lo)
+                kl = categorical_kl(lo, lpa)
+            else:
+                for i in range(M):
+                    j = idx[p, i]
+                    for k in range(n):
+                        ls_n = th[ls_off + k]
+                        kl[i] += gaussian_kl_density(
+                            old_out[p, j, k], ls_old[p, k], out[i, k], ls_n,
+                            inv_std[k], gaussian_var_ratio(ls_old[p, k], ls_n, f32(2.0)),
+                            HALF, f32(1.0), f32(2.0))
+                        ref[i, k] = out[i, k] - old_out[p, j, k]
+            kl_mean = np.mean(kl)
+            pl += beta * kl_mean
+        g_kl = beta / f32(M)
+        d_value = np.empty(M, np.float32)
+        # in float64: value_error_grad's branches then return one type under Numba
+        V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
+        if clip_value:
+            vl = np.mean(L.value_error(V, R64, V064, clip_eps))
+            d_value[:] = L.value_error_grad(V, R64, V064, clip_eps) * (vf_coef / M)
+        else:
+            vl = np.mean(L.value_error(V, R64))
+            d_value[:] = L.value_error_grad(V, R64) * (vf_coef / M)
+        d_ent = f32(-ent_coef / M)
+        clipped = 0
+        for i in range(M):
+            if ratio[i] > 1.0 + clip_eps or ratio[i] < 1.0 - clip_eps:
+                clipped += 1
+        # the chain rule: distribution, output layers, hidden layers
+        g_out = np.empty((M, n), np.float32)
+        if discrete:
+            for i in range(M):
+                for k in range(n):
+                    onehot = f32(1.0) if k == a_i[i] else f32(0.0)
+                    g = d_logp[i] * (onehot - prob[i, k])
+                    if ent_coef != 0.0:
+                        g += -d_ent * prob[i, k] * (lpa[i, k] + ent[i])
+                    if beta != 0.0:  # d KL / d logits = p_new - p_old
+                        g += g_kl * (prob[i, k] - ref[i, k])
+                    g_out[i, k] = g
+        else:
+            for k in range(n):
+                g_ls = f32(0.0)
+                for i in range(M):
+                    z = lpa[i, k]
+                    g_out[i, k] = d_logp[i] * z * inv_std[k]
+                    g_ls += d_logp[i] * (z * z - f32(1.0))
+                if beta != 0.0:  # popnet.kl_backward's Gaussian derivatives
+                    inv_var = inv_std[k] * inv_std[k]
+                    g_kls = f32(0.0)
                     for i in range(M):
-                        gb += g_out[i, k]
-                    grad[a_out + h_L * n + k] = gb
-                if Lh > 0:
-                    mlp_backward_hidden(th, sizes, relu, acts, np.dot(g_out, W.T), grad)
-                grad[c_out:c_out + h_L] = np.dot(d_value, acts_c[Lh])
-                grad[c_out + h_L] = d_value.sum()
-                if Lh > 0:
-                    g_hc = np.empty((M, h_L), np.float32)
-                    for i in range(M):
-                        for k in range(h_L):
-                            g_hc[i, k] = d_value[i] * wc[k]
-                    mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
-                # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
-                norm = f32(math.sqrt(sum_squares(grad)))
-                if max_grad_norm > 0:
-                    coef = min(f32(max_grad_norm) / (norm + f32(1e-6)), f32(1.0))
-                    if coef < 1.0:
-                        grad *= coef
-                t[p] += 1.0
-                adam_(th, m[p], v[p], grad, t[p], lr, b1, b2, adam_eps)
-                sums[p, 0] += pl
-                sums[p, 1] += vl
-                sums[p, 2] += norm
-                sums[p, 3] += clipped / M
-                sums[p, 4] += kl_mean
-                n_mb += 1
-    return n_mb
+                        diff = ref[i, k]
+                        g_out[i, k] += g_kl * diff * inv_var
+                        g_kls += f32(1.0) - (np.exp(f32(2.0) * ls_old[p, k])
+                                             + diff * diff) * inv_var
+                    g_ls += g_kl * g_kls
+                if ent_coef != 0.0:
+                    g_ls += d_ent * M
+                grad[ls_off + k] = g_ls
+        dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
+        for k in range(n):
+            gb = f32(0.0)
+            for i in range(M):
+                gb += g_out[i, k]
+            grad[a_out + h_L * n + k] = gb
+        if Lh > 0:
+            mlp_backward_hidden(th, sizes, relu, acts, np.dot(g_out, W.T), grad)
+        grad[c_out:c_out + h_L] = np.dot(d_value, acts_c[Lh])
+        grad[c_out + h_L] = d_value.sum()
+        if Lh > 0:
+            g_hc = np.empty((M, h_L), np.float32)
+            for i in range(M):
+                for k in range(h_L):
+                    g_hc[i, k] = d_value[i] * wc[k]
+            mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
+        # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
+        norm = f32(math.sqrt(sum_squares(grad)))
+        if max_grad_norm > 0:
+            coef = min(f32(max_grad_norm) / (norm + f32(1e-6)), f32(1.0))
+            if coef < 1.0:
+                grad *= coef
+        t[p] += 1.0
+        adam_(th, m[p], v[p], grad, t[p], lr, b1, b2, adam_eps)
+        metrics[p, 0] = pl
+        metrics[p, 1] = vl
+        metrics[p, 2] = norm
+        metrics[p, 3] = clipped / M
+        metrics[p, 4] = kl_mean
+    return metrics
 
 
 _KERNELS: dict[tuple[Any, Any], Any] = {}
@@ -320,18 +320,42 @@ def bound_objective(objective: Any, objective_grad: Any) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
+def approx_kl(args):  # type: ignore[no-untyped-def]
+    """trustrl.maths.trust.kl_control.k_epochs's `diagnose`, compiled: the full-batch diagnostics
+    of the
+    updated policy (kernels.ppo_diagnostics, written into args.diag) and each member's
+    approx KL from them, in float32 (the value torch compares with the target)."""
+    b = args.batch
+    ppo_diagnostics(args.policy, b.obs, b.act_i, b.act_f, b.logp_old, args.old_out,
+                    args.flat_old, args.loss.clip_eps, args.quantiles, args.diag)
+    return args.diag[:, 1].astype(np.float32)
+
+
 def epochs_kernel(objective: Any, objective_grad: Any) -> Any:
-    """`ppo_epochs` compiled with `objective` and `objective_grad` as its policy term: one
-    kernel per pair, cached on disk under a name holding `source_tag` of the two."""
+    """trustrl.maths.trust.kl_control.k_epochs (its own code object) compiled over
+    trustrl.compute.compiled.xp,
+    its `step` the compiled `minibatch_step` with `objective` and `objective_grad` as the
+    policy term and its `diagnose` the compiled `approx_kl`: one kernel per pair, cached on
+    disk under names holding `source_tag` of the two (Numba's cache tells functions apart by
+    name and file, not by the globals they were bound to)."""
     key = (objective, objective_grad)
     kernel: Any = _KERNELS.get(key)
     if kernel is None:
+        tag = source_tag(objective, objective_grad)
+        jit = njit(cache=True, error_model="numpy")
         obj, grad = bound_objective(objective, objective_grad)
         ns: dict[str, Any] = dict(globals())
         ns["OBJECTIVE"], ns["OBJECTIVE_GRAD"] = obj, grad
-        g = types.FunctionType(ppo_epochs.__code__, ns, "ppo_epochs")
-        g.__qualname__ = f"ppo_epochs_{source_tag(objective, objective_grad)}"
-        g.__doc__ = ppo_epochs.__doc__
-        kernel = _KERNELS[key] = njit(cache=True, error_model="numpy")(g)
-        kernel.source_tag = g.__qualname__[len("ppo_epochs_"):]
+        step = types.FunctionType(minibatch_step.__code__, ns, "minibatch_step")
+        step.__qualname__ = f"minibatch_step_{tag}"
+        loop_ns: dict[str, Any] = dict(vars(kl_control))
+        loop_ns.update(o=xp, step=jit(step), diagnose=_APPROX_KL)
+        loop = types.FunctionType(kl_control.k_epochs.__code__, loop_ns, "k_epochs")
+        loop.__qualname__ = f"k_epochs_{tag}"
+        loop.__doc__ = kl_control.k_epochs.__doc__
+        kernel = _KERNELS[key] = jit(loop)
+        kernel.source_tag = tag
     return kernel
+
+
+_APPROX_KL = njit(cache=True, error_model="numpy")(approx_kl)

@@ -118,6 +118,21 @@ class Penalty(NamedTuple):
     log_std_old: Any  # [P, n] float32 pi_old's log-std (Box; a [1, 1] placeholder otherwise)
 
 
+class Update(NamedTuple):
+    """What trustrl.algos.ppo.k_epochs's compiled `step` and `diagnose` take (its `args`)."""
+
+    policy: Any  # Policy
+    adam: Any  # Adam
+    batch: Any  # Batch
+    loss: Any  # Loss
+    penalty: Any  # Penalty
+    grad: Any  # [P, D] float32: room for a minibatch's gradients
+    old_out: Any  # [P, B, n] float32 pi_old's outputs (the diagnostics')
+    flat_old: Any  # [P, D] float32 pi_old's parameters
+    quantiles: Any  # float64: the ratio quantiles the diagnostics report
+    diag: Any  # [P, 7 + quantiles] float64: the last diagnostics (kernels.ppo_diagnostics')
+
+
 class Epochs(NamedTuple):
     """PPO's K epochs: their shuffles and the KL early stop."""
 
