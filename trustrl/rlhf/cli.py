@@ -103,6 +103,14 @@ def add_hf_arguments(q: argparse.ArgumentParser, algo: str) -> None:
                    help="one weight per reward function and reward model")
     h.add_argument("--lora-r", type=int, help="LoRA rank (peft); 0 = full fine-tuning")
     h.add_argument("--bf16", action="store_true", help="bf16 autocast where supported")
+    if algo != "ppo":
+        h.add_argument("--generate-dtype", choices=["bf16", "float32"],
+                       help="generate in this precision and record its log-probs (a sampler "
+                       "that differs from pi_old; the mismatch is logged)")
+        h.add_argument("--sampler-correction", choices=["none", "tis"],
+                       help="tis: weight each token's policy loss by min(pi_old / mu, cap) "
+                       "(needs --generate-dtype)")
+        h.add_argument("--sampler-cap", type=_number, help="cap of the tis weights (3.0)")
     h.add_argument("--device", help="cpu (default), cuda, cuda:N or auto")
     h.add_argument("--max-new-tokens", type=_positive_int, help="answer tokens at most (64)")
     h.add_argument("--eval-data", help="held-out prompts for eval.json (default: --data)")
@@ -255,7 +263,8 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
             flags["target_kl"] = args.target_kl
         else:
             flags.update(kl_placement=args.kl_placement, group_size=args.group_size,
-                         loss_type=args.loss_type)
+                         loss_type=args.loss_type, sampler_correction=args.sampler_correction,
+                         sampler_cap=args.sampler_cap)
         from trustrl.rlhf.common import replace_fields
 
         replace_fields(cfg, {"seed": args.seed, "runs_dir": args.runs_dir, **flags})
@@ -267,7 +276,8 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
                     "value_model": getattr(args, "value_model", None), "lora_r": args.lora_r,
                     "device": args.device, "max_new_tokens": args.max_new_tokens,
                     "eval_data": args.eval_data, "eval_prompts": args.eval_prompts,
-                    "bf16": True if args.bf16 else None}
+                    "bf16": True if args.bf16 else None,
+                    "generate_dtype": getattr(args, "generate_dtype", None)}
         for k, v in hf_flags.items():
             if v is not None:
                 setattr(hcfg, k, v)

@@ -7,7 +7,11 @@
   micro-batches give the gradient of one minibatch exactly, whatever the loss aggregation;
 - the trust-region diagnostics both trainers log every step: the KL to pi_ref (k1, k3 and the
   exact per-token KL over the vocabulary, at sampling time), the KL to pi_old during the update
-  (k1, k3 and exact), the ratio's quantiles and the completions' lengths.
+  (k1, k3 and exact), the ratio's quantiles and the completions' lengths;
+- the sampler correction: when the answers come from a sampler mu that is not the training
+  model's exact forward (generation in bf16, or an inference engine such as vLLM), each token's
+  policy loss is weighted by min(pi_old(t) / mu(t), C) (truncated importance sampling, TRL's
+  `vllm_importance_sampling_correction` in its token_truncate mode), with its diagnostics.
 """
 
 from __future__ import annotations
@@ -32,6 +36,59 @@ DIAG_COLUMNS = [
     "completions/mean_length", "completions/min_length", "completions/max_length",
     "completions/clipped_ratio",
 ]
+
+
+SAMPLER_COLUMNS = [
+    "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max",
+    "sampling/importance_sampling_ratio/min", "sampling/importance_sampling_ratio/mean",
+    "sampling/importance_sampling_ratio/max", "sampling/importance_sampling_ratio/clipped_frac",
+    "sampling/kl_mu_old/k1", "sampling/kl_mu_old/k3",
+]
+"""The sampler's mismatch with pi_old, logged when the sampler records its log-probs (TRL's
+names where TRL has one; clipped_frac and kl_mu_old are trustrl's)."""
+
+SAMPLER_CORRECTIONS = ("none", "tis")
+
+
+class Sampler(Protocol):
+    """A sampler that records the log-probs it sampled with: ([B, T] answer tokens, padded after
+    the end as `LMAdapter.sample`'s, and [B, T] float32 log mu(token) at each of them). All an
+    inference engine (vLLM) would have to supply for the correction."""
+
+    def __call__(self, policy: nn.Module, prompts: Any, max_new: int, temperature: float,
+                 generator: torch.Generator) -> tuple[Tensor, Tensor]: ...
+
+
+@torch.no_grad()
+def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float) -> Tensor:
+    """[B, T] truncated importance weights min(pi_old(t) / mu(t), cap) of the sampled tokens
+    (frozen numbers). A token whose sampling log-prob is NaN (not given) gets weight 1."""
+    return torch.nan_to_num((logp_old - logp_mu).exp(), nan=1.0).clamp(max=cap)
+
+
+@torch.no_grad()
+def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor,
+                  cap: float) -> dict[str, float]:
+    """The mismatch between the sampler mu and pi_old over the valid answer tokens: |log pi_old
+    - log mu| (mean, max), the weights min(pi_old / mu, cap) (min, mean, max; the fraction cut
+    at the cap) and KL(mu || pi_old) per token, k1 and k3 of the log-ratio (tokens drawn from
+    mu, so both estimate that direction; k3 is never negative)."""
+    valid = mask.bool() & ~logp_mu.isnan()
+    diff = (logp_old - logp_mu)[valid].float()
+    if diff.numel() == 0:
+        return dict.fromkeys(SAMPLER_COLUMNS, float("nan"))
+    raw = diff.exp()
+    w = raw.clamp(max=cap)
+    return {
+        "sampling/sampling_logp_difference/mean": float(diff.abs().mean()),
+        "sampling/sampling_logp_difference/max": float(diff.abs().max()),
+        "sampling/importance_sampling_ratio/min": float(w.min()),
+        "sampling/importance_sampling_ratio/mean": float(w.mean()),
+        "sampling/importance_sampling_ratio/max": float(w.max()),
+        "sampling/importance_sampling_ratio/clipped_frac": float((raw > cap).float().mean()),
+        "sampling/kl_mu_old/k1": approx_kl(diff, "k1"),
+        "sampling/kl_mu_old/k3": approx_kl(diff, "k3"),
+    }
 
 
 class LMAdapter(Protocol):
