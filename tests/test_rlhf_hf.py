@@ -601,7 +601,7 @@ def test_the_cap_clips_the_weights(tiny, tmp_path):
         assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0
 
 
-def test_the_sampler_options_are_checked_and_logged(tiny, tmp_path):
+def test_the_sampler_options_are_checked_and_logged(tiny, tmp_path, capsys):
     from trustrl.rlhf.steps import SAMPLER_COLUMNS
 
     with pytest.raises(ConfigError, match="records its log-probs"):
@@ -612,6 +612,14 @@ def test_the_sampler_options_are_checked_and_logged(tiny, tmp_path):
             hf_cfg(tiny, **bad).validate(algo)
     with pytest.raises(ConfigError, match="sampler_correction"):
         GRPOConfig(sampler_correction="is").validate()
+    from trustrl.cli import main
+
+    capsys.readouterr()
+    assert main(["rlhf", "grpo", "--sft", str(tmp_path), "--runs-dir", str(tmp_path / "r"),
+                 "--sampler-correction", "tis"]) != 0
+    assert not (tmp_path / "r").exists()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "are for --model runs" in err, err
     run = train_hf("rloo", small("rloo", tmp_path, sampler_correction="tis"),
                    hf_cfg(tiny, generate_dtype="bf16"), echo=lambda s: None)
     logged = rows(run)

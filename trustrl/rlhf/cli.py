@@ -320,6 +320,9 @@ def cmd_grpo(args: argparse.Namespace) -> int:
                           "Hugging Face model)")
     if args.reward is not None and len(args.reward) > 1:
         raise ConfigError("the sort task takes one --reward (gold, exact, sorted or rm)")
+    if args.generate_dtype or args.sampler_correction or args.sampler_cap is not None:
+        raise ConfigError("--generate-dtype and --sampler-correction / --sampler-cap are for "
+                          "--model runs")
     cfg = GRPOConfig() if args.algo == "grpo" else algo_config("rloo")
     if args.algo == "rloo":  # the sort study's budgets, RLOO's baseline and leash
         cfg.iterations, cfg.prompts_per_iter, cfg.minibatch_size = 80, 16, 32
