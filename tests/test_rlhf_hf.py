@@ -607,11 +607,12 @@ def test_the_sampler_options_are_checked_and_logged(tiny, tmp_path, capsys):
     with pytest.raises(ConfigError, match="records its log-probs"):
         build("grpo", small("grpo", tmp_path, sampler_correction="tis"), hf_cfg(tiny),
               resolve_rewards(["hf_sort:small_digits_reward"]))
-    for bad, algo in (({"generate_dtype": "fp8"}, "grpo"), ({"generate_dtype": "bf16"}, "ppo")):
-        with pytest.raises(ConfigError):
-            hf_cfg(tiny, **bad).validate(algo)
+    with pytest.raises(ConfigError, match="generate_dtype"):
+        hf_cfg(tiny, generate_dtype="fp8").validate("grpo")
     with pytest.raises(ConfigError, match="sampler_correction"):
         GRPOConfig(sampler_correction="is").validate()
+    with pytest.raises(ConfigError, match="sampler_cap"):
+        algo_config("ppo").__class__(sampler_cap=0.0).validate()
     from trustrl.cli import main
 
     capsys.readouterr()
@@ -644,4 +645,31 @@ def test_the_update_applies_the_weights(tiny, tmp_path):
         t.opt = adam(t.params, t.cfg.lr)
         batch.weight = weight
         losses.append(t.update(batch)["loss"])
+    assert abs(losses[0] - losses[1]) > 1e-6
+
+
+def test_ppo_takes_the_sampler_correction(tiny, tmp_path):
+    """PPO: the bf16 sampler's mismatch logged, the weights min(pi_old / mu, C) on the valid
+    tokens, and the update's policy loss changed by them (same batch, start and order)."""
+    from trustrl.rlhf.steps import adam
+
+    cfg = small("ppo", tmp_path, sampler_correction="tis", sampler_cap=1.0)
+    parts = build("ppo", cfg, hf_cfg(tiny, generate_dtype="bf16"),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    t = parts.trainer
+    batch, row = t.collect()
+    assert row["sampling/kl_mu_old/k3"] > 0
+    assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0
+    assert float(batch.weight.max()) <= 1.0 and float(batch.weight.min()) < 1.0
+    start = {k: v.clone() for k, v in parts.policy.state_dict().items()}
+    critic = {k: v.clone() for k, v in parts.critic.state_dict().items()}
+    gen = t.gen.get_state()
+    losses = []
+    for weight in (batch.weight, None):
+        parts.policy.load_state_dict(start)
+        parts.critic.load_state_dict(critic)
+        t.gen.set_state(gen)
+        t.opt = adam(t.params, t.cfg.lr)
+        batch.weight = weight
+        losses.append(t.update(batch)["loss/policy_avg"])
     assert abs(losses[0] - losses[1]) > 1e-6

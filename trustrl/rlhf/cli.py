@@ -103,14 +103,13 @@ def add_hf_arguments(q: argparse.ArgumentParser, algo: str) -> None:
                    help="one weight per reward function and reward model")
     h.add_argument("--lora-r", type=int, help="LoRA rank (peft); 0 = full fine-tuning")
     h.add_argument("--bf16", action="store_true", help="bf16 autocast where supported")
-    if algo != "ppo":
-        h.add_argument("--generate-dtype", choices=["bf16", "float32"],
-                       help="generate in this precision and record its log-probs (a sampler "
-                       "that differs from pi_old; the mismatch is logged)")
-        h.add_argument("--sampler-correction", choices=["none", "tis"],
-                       help="tis: weight each token's policy loss by min(pi_old / mu, cap) "
-                       "(needs --generate-dtype)")
-        h.add_argument("--sampler-cap", type=_number, help="cap of the tis weights (3.0)")
+    h.add_argument("--generate-dtype", choices=["bf16", "float32"],
+                   help="generate in this precision and record its log-probs (a sampler "
+                   "that differs from pi_old; the mismatch is logged)")
+    h.add_argument("--sampler-correction", choices=["none", "tis"],
+                   help="tis: weight each token's policy loss by min(pi_old / mu, cap) "
+                   "(needs --generate-dtype)")
+    h.add_argument("--sampler-cap", type=_number, help="cap of the tis weights (3.0)")
     h.add_argument("--device", help="cpu (default), cuda, cuda:N or auto")
     h.add_argument("--max-new-tokens", type=_positive_int, help="answer tokens at most (64)")
     h.add_argument("--eval-data", help="held-out prompts for eval.json (default: --data)")
@@ -258,13 +257,13 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
         cfg = algo_config(algo)
         hcfg = HFConfig()
         flags = {"beta": args.beta, "kl_estimator": args.kl_estimator,
-                 "iterations": args.iterations}
+                 "iterations": args.iterations, "sampler_correction": args.sampler_correction,
+                 "sampler_cap": args.sampler_cap}
         if algo == "ppo":
             flags["target_kl"] = args.target_kl
         else:
             flags.update(kl_placement=args.kl_placement, group_size=args.group_size,
-                         loss_type=args.loss_type, sampler_correction=args.sampler_correction,
-                         sampler_cap=args.sampler_cap)
+                         loss_type=args.loss_type)
         from trustrl.rlhf.common import replace_fields
 
         replace_fields(cfg, {"seed": args.seed, "runs_dir": args.runs_dir, **flags})
@@ -277,13 +276,19 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
                     "device": args.device, "max_new_tokens": args.max_new_tokens,
                     "eval_data": args.eval_data, "eval_prompts": args.eval_prompts,
                     "bf16": True if args.bf16 else None,
-                    "generate_dtype": getattr(args, "generate_dtype", None)}
+                    "generate_dtype": args.generate_dtype}
         for k, v in hf_flags.items():
             if v is not None:
                 setattr(hcfg, k, v)
         apply_sets_to([cfg, hcfg], args.sets)
     print(f"run: {train_hf(algo, cfg, hcfg, echo=_echo(args), resume=args.resume)}")
     return 0
+
+
+def _refuse_sampler_flags(args: argparse.Namespace) -> None:
+    if args.generate_dtype or args.sampler_correction or args.sampler_cap is not None:
+        raise ConfigError("--generate-dtype and --sampler-correction / --sampler-cap are for "
+                          "--model runs")
 
 
 def _wants_hf(args: argparse.Namespace) -> bool:
@@ -300,6 +305,7 @@ def cmd_ppo(args: argparse.Namespace) -> int:
                           "--model PATH (a Hugging Face model)")
     if args.reward:
         raise ConfigError("--reward MODULE:FUNCTION is for --model runs")
+    _refuse_sampler_flags(args)
     cfg = _base(PPOConfig(), args, sft=args.sft, reward_model=args.reward_model, beta=args.beta,
                 target_kl=args.target_kl, kl_estimator=args.kl_estimator,
                 iterations=args.iterations)
@@ -320,9 +326,7 @@ def cmd_grpo(args: argparse.Namespace) -> int:
                           "Hugging Face model)")
     if args.reward is not None and len(args.reward) > 1:
         raise ConfigError("the sort task takes one --reward (gold, exact, sorted or rm)")
-    if args.generate_dtype or args.sampler_correction or args.sampler_cap is not None:
-        raise ConfigError("--generate-dtype and --sampler-correction / --sampler-cap are for "
-                          "--model runs")
+    _refuse_sampler_flags(args)
     cfg = GRPOConfig() if args.algo == "grpo" else algo_config("rloo")
     if args.algo == "rloo":  # the sort study's budgets, RLOO's baseline and leash
         cfg.iterations, cfg.prompts_per_iter, cfg.minibatch_size = 80, 16, 32

@@ -55,17 +55,16 @@ from trustrl.rlhf.ppo import (
 from trustrl.rlhf.steps import (
     DIAG_COLUMNS,
     EXACT_KL_OLD_MAX,
-    SAMPLER_CORRECTIONS,
     LMAdapter,
     Sampler,
     Scored,
     UpdateDiagnostics,
     adam,
+    check_sampler_option,
     micro_batches,
     micro_weight,
     minibatches,
-    sampler_stats,
-    sampler_weights,
+    sampler_correction,
     sampling_stats,
     score_answers,
     score_logits,
@@ -171,10 +170,7 @@ class GRPOConfig:
             check_positive(name, getattr(self, name))
         if self.clip_eps_high is not None:
             check_positive("clip_eps_high", self.clip_eps_high)
-        if self.sampler_correction not in SAMPLER_CORRECTIONS:
-            raise ConfigError(f"unknown sampler_correction {self.sampler_correction!r}; use one "
-                              f"of {', '.join(SAMPLER_CORRECTIONS)}")
-        check_positive("sampler_cap", self.sampler_cap)
+        check_sampler_option(self.sampler_correction, self.sampler_cap)
 
 
 # --- pure pieces ---------------------------------------------------------------------------------
@@ -283,10 +279,7 @@ class GRPOTrainer:
                  generator: torch.Generator | None = None, lm: LMAdapter = TINY_IO,
                  score_chunk: int | None = None, sampler: Sampler | None = None):
         cfg.validate()
-        if cfg.sampler_correction != "none" and sampler is None:
-            raise ConfigError(f"sampler_correction {cfg.sampler_correction} needs a sampler "
-                              "that records its log-probs (a Hugging Face model's "
-                              "generate_dtype)")
+        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler)
         self.sampler = sampler
         self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
@@ -358,13 +351,9 @@ class GRPOTrainer:
         if self.gold_fn is not None:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
-        weight = None
-        if logp_mu is not None:
-            logp_mu = logp_mu.to(logp_old.device).float()
-            stats.update(sampler_stats(logp_old, logp_mu, mask, cfg.sampler_cap))
-            if cfg.sampler_correction == "tis":
-                weight = sampler_weights(logp_old, logp_mu, cfg.sampler_cap).where(
-                    mask.bool(), 1.0)  # 1 after an answer's end (no sampled token there)
+        weight, mismatch = sampler_correction(logp_old, logp_mu, mask, cfg.sampler_correction,
+                                              cfg.sampler_cap)
+        stats.update(mismatch)
         return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv,
                           scored.old_all, logp_mu, weight), stats
 

@@ -18,7 +18,7 @@ step and diagnostics are `trustrl.rlhf.grpo` / `ppo` / `steps`, shared with the 
 - bf16 autocast where the device supports it (`--bf16`); log-probs and KLs in float32.
 - `generate_dtype` (bf16 or float32): generation in that precision, whatever the training's,
   with the log-probs it sampled with recorded (`GenerateSampler`): a sampler mu that differs
-  from pi_old, as an inference engine's does; GRPO logs the mismatch and, with
+  from pi_old, as an inference engine's does; the trainers log the mismatch and, with
   sampler_correction tis, corrects it. A vLLM sampler would supply the same pair (tokens,
   sampling log-probs); it is not built.
 """
@@ -79,8 +79,8 @@ class HFConfig:
     """bf16 autocast for forward passes and generation (CUDA with bf16 support, or CPU)."""
     generate_dtype: str = ""
     """bf16 or float32: generate in this precision (autocast) and record the log-probs sampled
-    with (GRPO / RLOO: their mismatch with pi_old is logged, and corrected with
-    sampler_correction tis); empty = generate as the training runs, nothing recorded."""
+    with (their mismatch with pi_old is logged, and corrected with sampler_correction tis);
+    empty = generate as the training runs, nothing recorded."""
     device: str = "cpu"
     """cpu, cuda, cuda:N or auto (cuda when available)."""
     score_chunk: int = 16
@@ -113,9 +113,6 @@ class HFConfig:
         if self.generate_dtype not in GENERATE_DTYPES:
             raise ConfigError(f"unknown generate_dtype {self.generate_dtype!r}; use bf16 or "
                               "float32")
-        if self.generate_dtype and algo == "ppo":
-            raise ConfigError("--generate-dtype (a sampler that records its log-probs) is for "
-                              "grpo and rloo; it is not built for ppo")
         for name in ("max_new_tokens", "max_prompt_length", "save_every", "score_chunk"):
             check_positive(name, getattr(self, name))
         check_positive("lora_r", self.lora_r, allow_zero=True)

@@ -102,6 +102,8 @@ def build(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
     reward = TextReward(tokenizer, io, funcs, hcfg.reward_model, hcfg.reward_weights,
                         hcfg.prompt_column)
     gen = seed_everything(cfg.seed)
+    sampler = (GenerateSampler(io, hcfg.generate_dtype == "bf16")
+               if hcfg.generate_dtype else None)
     critic = None
     if algo == "ppo":
         assert isinstance(cfg, PPOConfig)
@@ -113,11 +115,9 @@ def build(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
         critic = ValueHead(trunk, hidden_size(trunk)).to(device)
         trainer: GRPOTrainer | PPOTrainer = PPOTrainer(
             cfg, policy, ref, critic, reward, source, hcfg.max_new_tokens, None, gen, lm=io,
-            score_chunk=hcfg.score_chunk)
+            score_chunk=hcfg.score_chunk, sampler=sampler)
     else:
         assert isinstance(cfg, GRPOConfig)
-        sampler = (GenerateSampler(io, hcfg.generate_dtype == "bf16")
-                   if hcfg.generate_dtype else None)
         trainer = GRPOTrainer(cfg, policy, ref, reward, source, hcfg.max_new_tokens, None, gen,
                               lm=io, score_chunk=hcfg.score_chunk, sampler=sampler)
     return Parts(trainer, policy, ref, critic, tokenizer, io, reward)

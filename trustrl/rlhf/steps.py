@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 
 from trustrl.maths.diagnostics import approx_kl, ratio_stats
 from trustrl.rlhf.kl import exact_kl, kl_to_ref
+from trustrl.util.errors import ConfigError
 
 EXACT_KL_OLD_MAX = 2**25
 """The exact KL to pi_old needs pi_old's whole distribution at every answer token of the batch
@@ -89,6 +91,34 @@ def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor,
         "sampling/kl_mu_old/k1": approx_kl(diff, "k1"),
         "sampling/kl_mu_old/k3": approx_kl(diff, "k3"),
     }
+
+
+def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown") -> None:
+    """ConfigError for an unknown correction, a cap that is not > 0, or a correction with no
+    sampler that records its log-probs (sampler None; the default skips that check)."""
+    if correction not in SAMPLER_CORRECTIONS:
+        raise ConfigError(f"unknown sampler_correction {correction!r}; use one of "
+                          f"{', '.join(SAMPLER_CORRECTIONS)}")
+    if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
+        raise ConfigError(f"sampler_cap must be a finite number > 0, got {cap}")
+    if correction != "none" and sampler is None:
+        raise ConfigError(f"sampler_correction {correction} needs a sampler that records its "
+                          "log-probs (a Hugging Face model's generate_dtype)")
+
+
+@torch.no_grad()
+def sampler_correction(logp_old: Tensor, logp_mu: Tensor | None, mask: Tensor, correction: str,
+                       cap: float) -> tuple[Tensor | None, dict[str, float]]:
+    """The correction's [B, T] weights (None unless correction is tis and the sampler's
+    log-probs are given; 1 after an answer's end, where no token was sampled) and the
+    mismatch's statistics (empty without the sampler's log-probs)."""
+    if logp_mu is None:
+        return None, {}
+    logp_mu = logp_mu.to(logp_old.device).float()
+    stats = sampler_stats(logp_old, logp_mu, mask, cap)
+    if correction != "tis":
+        return None, stats
+    return sampler_weights(logp_old, logp_mu, cap).where(mask.bool(), 1.0), stats
 
 
 class LMAdapter(Protocol):
