@@ -631,45 +631,41 @@ def test_the_sampler_options_are_checked_and_logged(tiny, tmp_path, capsys):
 def test_the_update_applies_the_weights(tiny, tmp_path):
     """The same batch, starting point and minibatch order, with and without the weights (cap 1:
     every weight <= 1, some < 1): the update's loss differs."""
+    parts = _tis(tiny, tmp_path, cap=1.0)
+    batch, _ = parts.trainer.collect()
+    losses = _update_with_and_without_weights(parts, batch, "loss")
+    assert abs(losses[0] - losses[1]) > 1e-6
+
+
+def _update_with_and_without_weights(parts, batch, key: str) -> list[float]:
+    """The update's `key` from the same start (weights, Adam, minibatch order), with the
+    batch's correction weights and without them."""
     from trustrl.rlhf.steps import adam
 
-    parts = _tis(tiny, tmp_path, cap=1.0)
     t = parts.trainer
-    batch, _ = t.collect()
-    start = {k: v.clone() for k, v in parts.policy.state_dict().items()}
+    modules = [parts.policy] + ([parts.critic] if parts.critic is not None else [])
+    start = [{k: v.clone() for k, v in m.state_dict().items()} for m in modules]
     gen = t.gen.get_state()
-    losses = []
+    out = []
     for weight in (batch.weight, None):
-        parts.policy.load_state_dict(start)
+        for m, state in zip(modules, start, strict=True):
+            m.load_state_dict(state)
         t.gen.set_state(gen)
         t.opt = adam(t.params, t.cfg.lr)
         batch.weight = weight
-        losses.append(t.update(batch)["loss"])
-    assert abs(losses[0] - losses[1]) > 1e-6
+        out.append(t.update(batch)[key])
+    return out
 
 
 def test_ppo_takes_the_sampler_correction(tiny, tmp_path):
     """PPO: the bf16 sampler's mismatch logged, the weights min(pi_old / mu, C) on the valid
     tokens, and the update's policy loss changed by them (same batch, start and order)."""
-    from trustrl.rlhf.steps import adam
-
     cfg = small("ppo", tmp_path, sampler_correction="tis", sampler_cap=1.0)
     parts = build("ppo", cfg, hf_cfg(tiny, generate_dtype="bf16"),
                   resolve_rewards(["hf_sort:small_digits_reward"]))
-    t = parts.trainer
-    batch, row = t.collect()
+    batch, row = parts.trainer.collect()
     assert row["sampling/kl_mu_old/k3"] > 0
     assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0
     assert float(batch.weight.max()) <= 1.0 and float(batch.weight.min()) < 1.0
-    start = {k: v.clone() for k, v in parts.policy.state_dict().items()}
-    critic = {k: v.clone() for k, v in parts.critic.state_dict().items()}
-    gen = t.gen.get_state()
-    losses = []
-    for weight in (batch.weight, None):
-        parts.policy.load_state_dict(start)
-        parts.critic.load_state_dict(critic)
-        t.gen.set_state(gen)
-        t.opt = adam(t.params, t.cfg.lr)
-        batch.weight = weight
-        losses.append(t.update(batch)["loss/policy_avg"])
+    losses = _update_with_and_without_weights(parts, batch, "loss/policy_avg")
     assert abs(losses[0] - losses[1]) > 1e-6

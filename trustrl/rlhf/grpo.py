@@ -61,6 +61,7 @@ from trustrl.rlhf.steps import (
     UpdateDiagnostics,
     adam,
     check_sampler_option,
+    draw,
     micro_batches,
     micro_weight,
     minibatches,
@@ -299,13 +300,8 @@ class GRPOTrainer:
         self.policy.eval()
         prompts = self.prompt_fn(cfg.prompts_per_iter, self.gen)
         prompts = prompts[torch.arange(len(prompts)).repeat_interleave(cfg.group_size)]
-        logp_mu = None
-        if self.sampler is not None:
-            responses, logp_mu = self.sampler(self.policy, prompts, self.max_new,
-                                              cfg.temperature, self.gen)
-        else:
-            responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature,
-                                       self.gen)
+        responses, logp_mu = draw(self.lm, self.sampler, self.policy, prompts, self.max_new,
+                                  cfg.temperature, self.gen)
         self.policy.train()
         return prompts, responses, logp_mu
 

@@ -57,6 +57,7 @@ from trustrl.rlhf.steps import (
     UpdateDiagnostics,
     adam,
     check_sampler_option,
+    draw,
     micro_batches,
     micro_weight,
     minibatches,
@@ -253,13 +254,8 @@ class PPOTrainer:
         cfg = self.cfg
         self.policy.eval()
         prompts = self.prompt_fn(cfg.batch_size, self.gen)
-        logp_mu = None
-        if self.sampler is not None:
-            responses, logp_mu = self.sampler(self.policy, prompts, self.max_new,
-                                              cfg.temperature, self.gen)
-        else:
-            responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature,
-                                       self.gen)
+        responses, logp_mu = draw(self.lm, self.sampler, self.policy, prompts, self.max_new,
+                                  cfg.temperature, self.gen)
         mask = self.lm.response_mask(responses).float()
         scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
                                cfg.temperature, self.score_chunk)

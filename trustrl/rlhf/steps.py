@@ -93,6 +93,16 @@ def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor,
     }
 
 
+@torch.no_grad()
+def draw(lm: LMAdapter, sampler: Sampler | None, policy: nn.Module, prompts: Any, max_new: int,
+         temperature: float, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+    """Answers [B, T] from the sampler that records its log-probs (and those [B, T]), or from
+    `lm.sample` (and None)."""
+    if sampler is not None:
+        return sampler(policy, prompts, max_new, temperature, generator)
+    return lm.sample(policy, prompts, max_new, temperature, generator), None
+
+
 def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown") -> None:
     """ConfigError for an unknown correction, a cap that is not > 0, or a correction with no
     sampler that records its log-probs (sampler None; the default skips that check)."""
