@@ -501,3 +501,171 @@ def test_rl_lifts_the_gold_score_of_the_sft_model(sorter, tmp_path, algo, extra,
         ev = json.loads((run / "eval.json").read_text())
         gains.append(ev["final"]["reward"] - ev["start"]["reward"])
     assert min(gains) >= min_gain, gains
+
+
+# --- the sampler correction (a sampler mu that is not pi_old's exact forward) --------------------
+def _tis(tiny, tmp_path, cap: float = 3.0, dtype: str = "bf16", seed: int = 1):
+    cfg = small("grpo", tmp_path, sampler_correction="tis", sampler_cap=cap, seed=seed)
+    return build("grpo", cfg, hf_cfg(tiny, generate_dtype=dtype),
+                 resolve_rewards(["hf_sort:small_digits_reward"]))
+
+
+def test_sampler_weight_is_the_truncated_ratio_of_each_token(tiny, tmp_path):
+    """Brute force, token by token: pi_old(t) from a float32 forward of the unpadded prompt and
+    the answer's prefix, mu(t) as the bf16 sampler recorded it; the weight is
+    min(pi_old(t) / mu(t), C) and the recorded mu is the bf16 model's."""
+    cap = 1.01
+    parts = _tis(tiny, tmp_path, cap=cap)
+    batch, _ = parts.trainer.collect()
+    assert batch.weight is not None and batch.logp_mu is not None
+    checked = 0
+    with torch.no_grad():
+        for i in range(len(batch.prompts)):
+            prompt = batch.prompts.ids[i][batch.prompts.attention[i].bool()]
+            answer = batch.responses[i][batch.mask[i].bool()]
+            seq = torch.cat([prompt, answer])[None]
+            lp32 = torch.log_softmax(parts.policy(input_ids=seq).logits[0].float(), -1)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                lp16 = torch.log_softmax(parts.policy(input_ids=seq).logits[0].float(), -1)
+            for t, tok in enumerate(answer.tolist()):
+                pos = len(prompt) + t - 1
+                old, mu = float(lp32[pos, tok]), float(batch.logp_mu[i, t])
+                assert abs(mu - float(lp16[pos, tok])) < 0.05
+                want = min(math.exp(old - mu), cap)
+                assert abs(float(batch.weight[i, t]) - want) < 1e-4 * want
+                checked += 1
+    assert checked > 0
+
+
+def test_with_mu_equal_to_pi_old_the_correction_changes_nothing(tiny, tmp_path):
+    """Weights from mu = pi_old are exactly 1: the corrected loss and gradient are the
+    uncorrected ones, bit for bit; and a float32 sampler records pi_old's log-probs (to float
+    rounding of the cached generation), so its weights are 1 to 1e-4."""
+    from trustrl.rlhf.grpo import grpo_loss
+    from trustrl.rlhf.steps import sampler_weights
+
+    parts = build("grpo", small("grpo", tmp_path, epochs=2), hf_cfg(tiny),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    t = parts.trainer
+    batch, _ = t.collect()
+    with torch.no_grad():  # move pi away from pi_old so that the ratio and the clip act
+        for p in parts.policy.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    grads = []
+    for weight in (None, sampler_weights(batch.logp_old, batch.logp_old, t.cfg.sampler_cap)):
+        t.opt.zero_grad(set_to_none=True)
+        lp, _ = token_logprobs(parts.io.answer_logits(parts.policy, batch.prompts,
+                                                      batch.responses), batch.responses)
+        loss, _ = grpo_loss(lp, batch.logp_old, batch.logp_ref, batch.advantages, batch.mask,
+                            t.cfg, t.max_new, weight)
+        loss.backward()
+        grads.append((float(loss.detach()), [p.grad.clone() for p in t.params]))
+    assert grads[0][0] == grads[1][0] and grads[0][0] != 0
+    assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1], strict=True))
+    parts = _tis(tiny, tmp_path, dtype="float32")
+    batch, row = parts.trainer.collect()
+    assert row["sampling/sampling_logp_difference/max"] < 1e-4
+    assert float((batch.weight - 1).abs().max()) < 1e-4
+
+
+@pytest.mark.parametrize("seed,one_pass", [(1, False), (2, False), (3, True)])
+def test_a_bf16_sampler_shows_the_mismatch_and_weights_the_tokens(tiny, tmp_path, seed,
+                                                                   one_pass):
+    parts = _tis(tiny, tmp_path, seed=seed)
+    if one_pass:  # collection and update in one pass of the policy
+        parts.trainer.cfg.epochs, parts.trainer.cfg.minibatch_size = 1, 8
+    assert parts.trainer.one_pass() == one_pass
+    row = parts.trainer.step()
+    assert row["sampling/kl_mu_old/k3"] > 0
+    assert row["sampling/sampling_logp_difference/mean"] > 1e-4
+    assert row["sampling/importance_sampling_ratio/min"] < 1 - 1e-4
+    assert row["sampling/importance_sampling_ratio/max"] > 1 + 1e-4
+    assert math.isfinite(row["loss"])
+
+
+def test_the_cap_clips_the_weights(tiny, tmp_path):
+    from trustrl.rlhf.steps import sampler_stats, sampler_weights
+
+    old = torch.log(torch.tensor([[5.0, 0.5, 1.0, 7.0]]))
+    mu = torch.zeros(1, 4)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    assert torch.allclose(sampler_weights(old, mu, 2.0), torch.tensor([[2.0, 0.5, 1.0, 2.0]]))
+    stats = sampler_stats(old, mu, mask, 2.0)
+    assert stats["sampling/importance_sampling_ratio/max"] == pytest.approx(2.0)
+    assert stats["sampling/importance_sampling_ratio/clipped_frac"] == pytest.approx(1 / 3)
+    assert stats["sampling/sampling_logp_difference/max"] == pytest.approx(math.log(5))
+    for seed in (1, 2):
+        batch, row = _tis(tiny, tmp_path, cap=1.0, seed=seed).trainer.collect()
+        assert float(batch.weight.max()) <= 1.0
+        assert row["sampling/importance_sampling_ratio/max"] <= 1.0
+        assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0
+
+
+def test_the_sampler_options_are_checked_and_logged(tiny, tmp_path, capsys):
+    from trustrl.rlhf.steps import SAMPLER_COLUMNS
+
+    with pytest.raises(ConfigError, match="records its log-probs"):
+        build("grpo", small("grpo", tmp_path, sampler_correction="tis"), hf_cfg(tiny),
+              resolve_rewards(["hf_sort:small_digits_reward"]))
+    with pytest.raises(ConfigError, match="generate_dtype"):
+        hf_cfg(tiny, generate_dtype="fp8").validate("grpo")
+    with pytest.raises(ConfigError, match="sampler_correction"):
+        GRPOConfig(sampler_correction="is").validate()
+    with pytest.raises(ConfigError, match="sampler_cap"):
+        algo_config("ppo").__class__(sampler_cap=0.0).validate()
+    from trustrl.cli import main
+
+    capsys.readouterr()
+    assert main(["rlhf", "grpo", "--sft", str(tmp_path), "--runs-dir", str(tmp_path / "r"),
+                 "--sampler-correction", "tis"]) != 0
+    assert not (tmp_path / "r").exists()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "are for --model runs" in err, err
+    run = train_hf("rloo", small("rloo", tmp_path, sampler_correction="tis"),
+                   hf_cfg(tiny, generate_dtype="bf16"), echo=lambda s: None)
+    logged = rows(run)
+    assert len(logged) == 2
+    assert all(float(r[c]) == float(r[c]) for r in logged for c in SAMPLER_COLUMNS)
+
+
+def test_the_update_applies_the_weights(tiny, tmp_path):
+    """The same batch, starting point and minibatch order, with and without the weights (cap 1:
+    every weight <= 1, some < 1): the update's loss differs."""
+    parts = _tis(tiny, tmp_path, cap=1.0)
+    batch, _ = parts.trainer.collect()
+    losses = _update_with_and_without_weights(parts, batch, "loss")
+    assert abs(losses[0] - losses[1]) > 1e-6
+
+
+def _update_with_and_without_weights(parts, batch, key: str) -> list[float]:
+    """The update's `key` from the same start (weights, Adam, minibatch order), with the
+    batch's correction weights and without them."""
+    from trustrl.rlhf.steps import adam
+
+    t = parts.trainer
+    modules = [parts.policy] + ([parts.critic] if parts.critic is not None else [])
+    start = [{k: v.clone() for k, v in m.state_dict().items()} for m in modules]
+    gen = t.gen.get_state()
+    out = []
+    for weight in (batch.weight, None):
+        for m, state in zip(modules, start, strict=True):
+            m.load_state_dict(state)
+        t.gen.set_state(gen)
+        t.opt = adam(t.params, t.cfg.lr)
+        batch.weight = weight
+        out.append(t.update(batch)[key])
+    return out
+
+
+def test_ppo_takes_the_sampler_correction(tiny, tmp_path):
+    """PPO: the bf16 sampler's mismatch logged, the weights min(pi_old / mu, C) on the valid
+    tokens, and the update's policy loss changed by them (same batch, start and order)."""
+    cfg = small("ppo", tmp_path, sampler_correction="tis", sampler_cap=1.0)
+    parts = build("ppo", cfg, hf_cfg(tiny, generate_dtype="bf16"),
+                  resolve_rewards(["hf_sort:small_digits_reward"]))
+    batch, row = parts.trainer.collect()
+    assert row["sampling/kl_mu_old/k3"] > 0
+    assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0
+    assert float(batch.weight.max()) <= 1.0 and float(batch.weight.min()) < 1.0
+    losses = _update_with_and_without_weights(parts, batch, "loss/policy_avg")
+    assert abs(losses[0] - losses[1]) > 1e-6

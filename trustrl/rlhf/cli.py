@@ -103,6 +103,13 @@ def add_hf_arguments(q: argparse.ArgumentParser, algo: str) -> None:
                    help="one weight per reward function and reward model")
     h.add_argument("--lora-r", type=int, help="LoRA rank (peft); 0 = full fine-tuning")
     h.add_argument("--bf16", action="store_true", help="bf16 autocast where supported")
+    h.add_argument("--generate-dtype", choices=["bf16", "float32"],
+                   help="generate in this precision and record its log-probs (a sampler "
+                   "that differs from pi_old; the mismatch is logged)")
+    h.add_argument("--sampler-correction", choices=["none", "tis"],
+                   help="tis: weight each token's policy loss by min(pi_old / mu, cap) "
+                   "(needs --generate-dtype)")
+    h.add_argument("--sampler-cap", type=_number, help="cap of the tis weights (3.0)")
     h.add_argument("--device", help="cpu (default), cuda, cuda:N or auto")
     h.add_argument("--max-new-tokens", type=_positive_int, help="answer tokens at most (64)")
     h.add_argument("--eval-data", help="held-out prompts for eval.json (default: --data)")
@@ -250,7 +257,8 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
         cfg = algo_config(algo)
         hcfg = HFConfig()
         flags = {"beta": args.beta, "kl_estimator": args.kl_estimator,
-                 "iterations": args.iterations}
+                 "iterations": args.iterations, "sampler_correction": args.sampler_correction,
+                 "sampler_cap": args.sampler_cap}
         if algo == "ppo":
             flags["target_kl"] = args.target_kl
         else:
@@ -267,13 +275,20 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
                     "value_model": getattr(args, "value_model", None), "lora_r": args.lora_r,
                     "device": args.device, "max_new_tokens": args.max_new_tokens,
                     "eval_data": args.eval_data, "eval_prompts": args.eval_prompts,
-                    "bf16": True if args.bf16 else None}
+                    "bf16": True if args.bf16 else None,
+                    "generate_dtype": args.generate_dtype}
         for k, v in hf_flags.items():
             if v is not None:
                 setattr(hcfg, k, v)
         apply_sets_to([cfg, hcfg], args.sets)
     print(f"run: {train_hf(algo, cfg, hcfg, echo=_echo(args), resume=args.resume)}")
     return 0
+
+
+def _refuse_sampler_flags(args: argparse.Namespace) -> None:
+    if args.generate_dtype or args.sampler_correction or args.sampler_cap is not None:
+        raise ConfigError("--generate-dtype and --sampler-correction / --sampler-cap are for "
+                          "--model runs")
 
 
 def _wants_hf(args: argparse.Namespace) -> bool:
@@ -290,6 +305,7 @@ def cmd_ppo(args: argparse.Namespace) -> int:
                           "--model PATH (a Hugging Face model)")
     if args.reward:
         raise ConfigError("--reward MODULE:FUNCTION is for --model runs")
+    _refuse_sampler_flags(args)
     cfg = _base(PPOConfig(), args, sft=args.sft, reward_model=args.reward_model, beta=args.beta,
                 target_kl=args.target_kl, kl_estimator=args.kl_estimator,
                 iterations=args.iterations)
@@ -310,6 +326,7 @@ def cmd_grpo(args: argparse.Namespace) -> int:
                           "Hugging Face model)")
     if args.reward is not None and len(args.reward) > 1:
         raise ConfigError("the sort task takes one --reward (gold, exact, sorted or rm)")
+    _refuse_sampler_flags(args)
     cfg = GRPOConfig() if args.algo == "grpo" else algo_config("rloo")
     if args.algo == "rloo":  # the sort study's budgets, RLOO's baseline and leash
         cfg.iterations, cfg.prompts_per_iter, cfg.minibatch_size = 80, 16, 32

@@ -56,12 +56,16 @@ from trustrl.rlhf.steps import (
     DIAG_COLUMNS,
     EXACT_KL_OLD_MAX,
     LMAdapter,
+    Sampler,
     Scored,
     UpdateDiagnostics,
     adam,
+    check_sampler_option,
+    draw,
     micro_batches,
     micro_weight,
     minibatches,
+    sampler_correction,
     sampling_stats,
     score_answers,
     score_logits,
@@ -132,6 +136,13 @@ class GRPOConfig:
     """Sampling temperature (pure: no top-k / top-p)."""
     max_grad_norm: float = 1.0
     """Global gradient-norm clip."""
+    sampler_correction: str = "none"
+    """none or tis: weight each token's policy loss by min(pi_old / mu, sampler_cap), mu the
+    sampler's probability (truncated importance sampling, TRL's vLLM correction in its
+    token_truncate mode). Needs a sampler that records its log-probs (a Hugging Face model's
+    `generate_dtype`); the sort task has none."""
+    sampler_cap: float = 3.0
+    """C, the cap of the sampler correction's weights (TRL's default clip_max)."""
     eval_prompts: int = 1024
     """Held-out prompts for the final gold evaluation."""
     runs_dir: str = "runs"
@@ -160,6 +171,7 @@ class GRPOConfig:
             check_positive(name, getattr(self, name))
         if self.clip_eps_high is not None:
             check_positive("clip_eps_high", self.clip_eps_high)
+        check_sampler_option(self.sampler_correction, self.sampler_cap)
 
 
 # --- pure pieces ---------------------------------------------------------------------------------
@@ -209,17 +221,21 @@ def sequence_rewards(rewards: Tensor, logp: Tensor, logp_ref: Tensor, mask: Tens
 
 
 def grpo_loss(logp: Tensor, logp_old: Tensor, logp_ref: Tensor, adv: Tensor, mask: Tensor,
-              cfg: GRPOConfig, max_len: int) -> tuple[Tensor, Tensor]:
+              cfg: GRPOConfig, max_len: int,
+              weight: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The scalar loss of one minibatch and the per-token ratio.
 
     logp [B, T] (with gradient), logp_old and logp_ref [B, T] (frozen), adv [B] (one advantage
-    per answer), mask [B, T]. Per token: -min(rho A, clip(rho) A), + beta * k with the KL in
-    the loss; aggregated by cfg.loss_type over max_len answer positions.
+    per answer), mask [B, T], weight [B, T] (frozen) or None: the sampler correction's
+    min(pi_old / mu, C). Per token: -weight * min(rho A, clip(rho) A), + beta * k with the KL
+    in the loss (not weighted, as TRL's); aggregated by cfg.loss_type over max_len positions.
     """
     eps_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
     ratio = (logp - logp_old).exp()
     a = adv[:, None].expand_as(ratio)
     per_token = -clipped_objective(ratio, a, cfg.clip_eps, eps_high)
+    if weight is not None:
+        per_token = per_token * weight
     if cfg.beta > 0 and cfg.kl_placement == "loss":
         per_token = per_token + cfg.beta * kl_to_ref(logp, logp_ref, cfg.kl_estimator)
     return aggregate(per_token, mask, cfg.loss_type, max_len), ratio
@@ -245,19 +261,27 @@ class GroupBatch:
     advantages: Tensor
     old_all: Tensor | None = None
     """pi_old's log-probs over the vocabulary [B, T, V] (for the exact KL), or None."""
+    logp_mu: Tensor | None = None
+    """[B, T] the sampler's log-probs of the tokens, when it records them."""
+    weight: Tensor | None = None
+    """[B, T] the sampler correction's weights min(pi_old / mu, C), when it is on."""
 
 
 class GRPOTrainer:
     """GRPO (and RLOO) on any policy the adapter `lm` runs: the sort task's TinyLM and the
     bandit tests (the default adapter, tokens [B, L] -> logits [B, L, V]) and a Hugging Face
     causal LM (`trustrl.rlhf.hf.HFIO`) all run through this class. `reward` scores
-    (prompts, responses) -> [B]; only the policy's trainable parameters are optimised."""
+    (prompts, responses) -> [B]; only the policy's trainable parameters are optimised.
+    `sampler`: one that records its log-probs, used instead of `lm.sample` (the mismatch is
+    then logged, and corrected with cfg.sampler_correction tis)."""
 
     def __init__(self, cfg: GRPOConfig, policy: nn.Module, ref: nn.Module, reward: RewardFn,
                  prompt_fn: PromptFn, max_new: int, gold_fn: GoldFn | None = None,
                  generator: torch.Generator | None = None, lm: LMAdapter = TINY_IO,
-                 score_chunk: int | None = None):
+                 score_chunk: int | None = None, sampler: Sampler | None = None):
         cfg.validate()
+        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler)
+        self.sampler = sampler
         self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.prompt_fn, self.max_new, self.gold_fn, self.lm = prompt_fn, max_new, gold_fn, lm
@@ -269,31 +293,34 @@ class GRPOTrainer:
         self.iteration = 0
 
     @torch.no_grad()
-    def sample(self) -> tuple[Any, Tensor]:
-        """G answers [B, T] to each of prompts_per_iter prompts (B = prompts x G)."""
+    def sample(self) -> tuple[Any, Tensor, Tensor | None]:
+        """G answers [B, T] to each of prompts_per_iter prompts (B = prompts x G), and the
+        sampler's log-probs of their tokens [B, T] when it records them (else None)."""
         cfg = self.cfg
         self.policy.eval()
         prompts = self.prompt_fn(cfg.prompts_per_iter, self.gen)
         prompts = prompts[torch.arange(len(prompts)).repeat_interleave(cfg.group_size)]
-        responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
+        responses, logp_mu = draw(self.lm, self.sampler, self.policy, prompts, self.max_new,
+                                  cfg.temperature, self.gen)
         self.policy.train()
-        return prompts, responses
+        return prompts, responses, logp_mu
 
     @torch.no_grad()
     def collect(self) -> tuple[GroupBatch, dict[str, float]]:
         """Sample G answers per prompt, score them with pi_old and pi_ref; advantages; the
         batch's statistics."""
-        prompts, responses = self.sample()
+        prompts, responses, logp_mu = self.sample()
         self.policy.eval()
         scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
                                self.cfg.temperature, self.score_chunk)
         self.policy.train()
-        return self.group_batch(prompts, responses, scored)
+        return self.group_batch(prompts, responses, scored, logp_mu)
 
     @torch.no_grad()
-    def group_batch(self, prompts: Any, responses: Tensor,
-                    scored: Scored) -> tuple[GroupBatch, dict[str, float]]:
-        """The rewards, advantages and statistics of scored answers."""
+    def group_batch(self, prompts: Any, responses: Tensor, scored: Scored,
+                    logp_mu: Tensor | None = None) -> tuple[GroupBatch, dict[str, float]]:
+        """The rewards, advantages and statistics of scored answers (and, with the sampler's
+        log-probs logp_mu, its mismatch with pi_old and the correction's weights)."""
         cfg = self.cfg
         mask = self.lm.response_mask(responses).float()
         logp_old, entropy, logp_ref = scored.logp, scored.entropy, scored.logp_ref
@@ -320,8 +347,11 @@ class GRPOTrainer:
         if self.gold_fn is not None:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
+        weight, mismatch = sampler_correction(logp_old, logp_mu, mask, cfg.sampler_correction,
+                                              cfg.sampler_cap)
+        stats.update(mismatch)
         return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv,
-                          scored.old_all), stats
+                          scored.old_all, logp_mu, weight), stats
 
     def one_pass(self) -> bool:
         """One optimiser step per batch, on the whole batch (epochs 1, one minibatch, no
@@ -339,14 +369,14 @@ class GRPOTrainer:
         logits score the answers (as pi_old) and, with their graph, give the loss. The same
         numbers as the two steps apart, to float rounding (batch composition of the passes)."""
         cfg = self.cfg
-        prompts, responses = self.sample()
+        prompts, responses, logp_mu = self.sample()
         logits = self.lm.answer_logits(self.policy, prompts, responses, cfg.temperature)
         with torch.no_grad():
             ref_logits = self.lm.answer_logits(self.ref, prompts, responses, cfg.temperature)
             n, t, v = logits.shape
             scored = score_logits(logits.detach(), ref_logits, responses,
                                   n * t * v <= EXACT_KL_OLD_MAX)
-        batch, stats = self.group_batch(prompts, responses, scored)
+        batch, stats = self.group_batch(prompts, responses, scored, logp_mu)
         stats.update(self.update(batch, logits))
         return batch, stats
 
@@ -369,7 +399,8 @@ class GRPOTrainer:
                         self.policy, batch.prompts[mb], batch.responses[mb], cfg.temperature))
                     logp, _ = token_logprobs(lg, batch.responses[mb])
                     loss, ratio = grpo_loss(logp, batch.logp_old[mb], batch.logp_ref[mb],
-                                            batch.advantages[mb], m, cfg, self.max_new)
+                                            batch.advantages[mb], m, cfg, self.max_new,
+                                            None if batch.weight is None else batch.weight[mb])
                     w = micro_weight(m, batch.mask[idx], per)
                     (loss if w == 1.0 else loss * w).backward()
                     total += w * float(loss.detach())

@@ -16,6 +16,11 @@ step and diagnostics are `trustrl.rlhf.grpo` / `ppo` / `steps`, shared with the 
 - Left-padded prompts; every forward pass gets position ids from the attention mask, as
   `generate` does (without them a left-padded prompt's logits differ from those it sampled).
 - bf16 autocast where the device supports it (`--bf16`); log-probs and KLs in float32.
+- `generate_dtype` (bf16 or float32): generation in that precision, whatever the training's,
+  with the log-probs it sampled with recorded (`GenerateSampler`): a sampler mu that differs
+  from pi_old, as an inference engine's does; the trainers log the mismatch and, with
+  sampler_correction tis, corrects it. A vLLM sampler would supply the same pair (tokens,
+  sampling log-probs); it is not built.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from trustrl.rlhf.common import check_positive
 from trustrl.util.errors import ConfigError, RunError
 
 ALGOS = ("grpo", "rloo", "ppo")
+GENERATE_DTYPES = ("", "bf16", "float32")
 EVAL_SEED = 10_000
 
 
@@ -71,6 +77,10 @@ class HFConfig:
     """Modules that get adapters: 'all-linear' or comma-separated module names."""
     bf16: bool = False
     """bf16 autocast for forward passes and generation (CUDA with bf16 support, or CPU)."""
+    generate_dtype: str = ""
+    """bf16 or float32: generate in this precision (autocast) and record the log-probs sampled
+    with (their mismatch with pi_old is logged, and corrected with sampler_correction tis);
+    empty = generate as the training runs, nothing recorded."""
     device: str = "cpu"
     """cpu, cuda, cuda:N or auto (cuda when available)."""
     score_chunk: int = 16
@@ -100,6 +110,9 @@ class HFConfig:
                               "rewards")
         if self.value_model and algo != "ppo":
             raise ConfigError("--value-model is for ppo only")
+        if self.generate_dtype not in GENERATE_DTYPES:
+            raise ConfigError(f"unknown generate_dtype {self.generate_dtype!r}; use bf16 or "
+                              "float32")
         for name in ("max_new_tokens", "max_prompt_length", "save_every", "score_chunk"):
             check_positive(name, getattr(self, name))
         check_positive("lora_r", self.lora_r, allow_zero=True)
@@ -235,8 +248,9 @@ class HFIO:
         self.eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long)
         self.pad_id, self.device, self.bf16 = pad_id, device, bf16
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if not self.bf16:
+    def autocast(self, bf16: bool | None = None) -> contextlib.AbstractContextManager:
+        """bf16 autocast when bf16 (None: the training's setting), else nothing."""
+        if not (self.bf16 if bf16 is None else bf16):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
@@ -251,24 +265,42 @@ class HFIO:
                temperature: float, generator: torch.Generator) -> Tensor:
         """[B, max_new] answer tokens, pad after the EOS. generate draws from torch's global
         generator: it is seeded from `generator` inside a fork, so runs and resumes repeat."""
+        return self.generate(policy, prompts, max_new, temperature, generator)[0]
+
+    @torch.no_grad()
+    def generate(self, policy: nn.Module, prompts: PromptBatch, max_new: int,
+                 temperature: float, generator: torch.Generator, bf16: bool | None = None,
+                 logprobs: bool = False) -> tuple[Tensor, Tensor | None]:
+        """`sample`'s answers, generated with bf16 autocast or not (None: the training's
+        setting), and with logprobs the [B, max_new] float32 log-probs the tokens were drawn
+        with (from generate's own logits over the temperature; 0 after an answer's end)."""
         from transformers import GenerationConfig
 
         config = GenerationConfig(
             do_sample=True, temperature=temperature, top_k=0, top_p=1.0, min_p=None,
             typical_p=1.0, repetition_penalty=1.0, max_new_tokens=max_new, min_new_tokens=0,
-            pad_token_id=self.pad_id, eos_token_id=self.eos.tolist(), use_cache=True)
+            pad_token_id=self.pad_id, eos_token_id=self.eos.tolist(), use_cache=True,
+            return_dict_in_generate=logprobs, output_logits=logprobs)
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))
         devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), self.autocast():
+        with torch.random.fork_rng(devices=devices), self.autocast(bf16):
             torch.manual_seed(seed)
             out = policy.generate(input_ids=prompts.ids, attention_mask=prompts.attention,
                                   generation_config=config)
-        responses = out[:, prompts.ids.shape[1]:]
+        seq = out.sequences if logprobs else out
+        responses = seq[:, prompts.ids.shape[1]:]
+        logp = None
+        if logprobs:
+            logits = torch.stack(out.logits, dim=1).float() / temperature
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, responses[..., None])[..., 0]
+            logp = logp.masked_fill(~self.response_mask(responses), 0.0)
         if responses.shape[1] < max_new:  # every answer ended early
             pad = responses.new_full((responses.shape[0], max_new - responses.shape[1]),
                                      self.pad_id)
             responses = torch.cat([responses, pad], dim=1)
-        return responses
+            if logp is not None:
+                logp = torch.cat([logp, logp.new_zeros(pad.shape)], dim=1)
+        return responses, logp
 
     def answer_logits(self, model: nn.Module, prompts: PromptBatch, responses: Tensor,
                       temperature: float = 1.0) -> Tensor:
@@ -293,6 +325,22 @@ class HFIO:
         """[B, T] bool: the answer up to and including its first EOS (all of it without)."""
         eos = self.is_eos(responses).long()
         return (torch.cumsum(eos, dim=1) - eos) == 0
+
+
+class GenerateSampler:
+    """The trainers' `Sampler` from `generate` in a given precision: the answers and the
+    log-probs they were drawn with (bf16 while the training runs in float32: a sampler mu that
+    differs from pi_old, as an inference engine's does)."""
+
+    def __init__(self, io: HFIO, bf16: bool):
+        self.io, self.bf16 = io, bf16
+
+    def __call__(self, policy: nn.Module, prompts: PromptBatch, max_new: int,
+                 temperature: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        responses, logp = self.io.generate(policy, prompts, max_new, temperature, generator,
+                                           bf16=self.bf16, logprobs=True)
+        assert logp is not None
+        return responses, logp
 
 
 def _at_least_float32(x: Tensor) -> Tensor:

@@ -30,6 +30,7 @@ from trustrl.rlhf.grpo import GRPO_COLUMNS, GRPOConfig, GRPOTrainer
 from trustrl.rlhf.hf import (
     EVAL_SEED,
     HFIO,
+    GenerateSampler,
     HFConfig,
     PromptSource,
     ReferenceView,
@@ -45,6 +46,7 @@ from trustrl.rlhf.hf import (
 )
 from trustrl.rlhf.kl import exact_kl
 from trustrl.rlhf.ppo import PPO_COLUMNS, PPOConfig, PPOTrainer, run_rl_loop, write_eval
+from trustrl.rlhf.steps import SAMPLER_COLUMNS
 from trustrl.util.errors import ConfigError, RunError
 
 GOLD_FREE = ("gold/",)
@@ -100,6 +102,8 @@ def build(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
     reward = TextReward(tokenizer, io, funcs, hcfg.reward_model, hcfg.reward_weights,
                         hcfg.prompt_column)
     gen = seed_everything(cfg.seed)
+    sampler = (GenerateSampler(io, hcfg.generate_dtype == "bf16")
+               if hcfg.generate_dtype else None)
     critic = None
     if algo == "ppo":
         assert isinstance(cfg, PPOConfig)
@@ -111,11 +115,11 @@ def build(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
         critic = ValueHead(trunk, hidden_size(trunk)).to(device)
         trainer: GRPOTrainer | PPOTrainer = PPOTrainer(
             cfg, policy, ref, critic, reward, source, hcfg.max_new_tokens, None, gen, lm=io,
-            score_chunk=hcfg.score_chunk)
+            score_chunk=hcfg.score_chunk, sampler=sampler)
     else:
         assert isinstance(cfg, GRPOConfig)
         trainer = GRPOTrainer(cfg, policy, ref, reward, source, hcfg.max_new_tokens, None, gen,
-                              lm=io, score_chunk=hcfg.score_chunk)
+                              lm=io, score_chunk=hcfg.score_chunk, sampler=sampler)
     return Parts(trainer, policy, ref, critic, tokenizer, io, reward)
 
 
@@ -198,11 +202,14 @@ def evaluate(parts: Parts, source: PromptSource, n: int, seed: int, temperature:
 
 
 # --- the run -----------------------------------------------------------------------------------
-def columns(algo: str, funcs: list[tuple[str, Callable]], reward_model: str) -> list[str]:
+def columns(algo: str, funcs: list[tuple[str, Callable]], reward_model: str,
+            recorded: bool = False) -> list[str]:
+    """metrics.csv's columns (recorded: the sampler records its log-probs)."""
     base = PPO_COLUMNS if algo == "ppo" else GRPO_COLUMNS
     names = [p.rsplit(":", 1)[-1] for p, _ in funcs] + (["reward_model"] if reward_model else [])
     extra = [f"rewards/{n}/{s}" for n in names for s in ("mean", "std")]
-    return [c for c in base if not c.startswith(GOLD_FREE)] + extra
+    return ([c for c in base if not c.startswith(GOLD_FREE)] + extra
+            + (SAMPLER_COLUMNS if recorded else []))
 
 
 def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
@@ -228,7 +235,8 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
     start = 0
     if resume:
         run = RunDir.open(resume)
-        run.metric_columns = columns(algo, funcs, hcfg.reward_model)
+        run.metric_columns = columns(algo, funcs, hcfg.reward_model,
+                                     bool(hcfg.generate_dtype))
         start = restore(parts, run.load_checkpoint())
         run.truncate_logs(start)
         run.set_status("running", start)
@@ -236,7 +244,8 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
         config = {"algo": algo, "config": asdict(cfg), "hf": asdict(hcfg)}
         run = RunDir.create(cfg.runs_dir, Path(hcfg.model).name or "model", algo, cfg.seed,
                             config)
-        run.metric_columns = columns(algo, funcs, hcfg.reward_model)
+        run.metric_columns = columns(algo, funcs, hcfg.reward_model,
+                                     bool(hcfg.generate_dtype))
     run_eval: dict[str, Any] = {}
     if eval_source is not None and start == 0:
         run_eval["start"] = evaluate(parts, eval_source, hcfg.eval_prompts,

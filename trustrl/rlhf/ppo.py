@@ -53,11 +53,15 @@ from trustrl.rlhf.model import (
 from trustrl.rlhf.steps import (
     DIAG_COLUMNS,
     LMAdapter,
+    Sampler,
     UpdateDiagnostics,
     adam,
+    check_sampler_option,
+    draw,
     micro_batches,
     micro_weight,
     minibatches,
+    sampler_correction,
     sampling_stats,
     score_answers,
     trainable,
@@ -126,6 +130,11 @@ class PPOConfig:
     """Global gradient-norm clip."""
     whiten_advantages: bool = True
     """Whiten advantages over the batch's valid tokens."""
+    sampler_correction: str = "none"
+    """none or tis: weight each token's policy loss by min(pi_old / mu, sampler_cap), mu the
+    sampler's probability (as GRPO's; needs a Hugging Face model's generate_dtype)."""
+    sampler_cap: float = 3.0
+    """C, the cap of the sampler correction's weights."""
     eval_prompts: int = 1024
     """Held-out prompts for the final gold evaluation."""
     runs_dir: str = "runs"
@@ -155,6 +164,7 @@ class PPOConfig:
                 check_positive(name, v)
         if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
             raise ConfigError("gamma and lam must be in [0, 1]")
+        check_sampler_option(self.sampler_correction, self.sampler_cap)
 
 
 def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
@@ -201,6 +211,8 @@ class Batch:
     returns: Tensor
     old_all: Tensor | None = None
     """pi_old's log-probs over the vocabulary [B, T, V] (for the exact KL), or None."""
+    weight: Tensor | None = None
+    """[B, T] the sampler correction's weights min(pi_old / mu, C), when it is on."""
 
 
 class PPOTrainer:
@@ -210,13 +222,18 @@ class PPOTrainer:
     task and the bandit test (the default adapter) and a Hugging Face causal LM
     (`trustrl.rlhf.hf.HFIO`, with a value head on the policy or a separate value model) all run
     through this same class. One Adam over the trainable parameters of both, each once.
+    `sampler`: one that records its log-probs, used instead of `lm.sample` (the mismatch is
+    then logged, and corrected with cfg.sampler_correction tis).
     """
 
     def __init__(self, cfg: PPOConfig, policy: nn.Module, ref: nn.Module, critic: nn.Module,
                  score_fn: ScoreFn, prompt_fn: PromptFn, max_new: int,
                  gold_fn: GoldFn | None = None, generator: torch.Generator | None = None,
-                 lm: LMAdapter = TINY_IO, score_chunk: int | None = None):
+                 lm: LMAdapter = TINY_IO, score_chunk: int | None = None,
+                 sampler: Sampler | None = None):
         cfg.validate()
+        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler)
+        self.sampler = sampler
         self.cfg, self.policy, self.ref, self.critic = cfg, policy, ref, critic
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.score_fn, self.prompt_fn, self.gold_fn = score_fn, prompt_fn, gold_fn
@@ -237,7 +254,8 @@ class PPOTrainer:
         cfg = self.cfg
         self.policy.eval()
         prompts = self.prompt_fn(cfg.batch_size, self.gen)
-        responses = self.lm.sample(self.policy, prompts, self.max_new, cfg.temperature, self.gen)
+        responses, logp_mu = draw(self.lm, self.sampler, self.policy, prompts, self.max_new,
+                                  cfg.temperature, self.gen)
         mask = self.lm.response_mask(responses).float()
         scored = score_answers(self.lm, self.policy, self.ref, prompts, responses,
                                cfg.temperature, self.score_chunk)
@@ -263,11 +281,14 @@ class PPOTrainer:
         if self.gold_fn is not None:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
+        weight, mismatch = sampler_correction(logp, logp_mu, mask, cfg.sampler_correction,
+                                              cfg.sampler_cap)
+        stats.update(mismatch)
         if cfg.whiten_advantages:
             adv = whiten(adv, mask)
         self.policy.train()
         return Batch(prompts, responses, mask, logp, values, adv, returns,
-                     scored.old_all), stats
+                     scored.old_all, weight), stats
 
     # --- step 4 ------------------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
@@ -288,9 +309,12 @@ class PPOTrainer:
                     ratio = log_ratio.exp()
                     adv = batch.advantages[mb][m]
                     if cfg.clip_eps is None:
-                        pg_loss = -surrogate_objective(ratio, adv).mean()
+                        surrogate = surrogate_objective(ratio, adv)
                     else:
-                        pg_loss = -clipped_surrogate_objective(ratio, adv, cfg.clip_eps).mean()
+                        surrogate = clipped_surrogate_objective(ratio, adv, cfg.clip_eps)
+                    if batch.weight is not None:  # the sampler correction, per token
+                        surrogate = surrogate * batch.weight[mb][m]
+                    pg_loss = -surrogate.mean()
                     v_new = self.lm.answer_values(self.critic, batch.prompts[mb],
                                                   batch.responses[mb]).float()[m]
                     v_old, ret = batch.values_old[mb][m], batch.returns[mb][m]

@@ -7,11 +7,16 @@
   micro-batches give the gradient of one minibatch exactly, whatever the loss aggregation;
 - the trust-region diagnostics both trainers log every step: the KL to pi_ref (k1, k3 and the
   exact per-token KL over the vocabulary, at sampling time), the KL to pi_old during the update
-  (k1, k3 and exact), the ratio's quantiles and the completions' lengths.
+  (k1, k3 and exact), the ratio's quantiles and the completions' lengths;
+- the sampler correction: when the answers come from a sampler mu that is not the training
+  model's exact forward (generation in bf16, or an inference engine such as vLLM), each token's
+  policy loss is weighted by min(pi_old(t) / mu(t), C) (truncated importance sampling, TRL's
+  `vllm_importance_sampling_correction` in its token_truncate mode), with its diagnostics.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +26,7 @@ from torch import Tensor, nn
 
 from trustrl.maths.diagnostics import approx_kl, ratio_stats
 from trustrl.rlhf.kl import exact_kl, kl_to_ref
+from trustrl.util.errors import ConfigError
 
 EXACT_KL_OLD_MAX = 2**25
 """The exact KL to pi_old needs pi_old's whole distribution at every answer token of the batch
@@ -32,6 +38,97 @@ DIAG_COLUMNS = [
     "completions/mean_length", "completions/min_length", "completions/max_length",
     "completions/clipped_ratio",
 ]
+
+
+SAMPLER_COLUMNS = [
+    "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max",
+    "sampling/importance_sampling_ratio/min", "sampling/importance_sampling_ratio/mean",
+    "sampling/importance_sampling_ratio/max", "sampling/importance_sampling_ratio/clipped_frac",
+    "sampling/kl_mu_old/k1", "sampling/kl_mu_old/k3",
+]
+"""The sampler's mismatch with pi_old, logged when the sampler records its log-probs (TRL's
+names where TRL has one; clipped_frac and kl_mu_old are trustrl's)."""
+
+SAMPLER_CORRECTIONS = ("none", "tis")
+
+
+class Sampler(Protocol):
+    """A sampler that records the log-probs it sampled with: ([B, T] answer tokens, padded after
+    the end as `LMAdapter.sample`'s, and [B, T] float32 log mu(token) at each of them). All an
+    inference engine (vLLM) would have to supply for the correction."""
+
+    def __call__(self, policy: nn.Module, prompts: Any, max_new: int, temperature: float,
+                 generator: torch.Generator) -> tuple[Tensor, Tensor]: ...
+
+
+@torch.no_grad()
+def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float) -> Tensor:
+    """[B, T] truncated importance weights min(pi_old(t) / mu(t), cap) of the sampled tokens
+    (frozen numbers). A token whose sampling log-prob is NaN (not given) gets weight 1."""
+    return torch.nan_to_num((logp_old - logp_mu).exp(), nan=1.0).clamp(max=cap)
+
+
+@torch.no_grad()
+def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor,
+                  cap: float) -> dict[str, float]:
+    """The mismatch between the sampler mu and pi_old over the valid answer tokens: |log pi_old
+    - log mu| (mean, max), the weights min(pi_old / mu, cap) (min, mean, max; the fraction cut
+    at the cap) and KL(mu || pi_old) per token, k1 and k3 of the log-ratio (tokens drawn from
+    mu, so both estimate that direction; k3 is never negative)."""
+    valid = mask.bool() & ~logp_mu.isnan()
+    diff = (logp_old - logp_mu)[valid].float()
+    if diff.numel() == 0:
+        return dict.fromkeys(SAMPLER_COLUMNS, float("nan"))
+    raw = diff.exp()
+    w = raw.clamp(max=cap)
+    return {
+        "sampling/sampling_logp_difference/mean": float(diff.abs().mean()),
+        "sampling/sampling_logp_difference/max": float(diff.abs().max()),
+        "sampling/importance_sampling_ratio/min": float(w.min()),
+        "sampling/importance_sampling_ratio/mean": float(w.mean()),
+        "sampling/importance_sampling_ratio/max": float(w.max()),
+        "sampling/importance_sampling_ratio/clipped_frac": float((raw > cap).float().mean()),
+        "sampling/kl_mu_old/k1": approx_kl(diff, "k1"),
+        "sampling/kl_mu_old/k3": approx_kl(diff, "k3"),
+    }
+
+
+@torch.no_grad()
+def draw(lm: LMAdapter, sampler: Sampler | None, policy: nn.Module, prompts: Any, max_new: int,
+         temperature: float, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+    """Answers [B, T] from the sampler that records its log-probs (and those [B, T]), or from
+    `lm.sample` (and None)."""
+    if sampler is not None:
+        return sampler(policy, prompts, max_new, temperature, generator)
+    return lm.sample(policy, prompts, max_new, temperature, generator), None
+
+
+def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown") -> None:
+    """ConfigError for an unknown correction, a cap that is not > 0, or a correction with no
+    sampler that records its log-probs (sampler None; the default skips that check)."""
+    if correction not in SAMPLER_CORRECTIONS:
+        raise ConfigError(f"unknown sampler_correction {correction!r}; use one of "
+                          f"{', '.join(SAMPLER_CORRECTIONS)}")
+    if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
+        raise ConfigError(f"sampler_cap must be a finite number > 0, got {cap}")
+    if correction != "none" and sampler is None:
+        raise ConfigError(f"sampler_correction {correction} needs a sampler that records its "
+                          "log-probs (a Hugging Face model's generate_dtype)")
+
+
+@torch.no_grad()
+def sampler_correction(logp_old: Tensor, logp_mu: Tensor | None, mask: Tensor, correction: str,
+                       cap: float) -> tuple[Tensor | None, dict[str, float]]:
+    """The correction's [B, T] weights (None unless correction is tis and the sampler's
+    log-probs are given; 1 after an answer's end, where no token was sampled) and the
+    mismatch's statistics (empty without the sampler's log-probs)."""
+    if logp_mu is None:
+        return None, {}
+    logp_mu = logp_mu.to(logp_old.device).float()
+    stats = sampler_stats(logp_old, logp_mu, mask, cap)
+    if correction != "tis":
+        return None, stats
+    return sampler_weights(logp_old, logp_mu, cap).where(mask.bool(), 1.0), stats
 
 
 class LMAdapter(Protocol):
