@@ -116,6 +116,40 @@ def test_categorical_bindings_run_the_source():
         assert epochs[name] is getattr(kernels, name)
 
 
+CATEGORICAL_GRADS = ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad")
+
+
+def test_categorical_derivatives_bindings_run_the_source():
+    """d log p(a) / d logits, the entropy's and the KL's gradients in the logits: the closed
+    form's torch code (popnet) and PPO's compiled epochs call distributions' functions, the
+    compiled ones elementwise forms of the source's code."""
+    from trustrl import distributions, popnet
+
+    for name in CATEGORICAL_GRADS:
+        assert getattr(popnet, name) is getattr(distributions, name)
+    pytest.importorskip("numba")
+    from trustrl.compiled import kernels, ppo
+
+    for name in CATEGORICAL_GRADS:
+        stub = getattr(kernels, name)
+        assert stub.__wrapped__.py_func.__code__ is getattr(distributions, name).__code__
+        assert ppo.ppo_epochs.__globals__[name] is stub
+
+
+def test_no_categorical_derivative_written_out_in_the_policy_code():
+    """No hand-written copy of those derivatives beside their calls (popnet and PPO's epochs
+    each had one): onehot minus p, or p times (log p + H)."""
+    import re
+    from pathlib import Path
+
+    import trustrl
+
+    root = Path(trustrl.__file__).parent
+    files = [root / "popnet.py", root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    written = re.compile(r"\(onehot - |\* \(\w+(\[i, k\])? \+ ent")
+    assert [p.name for p in files if written.search(p.read_text())] == []
+
+
 def test_no_log_softmax_written_out_in_the_policy_code():
     """The RL core's log-softmax is distributions' (the source, or torch's fused kernel
     through masked_log_softmax): no hand-written one in popnet, backends, batched or compiled/

@@ -27,7 +27,10 @@ from torch import Tensor
 from trustrl.distributions import (
     HALF_LOG_2PI,
     categorical_entropy,
+    categorical_entropy_grad,
     categorical_kl,
+    categorical_kl_grad,
+    categorical_logp_grad,
     gaussian_entropy_density,
     gaussian_kl_density,
     gaussian_log_density,
@@ -171,7 +174,7 @@ class PopNet:
         if self.discrete:
             prob = parts["prob"]
             onehot = torch.zeros_like(prob).scatter_(-1, actions.unsqueeze(-1), 1.0)
-            return g * (onehot - prob), None
+            return categorical_logp_grad(g, onehot, prob), None
         z = parts["z"]
         return g * z * parts["inv_std"], (g * (z * z - 1.0)).sum(1)
 
@@ -222,7 +225,7 @@ class PopNet:
         if self.discrete:
             prob, logp_all = parts["prob"], parts["logp_all"]
             ent = categorical_entropy(logp_all).unsqueeze(-1)
-            return -g_ent.unsqueeze(-1) * prob * (logp_all + ent), None
+            return categorical_entropy_grad(g_ent.unsqueeze(-1), prob, logp_all, ent), None
         return None, g_ent.sum(1, keepdim=True).expand(-1, self.n_out)
 
     def kl_backward(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor,
@@ -234,7 +237,8 @@ class PopNet:
         / var."""
         g = g_kl.unsqueeze(-1)
         if self.discrete:
-            return g * (torch.softmax(new_out, -1) - torch.softmax(old_out, -1)), None
+            return categorical_kl_grad(g, torch.softmax(new_out, -1),
+                                       torch.softmax(old_out, -1)), None
         ls_new, ls_old = params["log_std"], self.log_std(flat_old)
         inv_var = torch.exp(-2.0 * ls_new)
         diff = new_out - old_out

@@ -219,7 +219,8 @@ def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def
 
 _DISTRIBUTIONS = compiled_source(distributions, (
     "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
-    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"))
+    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"),
+    ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad"))
 gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
 gaussian_entropy_density = _DISTRIBUTIONS.gaussian_entropy_density
 gaussian_kl_density = _DISTRIBUTIONS.gaussian_kl_density
@@ -232,6 +233,11 @@ categorical_kl = _DISTRIBUTIONS.categorical_kl
 """trustrl.distributions' categorical log-softmax, entropy and KL compiled over
 trustrl.compiled.xp, called on a batch's rows of logits [..., n] (float32) below and in
 compiled/rollout.py and compiled/ppo.py."""
+categorical_logp_grad = _DISTRIBUTIONS.categorical_logp_grad
+categorical_entropy_grad = _DISTRIBUTIONS.categorical_entropy_grad
+categorical_kl_grad = _DISTRIBUTIONS.categorical_kl_grad
+"""trustrl.distributions' categorical derivatives in the logits, elementwise
+(trustrl.compiled.xp.elementwise): called on float32 scalars in PPO's epoch loop."""
 HALF_LOG_2PI = np.float32(distributions.HALF_LOG_2PI)
 HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
 

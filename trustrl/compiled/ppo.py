@@ -38,7 +38,10 @@ from trustrl.compiled.kernels import (
     HALF_LOG_2PI,
     adam_,
     categorical_entropy,
+    categorical_entropy_grad,
     categorical_kl,
+    categorical_kl_grad,
+    categorical_logp_grad,
     dot_tn,
     gaussian_entropy_density,
     gaussian_kl_density,
@@ -229,11 +232,12 @@ def ppo_epochs(policy, adam, batch, loss, penalty, active, order, mb, sums):  # 
                     for i in range(M):
                         for k in range(n):
                             onehot = f32(1.0) if k == a_i[i] else f32(0.0)
-                            g = d_logp[i] * (onehot - prob[i, k])
+                            g = categorical_logp_grad(d_logp[i], onehot, prob[i, k])
                             if ent_coef != 0.0:
-                                g += -d_ent * prob[i, k] * (lpa[i, k] + ent[i])
+                                g += categorical_entropy_grad(d_ent, prob[i, k], lpa[i, k],
+                                                              ent[i])
                             if beta != 0.0:  # d KL / d logits = p_new - p_old
-                                g += g_kl * (prob[i, k] - ref[i, k])
+                                g += categorical_kl_grad(g_kl, prob[i, k], ref[i, k])
                             g_out[i, k] = g
                 else:
                     for k in range(n):
