@@ -146,9 +146,21 @@ def linear(x, W):
 
 @njit(cache=True, fastmath=True, error_model="numpy")
 def linear_t(g, W):
-    """g @ W.T, with W.T copied contiguous: BLAS's transposed operand cost more than the copy
-    (128 x 64 @ 64 x 64: 13.5-14.3 us, 11.1-12.2)."""
-    return np.dot(g, np.ascontiguousarray(W.T))
+    """g @ W.T: for a W of at most SMALL_ROWS columns (an output layer's: the critic's one,
+    a few actions) a loop, where BLAS's product of inner size 1 or 2 costs more than the
+    arithmetic; else np.dot with W.T copied contiguous: BLAS's transposed operand cost more
+    than the copy (128 x 64 @ 64 x 64: 13.5-14.3 us, 11.1-12.2)."""
+    a, b = W.shape
+    if b > SMALL_ROWS:
+        return np.dot(g, np.ascontiguousarray(W.T))
+    out = np.empty((g.shape[0], a), np.float32)
+    for i in range(g.shape[0]):
+        for j in range(a):
+            acc = np.float32(0.0)
+            for c in range(b):
+                acc += g[i, c] * W[j, c]
+            out[i, j] = acc
+    return out
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
