@@ -129,27 +129,31 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
 
     action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
                                                              high=(1.0, 1.0))
-    torch.manual_seed(7)
-    net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
-                                        for _ in range(2)], "cpu")
-    flat = net.flat.detach().clone()
-    obs = torch.randn(2, 40, 3)
-    old_out = net.actor(obs, flat)
-    comp = compiled.Compiled().fisher_product(net, obs, old_out, flat, 0.1)
-    assert hasattr(comp, "solve")
-    b = torch.randn_like(flat) * net.actor_mask.float()
-    b[1] *= 1e-3  # the second member meets the tolerance sooner
-    for iters, tol in ((10, 1e-10), (25, 1e-7)):
-        got = conjugate_gradient(comp, b, iters, tol)
-        ref = conjugate_gradient(lambda v: comp(v), b, iters, tol)  # the eager loop
-        assert got.iterations.tolist() == ref.iterations.tolist()
-        # CG carries the products' float32 rounding through its iterations
-        torch.testing.assert_close(got.x, ref.x, rtol=1e-3,
-                                   atol=1e-4 * float(ref.x.abs().max()))
-        # the recursively updated residual carries float32 rounding of the whole loop
-        torch.testing.assert_close(got.residual, ref.residual, rtol=1e-3,
-                                   atol=1e-6 * float(b.norm()))
-    assert ref.iterations[1] < ref.iterations[0]
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
+                                            for _ in range(2)], "cpu")
+        flat = net.flat.detach().clone()
+        obs = torch.randn(2, 40, 3)
+        old_out = net.actor(obs, flat)
+        comp = compiled.Compiled().fisher_product(net, obs, old_out, flat, 0.1)
+        assert hasattr(comp, "solve")
+        b = torch.randn_like(flat) * net.actor_mask.float()
+        b[1] *= 3e-2  # the second member meets the tolerance sooner
+        # Both runs stop well above float32's floor: past about six products on this
+        # ill-conditioned system the recursively updated residual is rounding (the two
+        # evaluation orders then differ by 10-100%, whatever the product's bits), so the
+        # stopping tolerance (||r|| < 0.1 against ||b|| ~ 14) ends them within 3-7 products.
+        for iters, tol in ((5, 1e-10), (25, 1e-2)):
+            got = conjugate_gradient(comp, b, iters, tol)
+            ref = conjugate_gradient(lambda v, comp=comp: comp(v), b, iters, tol)  # eager loop
+            assert got.iterations.tolist() == ref.iterations.tolist()
+            # CG carries the products' float32 rounding through its iterations
+            torch.testing.assert_close(got.x, ref.x, rtol=1e-3,
+                                       atol=1e-4 * float(ref.x.abs().max()))
+            torch.testing.assert_close(got.residual, ref.residual, rtol=1e-3,
+                                       atol=1e-6 * float(b.norm()))
+        assert ref.iterations[1] < ref.iterations[0]
 
 
 def test_the_blas_numba_calls_runs_on_one_thread():

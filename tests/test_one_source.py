@@ -119,6 +119,97 @@ def test_categorical_bindings_run_the_source():
         assert epochs[name] is getattr(kernels, name)
 
 
+CATEGORICAL_GRADS = ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad")
+
+
+def test_categorical_derivatives_bindings_run_the_source():
+    """d log p(a) / d logits, the entropy's and the KL's gradients in the logits: the closed
+    form's torch code (popnet) and PPO's compiled epochs call distributions' functions, the
+    compiled ones elementwise forms of the source's code."""
+    from trustrl.maths import distributions
+    from trustrl.nets import popnet
+
+    for name in CATEGORICAL_GRADS:
+        assert getattr(popnet, name) is getattr(distributions, name)
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels, ppo
+
+    for name in CATEGORICAL_GRADS:
+        stub = getattr(kernels, name)
+        assert stub.__wrapped__.py_func.__code__ is getattr(distributions, name).__code__
+        assert ppo.ppo_epochs.__globals__[name] is stub
+
+
+def test_no_categorical_derivative_written_out_in_the_policy_code():
+    """No hand-written copy of those derivatives beside their calls (popnet and PPO's epochs
+    each had one): onehot minus p, or p times (log p + H)."""
+    import re
+    from pathlib import Path
+
+    import trustrl
+
+    root = Path(trustrl.__file__).parent
+    files = [root / "popnet.py", root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    written = re.compile(r"\(onehot - |\* \(\w+(\[i, k\])? \+ ent")
+    assert [p.name for p in files if written.search(p.read_text())] == []
+
+
+MLP_CHAIN_RULE = ("activation_grad", "mlp_hidden_outputs", "mlp_output", "mlp_hidden_grads",
+                  "mlp_grads", "mlp_jvp")
+
+
+def test_mlp_chain_rule_bindings_run_the_source():
+    """The MLP's forward pass, gradient and forward-mode (Fisher) product are popnet's
+    functions: the torch network's methods call them (the closed form, TRPO's products), and
+    the compiled kernels (PPO's epochs, the critic fit, the Fisher product, the rollouts'
+    forward pass) call them compiled, with the compiled products as their free globals."""
+    from trustrl.nets import popnet
+
+    net = popnet.PopActorCritic
+    for method, name in ((net._mlp, "mlp_output"), (net.mlp_forward, "mlp_output"),
+                         (net.mlp_backward, "mlp_grads"), (net.actor_jvp, "mlp_jvp")):
+        assert name in method.__code__.co_names, method.__name__
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels, ppo
+
+    for name in MLP_CHAIN_RULE:
+        assert getattr(kernels._MLP, name).py_func.__code__ is getattr(popnet, name).__code__
+    bound = vars(kernels._MLP)
+    assert bound["affine"] is kernels.dense and bound["linear"] is kernels.linear
+    assert bound["linear_t"] is kernels.linear_t and bound["layer_grad"] is kernels.layer_grad
+    assert bound["activate"] is kernels.activation
+    for kernel, names in ((kernels.mlp_forward, {"mlp_hidden_outputs"}),
+                          (kernels.mlp_out, {"mlp_output"}),
+                          (kernels.mlp_backward_hidden, {"mlp_hidden_grads"}),
+                          (kernels.critic_fit, {"mlp_output", "mlp_grads"}),
+                          (kernels.actor_fisher_product, {"mlp_jvp", "mlp_grads"})):
+        assert names <= set(kernel.py_func.__code__.co_names), kernel.py_func.__name__
+        for name in names:
+            assert kernel.py_func.__globals__[name] is getattr(kernels._MLP, name)
+    epochs = ppo.ppo_epochs.__globals__
+    assert epochs["mlp_forward"] is kernels.mlp_forward
+    assert epochs["mlp_backward_hidden"] is kernels.mlp_backward_hidden
+
+
+def test_no_activation_derivative_written_out_beside_the_chain_rule():
+    """tanh' and ReLU' are written once (popnet.activation_grad): the closed form's torch
+    code and the compiled kernels hold no copy of them (popnet's methods, kernels' backward
+    and Fisher product each had one)."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    import trustrl
+    from trustrl.nets import popnet
+
+    root = Path(trustrl.__file__).parent
+    files = [root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    written = re.compile(r"addcmul|\* h(\[i, k\])? \* h\b|\bh(\[i, k\])? > 0")
+    texts = {p.name: p.read_text() for p in files}
+    texts["PopActorCritic"] = inspect.getsource(popnet.PopActorCritic)
+    assert [name for name, text in texts.items() if written.search(text)] == []
+
+
 def test_no_log_softmax_written_out_in_the_policy_code():
     """The RL core's log-softmax is distributions' (the source, or torch's fused kernel
     through masked_log_softmax): no hand-written one in popnet, backends, batched or compiled/

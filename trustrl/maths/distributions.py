@@ -97,6 +97,31 @@ def categorical_kl(logp_p: Any, logp_q: Any) -> Any:
     return (o.exp(logp_p) * (logp_p - logp_q)).sum(-1)
 
 
+# --- the categorical's derivatives in the logits, written once ---------------------------------
+# Elementwise, per logit k (each scaled by the loss's derivative g in the term, so that a
+# binding computes the product in one order): torch runs them on [P, B, n] tensors
+# (trustrl.nets.popnet's log_prob_backward, entropy_backward, kl_backward: the closed form),
+# compiled
+# code on float32 scalars in PPO's epoch loop (trustrl.compute.compiled.ppo), from this source
+# (tests/test_one_source.py; tests/test_backends.py holds them to autograd).
+
+def categorical_logp_grad(g: Any, onehot: Any, prob: Any) -> Any:
+    """g d log p(a) / d logit_k = g ([k = a] - p_k), with onehot = [k = a] and prob = p_k.
+    The easy mistake: forgetting -p_k on the logits other than a's (softmax couples them)."""
+    return g * (onehot - prob)
+
+
+def categorical_entropy_grad(g: Any, prob: Any, logp: Any, entropy: Any) -> Any:
+    """g dH / d logit_k = -g p_k (log p_k + H), with H the row's entropy."""
+    return -g * prob * (logp + entropy)
+
+
+def categorical_kl_grad(g: Any, prob_q: Any, prob_p: Any) -> Any:
+    """g d KL(p || q) / d logit_k of q's logits = g (q_k - p_k) (PPO's KL penalty: p is
+    pi_old, q the policy being updated). The easy mistake: differentiating in p's logits."""
+    return g * (prob_q - prob_p)
+
+
 _NUMPY = rebound("_trustrl_distributions_numpy", "trustrl.maths.distributions over NumPy",
                  globals(), (log_softmax, categorical_entropy, categorical_kl), {"o": np})
 log_softmax_numpy = _NUMPY.log_softmax

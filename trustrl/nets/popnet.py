@@ -27,7 +27,10 @@ from torch import Tensor
 from trustrl.maths.distributions import (
     HALF_LOG_2PI,
     categorical_entropy,
+    categorical_entropy_grad,
     categorical_kl,
+    categorical_kl_grad,
+    categorical_logp_grad,
     gaussian_entropy_density,
     gaussian_kl_density,
     gaussian_log_density,
@@ -47,6 +50,118 @@ def _tanh(x: Tensor) -> Tensor:
         np.tanh(x.numpy(), out=x.numpy())
         return x
     return torch.tanh(x)
+
+
+# --- the MLP's chain rule, written once ---------------------------------------------------------
+# An MLP is `layers`, a list of its (W, b) in order, the last the output layer (no activation).
+# The functions below are written over a handful of free globals that each binding sets:
+# `affine(x, W, b)` = x W + b, `linear(x, W)` = x W, `linear_t(g, W)` = g W^T,
+# `activate(z, relu)` the hidden activation (tanh, or ReLU) and `layer_grad(grads, i, x, g)`,
+# which records layer i's gradient (dW = x^T g, db = g summed over the rows) from its input x
+# and dLoss/dz g. The torch binding is this module's own (x [P, B, a], W [P, a, b], b [P, 1, b]:
+# batched products over the members; the gradients collected in a list for torch.cat);
+# trustrl.compute.compiled.kernels compiles the same functions with Numba for one member (x [M, a],
+# W [a, b], b [b] views of the flat parameters; each gradient written into its slice of the
+# flat gradient). tests/test_one_source.py holds the compiled code objects to these.
+
+def affine(x: Tensor, W: Tensor, b: Tensor) -> Tensor:
+    """x W + b as a batched product; for one output column a reduction, since bmm's kernel
+    choice for a single matrix (P = 1) differs from the batched one in the last bits."""
+    if W.shape[-1] == 1:
+        return (x * W.transpose(1, 2)).sum(-1, keepdim=True) + b
+    return torch.baddbmm(b, x, W)
+
+
+def linear(x: Tensor, W: Tensor) -> Tensor:
+    """x W (`affine` without the bias)."""
+    if W.shape[-1] == 1:
+        return (x * W.transpose(1, 2)).sum(-1, keepdim=True)
+    return torch.bmm(x, W)
+
+
+def linear_t(g: Tensor, W: Tensor) -> Tensor:
+    """g W^T: dLoss/dx from dLoss/d(x W)."""
+    if W.shape[-1] == 1:
+        return g * W.transpose(1, 2)
+    return torch.bmm(g, W.transpose(1, 2))
+
+
+def layer_grad(grads: list[Any], i: int, x: Tensor, g: Tensor) -> None:
+    """grads[i] = (dW [P, a * b] = x^T g, db [P, b] = g summed over the batch)."""
+    if g.shape[-1] == 1:
+        grads[i] = ((x * g).sum(1), g.sum(1))
+    else:
+        grads[i] = (torch.bmm(x.transpose(1, 2), g).reshape(g.shape[0], -1), g.sum(1))
+
+
+def activate(z: Tensor, relu: bool) -> Tensor:
+    """The hidden activation: ReLU, or tanh (`_tanh`)."""
+    return torch.relu(z) if relu else _tanh(z)
+
+
+def activation_grad(g: Any, h: Any, relu: bool) -> Any:
+    """g act'(z) from the activation's output h = act(z): ReLU' = [h > 0], tanh' = 1 - h^2
+    (written g - g h h, one pass less than g (1 - h^2)). The easy mistake: tanh' from z
+    instead of h."""
+    if relu:
+        return g * (h > 0)
+    return g - g * h * h
+
+
+def mlp_hidden_outputs(layers: Any, x: Any, relu: bool) -> Any:
+    """Each layer's input [x, h_1, ..., h_L] (h_L the output layer's)."""
+    acts = [x]
+    for i in range(len(layers) - 1):
+        W, b = layers[i]
+        x = activate(affine(x, W, b), relu)
+        acts.append(x)
+    return acts
+
+
+def mlp_output(layers: Any, x: Any, relu: bool) -> Any:
+    """(the MLP's output, the layer inputs [x, h_1, ..., h_L] for `mlp_grads`)."""
+    acts = mlp_hidden_outputs(layers, x, relu)
+    L = len(layers) - 1
+    W, b = layers[L]
+    return affine(acts[L], W, b), acts
+
+
+def mlp_hidden_grads(layers: Any, acts: Any, g_h: Any, relu: bool, grads: Any) -> None:
+    """The chain rule back through the hidden layers from dLoss/dh_L: g_z = g_h act'(z),
+    layer i's gradient from (its input, g_z), g_h = g_z W^T for the layer below."""
+    for i in range(len(layers) - 2, -1, -1):
+        g_z = activation_grad(g_h, acts[i + 1], relu)
+        layer_grad(grads, i, acts[i], g_z)
+        if i > 0:
+            g_h = linear_t(g_z, layers[i][0])
+
+
+def mlp_grads(layers: Any, acts: Any, g_out: Any, relu: bool, grads: Any) -> None:
+    """Every layer's gradient (`layer_grad`) from dLoss/d(output) and `mlp_output`'s acts:
+    the output layer's, then the hidden layers' (`mlp_hidden_grads`)."""
+    L = len(layers) - 1
+    layer_grad(grads, L, acts[L], g_out)
+    if L > 0:
+        mlp_hidden_grads(layers, acts, linear_t(g_out, layers[L][0]), relu, grads)
+
+
+def mlp_jvp(layers: Any, d_layers: Any, acts: Any, relu: bool) -> Any:
+    """J v: the change of the MLP's output along the parameter direction `d_layers` (its
+    (dW, db) per layer), by forward mode from `mlp_output`'s acts: dz = x dW + db + dh W,
+    dh = act'(z) dz (dh = 0 at the input)."""
+    L = len(layers) - 1
+    dh = acts[0]  # unread at i = 0 (the input does not move)
+    for i in range(L):
+        dW, db = d_layers[i]
+        dz = affine(acts[i], dW, db)
+        if i > 0:
+            dz += linear(dh, layers[i][0])
+        dh = activation_grad(dz, acts[i + 1], relu)
+    dW, db = d_layers[L]
+    jv = affine(acts[L], dW, db)
+    if L > 0:
+        jv += linear(dh, layers[L][0])
+    return jv
 
 
 def _blocks(out: Tensor, nvec: tuple[int, ...]) -> list[Tensor]:
@@ -171,7 +286,7 @@ class PopNet:
         if self.discrete:
             prob = parts["prob"]
             onehot = torch.zeros_like(prob).scatter_(-1, actions.unsqueeze(-1), 1.0)
-            return g * (onehot - prob), None
+            return categorical_logp_grad(g, onehot, prob), None
         z = parts["z"]
         return g * z * parts["inv_std"], (g * (z * z - 1.0)).sum(1)
 
@@ -222,7 +337,7 @@ class PopNet:
         if self.discrete:
             prob, logp_all = parts["prob"], parts["logp_all"]
             ent = categorical_entropy(logp_all).unsqueeze(-1)
-            return -g_ent.unsqueeze(-1) * prob * (logp_all + ent), None
+            return categorical_entropy_grad(g_ent.unsqueeze(-1), prob, logp_all, ent), None
         return None, g_ent.sum(1, keepdim=True).expand(-1, self.n_out)
 
     def kl_backward(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor,
@@ -234,7 +349,8 @@ class PopNet:
         / var."""
         g = g_kl.unsqueeze(-1)
         if self.discrete:
-            return g * (torch.softmax(new_out, -1) - torch.softmax(old_out, -1)), None
+            return categorical_kl_grad(g, torch.softmax(new_out, -1),
+                                       torch.softmax(old_out, -1)), None
         ls_new, ls_old = params["log_std"], self.log_std(flat_old)
         inv_var = torch.exp(-2.0 * ls_new)
         diff = new_out - old_out
@@ -258,7 +374,7 @@ class PopActorCritic(PopNet):
         if flat.shape[-1] != self.size:
             raise ValueError(f"flat has {flat.shape[-1]} columns, the layout needs {self.size}")
         self.flat = flat
-        self._act = _tanh if activation == "tanh" else torch.relu
+        self.relu = activation == "relu"
 
     closed_form = True
 
@@ -306,56 +422,29 @@ class PopActorCritic(PopNet):
         flat = self.flat if flat is None else flat
         return {s.name: self._view(s, flat) for s in self.segments}
 
+    def layers(self, part: str, v: dict[str, Tensor]) -> list[tuple[Tensor, Tensor]]:
+        """One MLP's (W, b) views in order ("actor" or "critic"; v from `views`), as the
+        chain rule's source functions take them."""
+        names = [f"{i}" for i in range(len(self.hidden_sizes))] + ["_out"]
+        return [(v[f"{part}.w{i}"], v[f"{part}.b{i}"]) for i in names]
+
     def _mlp(self, part: str, x: Tensor, v: dict[str, Tensor]) -> Tensor:
-        for i in range(len(self.hidden_sizes)):
-            x = self._act(torch.baddbmm(v[f"{part}.b{i}"], x, v[f"{part}.w{i}"]))
-        w, b = v[f"{part}.w_out"], v[f"{part}.b_out"]
-        if w.shape[-1] == 1:
-            # a product with one output column: a reduction rather than bmm, whose kernel
-            # choice for a single matrix (P = 1) differs from the batched one in the last bits
-            return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
-        return torch.baddbmm(b, x, w)
+        return mlp_output(self.layers(part, v), x, self.relu)[0]  # type: ignore[no-any-return]
 
     def mlp_forward(self, part: str, x: Tensor, v: dict[str, Tensor]
                     ) -> tuple[Tensor, list[Tensor]]:
-        """`_mlp` that also returns the layer inputs [x, h1, ..., hL] for `mlp_backward`."""
-        acts = [x]
-        for i in range(len(self.hidden_sizes)):
-            x = self._act(torch.baddbmm(v[f"{part}.b{i}"], x, v[f"{part}.w{i}"]))
-            acts.append(x)
-        w, b = v[f"{part}.w_out"], v[f"{part}.b_out"]
-        if w.shape[-1] == 1:
-            return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b, acts
-        return torch.baddbmm(b, x, w), acts
+        """The MLP's output and the layer inputs [x, h1, ..., hL] for `mlp_backward`."""
+        return mlp_output(self.layers(part, v), x, self.relu)  # type: ignore[no-any-return]
 
     def mlp_backward(self, part: str, acts: list[Tensor], g_out: Tensor,
                      v: dict[str, Tensor]) -> list[Tensor]:
         """Gradients [P, size] of every segment of one MLP, in layout order, from dLoss/dout
         [P, B, n_out] and the activations `mlp_forward` returned: the chain rule written out
-        (dW = h^T g, db = sum g, g_h = g W^T, g_z = g_h * act'(z)), about a dozen kernels
-        where autograd records and replays a graph of fifty."""
-        P = g_out.shape[0]
-        L = len(self.hidden_sizes)
-        h = acts[L]
-        w = v[f"{part}.w_out"]
-        if w.shape[-1] == 1:
-            g1 = g_out  # [P, B, 1]
-            grads = [(h * g1).sum(1), g1.sum(1)]  # w_out as [P, h] (= [P, h, 1] flattened)
-            g_h = g1 * w.transpose(1, 2)
-        else:
-            grads = [torch.bmm(h.transpose(1, 2), g_out).reshape(P, -1), g_out.sum(1)]
-            g_h = torch.bmm(g_out, w.transpose(1, 2))
-        for i in range(L - 1, -1, -1):
-            h = acts[i + 1]
-            if self.activation == "tanh":  # g (1 - h^2) = g - (g h) h: two passes, not three
-                g_z = torch.addcmul(g_h, g_h * h, h, value=-1.0)
-            else:
-                g_z = g_h * (h > 0)
-            grads = [torch.bmm(acts[i].transpose(1, 2), g_z).reshape(P, -1), g_z.sum(1)] + grads
-            if i > 0:
-                g_h = torch.bmm(g_z, v[f"{part}.w{i}"].transpose(1, 2))
-        return grads
-
+        (`mlp_grads`), about a dozen kernels where autograd records and replays a graph of
+        fifty."""
+        grads: list[Any] = [None] * (len(self.hidden_sizes) + 1)
+        mlp_grads(self.layers(part, v), acts, g_out, self.relu, grads)
+        return [t for pair in grads for t in pair]
 
     def assemble_actor(self, actor: list[Tensor], log_std: Tensor | None) -> Tensor:
         """Actor pieces (mlp_backward's list, and the log-std part) -> [P, D], critic 0."""
@@ -364,32 +453,12 @@ class PopActorCritic(PopNet):
         zeros = actor[0].new_zeros(P, n_critic)
         return torch.cat(actor + [zeros] + ([log_std] if log_std is not None else []), dim=1)
 
-    @staticmethod
-    def _out_layer(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
-        """x W (+ b) as the output layer computes it (a reduction for 1 column)."""
-        if w.shape[-1] == 1:
-            y = (x * w.transpose(1, 2)).sum(-1, keepdim=True)
-            return y if b is None else y + b
-        return torch.bmm(x, w) if b is None else torch.baddbmm(b, x, w)
-
     def actor_jvp(self, acts: list[Tensor], params: dict[str, Tensor],
                   dv: dict[str, Tensor]) -> Tensor:
         """J v: the change of the actor's output [P, B, n] along the parameter direction dv
-        (forward mode: dz = dx W + x dW + db, dh = act'(z) dz); acts from mlp_forward."""
-        dh: Tensor | None = None
-        for i in range(len(self.hidden_sizes)):
-            dz = torch.baddbmm(dv[f"actor.b{i}"], acts[i], dv[f"actor.w{i}"])
-            if dh is not None:
-                dz = dz + torch.bmm(dh, params[f"actor.w{i}"])
-            h = acts[i + 1]
-            if self.activation == "tanh":
-                dh = torch.addcmul(dz, dz * h, h, value=-1.0)
-            else:
-                dh = dz * (h > 0)
-        if dh is None:  # no hidden layer: the output layer alone
-            return self._out_layer(acts[0], dv["actor.w_out"], dv["actor.b_out"])
-        return (self._out_layer(dh, params["actor.w_out"], None)
-                + self._out_layer(acts[-1], dv["actor.w_out"], dv["actor.b_out"]))
+        (its views) by forward mode (`mlp_jvp`); acts from mlp_forward."""
+        return mlp_jvp(self.layers("actor", params),  # type: ignore[no-any-return]
+                       self.layers("actor", dv), acts, self.relu)
 
     # --- forward ------------------------------------------------------------------------------
     def actor(self, obs: Tensor, flat: Tensor | dict[str, Tensor] | None = None) -> Tensor:

@@ -21,6 +21,7 @@ from numba import njit
 from trustrl.compute.compiled.xp import compiled_source
 from trustrl.maths import advantages, distributions, optim
 from trustrl.maths.trust import cg
+from trustrl.nets import popnet
 
 _TANH_CLAMP = np.float32(7.90531110763549805)  # tanh is 1 to float32 beyond this
 _TP = np.array([4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
@@ -132,62 +133,61 @@ def dot_tn(a, b, out):
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def mlp_forward(theta, sizes, relu, x):
-    """The hidden layers' outputs [x, h_1, ..., h_L] of the MLP whose parameters start at
-    theta[0] (a 1-d float32 array), for inputs x [M, n_in] (C-contiguous float32)."""
-    acts = [x]
-    h = x
+def activation(z, relu):
+    """`activate_` returning z: the chain rule's `activate` (trustrl.nets.popnet) compiled."""
+    activate_(z, relu)
+    return z
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def linear(x, W):
+    """x @ W (np.dot, BLAS)."""
+    return np.dot(x, W)
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def linear_t(g, W):
+    """g @ W.T: for a W of at most SMALL_ROWS columns (an output layer's: the critic's one,
+    a few actions) a loop, where BLAS's product of inner size 1 or 2 costs more than the
+    arithmetic; else np.dot with W.T copied contiguous: BLAS's transposed operand cost more
+    than the copy (128 x 64 @ 64 x 64: 13.5-14.3 us, 11.1-12.2)."""
+    a, b = W.shape
+    if b > SMALL_ROWS:
+        return np.dot(g, np.ascontiguousarray(W.T))
+    out = np.empty((g.shape[0], a), np.float32)
+    for i in range(g.shape[0]):
+        for j in range(a):
+            acc = np.float32(0.0)
+            for c in range(b):
+                acc += g[i, c] * W[j, c]
+            out[i, j] = acc
+    return out
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def layer_grad(grads, i, x, g):
+    """Layer i's gradient into its views grads[i] = (dW [a, b], db [b]) of the flat gradient:
+    dW = x^T g (`dot_tn`), db = g summed over the rows."""
+    dW, db = grads[i]
+    dot_tn(x, g, dW)
+    db[:] = 0.0
+    for r in range(g.shape[0]):
+        for k in range(g.shape[1]):
+            db[k] += g[r, k]
+
+
+@njit(cache=True, error_model="numpy")
+def layer_views(theta, sizes):
+    """The (W [a, b], b [b]) views of each layer of the MLP of layer sizes `sizes` whose
+    parameters (or gradient, or a direction in parameter space) start at theta[0], in order,
+    the output layer last: what trustrl.nets.popnet's chain rule takes as `layers`."""
+    layers = []
     off = 0
-    for layer in range(sizes.shape[0] - 2):
+    for layer in range(sizes.shape[0] - 1):
         a, b = sizes[layer], sizes[layer + 1]
-        z = dense(h, theta[off:off + a * b].reshape((a, b)), theta[off + a * b:off + a * b + b])
-        activate_(z, relu)
-        acts.append(z)
-        h = z
+        layers.append((theta[off:off + a * b].reshape((a, b)), theta[off + a * b:off + a * b + b]))
         off += a * b + b
-    return acts
-
-
-@njit(cache=True, fastmath=True, error_model="numpy")
-def mlp_out(theta, sizes, relu, x):
-    """The MLP's output [M, n_out] (no activation on the output layer) for inputs x [M, n_in]:
-    mlp_forward's last hidden output times w_out, plus b_out."""
-    L = sizes.shape[0] - 2
-    h_L, n = sizes[L], sizes[L + 1]
-    off = hidden_size(sizes)
-    h = mlp_forward(theta, sizes, relu, x)[L]
-    return dense(h, theta[off:off + h_L * n].reshape((h_L, n)),
-                 theta[off + h_L * n:off + h_L * n + n])
-
-
-@njit(cache=True, fastmath=True, error_model="numpy")
-def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
-    """Push dLoss/dh_L [M, h_L] back through the hidden layers: writes dW and db of every
-    hidden layer into grad (the layout's offsets)."""
-    L = sizes.shape[0] - 2
-    off = hidden_size(sizes)
-    for layer in range(L - 1, -1, -1):
-        a, b = sizes[layer], sizes[layer + 1]
-        off -= a * b + b
-        h = acts[layer + 1]
-        g_z = np.empty_like(h)
-        if relu:
-            for i in range(h.shape[0]):
-                for k in range(b):
-                    g_z[i, k] = g_h[i, k] if h[i, k] > 0.0 else 0.0
-        else:
-            for i in range(h.shape[0]):
-                for k in range(b):
-                    g_z[i, k] = g_h[i, k] - g_h[i, k] * h[i, k] * h[i, k]
-        dot_tn(acts[layer], g_z, grad[off:off + a * b].reshape((a, b)))
-        db = grad[off + a * b:off + a * b + b]
-        db[:] = 0.0
-        for i in range(h.shape[0]):
-            for k in range(b):
-                db[k] += g_z[i, k]
-        if layer > 0:  # g_z @ W.T, with W.T copied contiguous: BLAS's transposed
-            # operand cost more than the copy (128 x 64 @ 64 x 64: 13.5-14.3 us, 11.1-12.2)
-            g_h = np.dot(g_z, np.ascontiguousarray(theta[off:off + a * b].reshape((a, b)).T))
+    return layers
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
@@ -220,21 +220,64 @@ def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def
 
 _DISTRIBUTIONS = compiled_source(distributions, (
     "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
-    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"))
+    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"),
+    ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad"))
 gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
 gaussian_entropy_density = _DISTRIBUTIONS.gaussian_entropy_density
 gaussian_kl_density = _DISTRIBUTIONS.gaussian_kl_density
 gaussian_var_ratio = _DISTRIBUTIONS.gaussian_var_ratio
 """trustrl.maths.distributions' Gaussian densities compiled over trustrl.compute.compiled.xp,
-called on float32 scalars in the loops below (compiled/rollout.py and compiled/ppo.py too)."""
+called on
+float32 scalars in the loops below (compiled/rollout.py and compiled/ppo.py too)."""
 log_softmax = _DISTRIBUTIONS.log_softmax
 categorical_entropy = _DISTRIBUTIONS.categorical_entropy
 categorical_kl = _DISTRIBUTIONS.categorical_kl
 """trustrl.maths.distributions' categorical log-softmax, entropy and KL compiled over
 trustrl.compute.compiled.xp, called on a batch's rows of logits [..., n] (float32) below and in
 compiled/rollout.py and compiled/ppo.py."""
+categorical_logp_grad = _DISTRIBUTIONS.categorical_logp_grad
+categorical_entropy_grad = _DISTRIBUTIONS.categorical_entropy_grad
+categorical_kl_grad = _DISTRIBUTIONS.categorical_kl_grad
+"""trustrl.maths.distributions' categorical derivatives in the logits, elementwise
+(trustrl.compute.compiled.xp.elementwise): called on float32 scalars in PPO's epoch loop."""
 HALF_LOG_2PI = np.float32(distributions.HALF_LOG_2PI)
 HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
+
+
+# after _DISTRIBUTIONS: binding popnet binds the distributions functions it imports, and
+# those must be bound (elementwise or not) as above first
+_MLP = compiled_source(popnet, (
+    "activation_grad", "mlp_hidden_outputs", "mlp_output", "mlp_hidden_grads", "mlp_grads",
+    "mlp_jvp"), fastmath=True, bind={"affine": dense, "linear": linear, "linear_t": linear_t,
+                                     "layer_grad": layer_grad, "activate": activation})
+"""trustrl.nets.popnet's chain rule (the MLP's forward pass, gradient and forward-mode product)
+compiled over trustrl.compute.compiled.xp, with this module's products, activation and gradient
+writer as its free globals."""
+mlp_hidden_outputs = _MLP.mlp_hidden_outputs
+mlp_output = _MLP.mlp_output
+mlp_hidden_grads = _MLP.mlp_hidden_grads
+mlp_grads = _MLP.mlp_grads
+mlp_jvp = _MLP.mlp_jvp
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_forward(theta, sizes, relu, x):
+    """The hidden layers' outputs [x, h_1, ..., h_L] of the MLP whose parameters start at
+    theta[0] (a 1-d float32 array), for inputs x [M, n_in] (C-contiguous float32)."""
+    return mlp_hidden_outputs(layer_views(theta, sizes), x, relu)
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_out(theta, sizes, relu, x):
+    """The MLP's output [M, n_out] (no activation on the output layer) for inputs x [M, n_in]."""
+    return mlp_output(layer_views(theta, sizes), x, relu)[0]
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def mlp_backward_hidden(theta, sizes, relu, acts, g_h, grad):
+    """Push dLoss/dh_L [M, h_L] back through the hidden layers: writes dW and db of every
+    hidden layer into grad (the layout's offsets)."""
+    mlp_hidden_grads(layer_views(theta, sizes), acts, g_h, relu, layer_views(grad, sizes))
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
@@ -248,16 +291,16 @@ def critic_fit(flat, c0, sizes, relu, adam, obs, ret, order, mb, last):  # type:
     m, v, t, lr, b1, b2, eps = adam
     P, N = ret.shape
     E = order.shape[0]
-    L = sizes.shape[0] - 2
     D = m.shape[1]
-    n_in, h_L = sizes[0], sizes[L]
-    off_out = hidden_size(sizes)
+    n_in = sizes[0]
     for p in range(P):
         th = flat[p, c0:c0 + D].copy()
         mm = m[p].copy()
         vv = v[p].copy()
         tp = t[p]
         grad = np.zeros(D, np.float32)
+        layers = layer_views(th, sizes)  # views: they follow th as Adam moves it in place
+        grads = layer_views(grad, sizes)
         for e in range(E):
             acc = np.float32(0.0)
             n_mb = 0
@@ -270,25 +313,16 @@ def critic_fit(flat, c0, sizes, relu, adam, obs, ret, order, mb, last):  # type:
                     for k in range(n_in):
                         x[i, k] = obs[p, j, k]
                     y[i] = ret[p, j]
-                acts = mlp_forward(th, sizes, relu, x)
-                h = acts[L]
-                w_out = th[off_out:off_out + h_L]
-                b_out = th[off_out + h_L]
-                d_v = np.empty(M, np.float32)
+                value, acts = mlp_output(layers, x, relu)  # trustrl.nets.popnet's chain rule
+                d_v = np.empty((M, 1), np.float32)
                 loss = np.float32(0.0)
                 for i in range(M):
-                    err = np.float32(np.dot(h[i], w_out) + b_out - y[i])
+                    err = value[i, 0] - y[i]
                     loss += np.float32(0.5) * err * err
-                    d_v[i] = err / np.float32(M)
+                    d_v[i, 0] = err / np.float32(M)
                 acc += loss / np.float32(M)
                 n_mb += 1
-                grad[off_out:off_out + h_L] = np.dot(d_v, h)
-                grad[off_out + h_L] = d_v.sum()
-                g_h = np.empty((M, h_L), np.float32)
-                for i in range(M):
-                    for k in range(h_L):
-                        g_h[i, k] = d_v[i] * w_out[k]
-                mlp_backward_hidden(th, sizes, relu, acts, g_h, grad)
+                mlp_grads(layers, acts, d_v, relu, grads)
                 tp += 1.0
                 adam_(th, mm, vv, grad, tp, lr, b1, b2, eps)
             last[p] = acc / np.float32(n_mb)
@@ -300,69 +334,37 @@ def critic_fit(flat, c0, sizes, relu, adam, obs, ret, order, mb, last):  # type:
 @njit(cache=True, fastmath=True, error_model="numpy")
 def actor_fisher_product(flat, sizes, relu, obs, acts, m_out, discrete, v, damping, ls_off,
                          out):
-    """(F + damping I) v for P members (backends.ClosedForm.fisher_product written as one
-    loop): J v by forward mode through the actor MLP, u = M J v / B with M the KL's Hessian in
-    the output space (diag(p) - p p^T, p = m_out [P, B, n], for a softmax; 1 / sigma^2, m_out
-    [P, 1, n], for a Gaussian's mean), then J^T u backwards; 2 v on each log-std column (at
-    ls_off, Gaussian only). flat [P, *] holds the actor's parameters from column 0; acts
-    [h_1 [P, B, h_1], ..., h_L] are the hidden outputs at theta_old; v and out are [P, D]
-    (on the critic's columns out is damping v, as the eager product's)."""
+    """(F + damping I) v for P members (backends.ClosedForm.fisher_product as one loop): J v
+    by forward mode through the actor MLP (trustrl.nets.popnet's `mlp_jvp`), u = M J v / B with M
+    the KL's Hessian in the output space (diag(p) - p p^T, p = m_out [P, B, n], for a softmax;
+    1 / sigma^2, m_out [P, 1, n], for a Gaussian's mean), then J^T u (`mlp_grads`); 2 v on
+    each log-std column (at ls_off, Gaussian only). flat [P, *] holds the actor's parameters
+    from column 0; acts [h_1 [P, B, h_1], ..., h_L] are the hidden outputs at theta_old; v and
+    out are [P, D] (on the critic's columns out is damping v, as the eager product's)."""
     P, B = obs.shape[0], obs.shape[1]
     L = sizes.shape[0] - 2
     n = sizes[L + 1]
+    inv_b = np.float32(1.0 / B)
     for p in range(P):
-        th = flat[p]
         vp = v[p].copy()
         grad = np.zeros(vp.shape[0], np.float32)
-        x = obs[p]
-        # forward mode: dz = x dW + db (+ dh W), dh = act'(z) dz
-        off = 0
-        dh = np.zeros((B, 1), np.float32)
-        h_prev = x
+        layers = layer_views(flat[p], sizes)
+        hidden = [obs[p]]
         for layer in range(L):
-            a, b = sizes[layer], sizes[layer + 1]
-            dz = np.dot(h_prev, vp[off:off + a * b].reshape((a, b)))
-            db = vp[off + a * b:off + a * b + b]
-            if layer > 0:
-                dz += np.dot(dh, th[off:off + a * b].reshape((a, b)))
-            h = acts[layer][p]
-            for i in range(B):
-                for k in range(b):
-                    z = dz[i, k] + db[k]
-                    if relu:
-                        dz[i, k] = z if h[i, k] > 0.0 else 0.0
-                    else:
-                        dz[i, k] = z - z * h[i, k] * h[i, k]
-            dh = dz
-            h_prev = h
-            off += a * b + b
-        h_L = sizes[L]
-        w_out = th[off:off + h_L * n].reshape((h_L, n))
-        jv = np.dot(h_prev, vp[off:off + h_L * n].reshape((h_L, n)))
-        if L > 0:
-            jv += np.dot(dh, w_out)
-        db_out = vp[off + h_L * n:off + h_L * n + n]
+            hidden.append(acts[layer][p])
+        jv = mlp_jvp(layers, layer_views(vp, sizes), hidden, relu)  # trustrl.nets.popnet's
         u = np.empty((B, n), np.float32)
-        inv_b = np.float32(1.0 / B)
         for i in range(B):
             if discrete:
                 s = np.float32(0.0)
                 for k in range(n):
-                    s += m_out[p, i, k] * (jv[i, k] + db_out[k])
+                    s += m_out[p, i, k] * jv[i, k]
                 for k in range(n):
-                    u[i, k] = (m_out[p, i, k] * (jv[i, k] + db_out[k])
-                               - m_out[p, i, k] * s) * inv_b
+                    u[i, k] = (m_out[p, i, k] * jv[i, k] - m_out[p, i, k] * s) * inv_b
             else:
                 for k in range(n):
-                    u[i, k] = (jv[i, k] + db_out[k]) * m_out[p, 0, k] * inv_b
-        # J^T u: the output layer, then the hidden layers as in critic_fit's backward pass
-        grad[off:off + h_L * n] = np.dot(h_prev.T, u).reshape(-1)
-        grad[off + h_L * n:off + h_L * n + n] = u.sum(0)
-        if L > 0:
-            hidden = [x]
-            for layer in range(L):
-                hidden.append(acts[layer][p])
-            mlp_backward_hidden(th, sizes, relu, hidden, np.dot(u, w_out.T), grad)
+                    u[i, k] = jv[i, k] * m_out[p, 0, k] * inv_b
+        mlp_grads(layers, hidden, u, relu, layer_views(grad, sizes))  # J^T u
         if not discrete:
             for k in range(n):
                 grad[ls_off + k] = np.float32(2.0) * vp[ls_off + k]
@@ -383,15 +385,15 @@ def fisher_product_of(args, v):  # type: ignore[no-untyped-def]
 
 cg_steps = compiled_source(cg, ("cg_steps",), bind={"product": fisher_product_of}).cg_steps
 """trustrl.maths.trust.cg.cg_steps compiled over trustrl.compute.compiled.xp with the compiled
-Fisher-vector product: TRPO's and NPG's whole conjugate gradient in one call (before: one call per
-product,
+Fisher-vector
+product: TRPO's and NPG's whole conjugate gradient in one call (before: one call per product,
 the CG arithmetic in eager torch between them)."""
 
 
 gae_into = compiled_source(advantages, ("gae_into",), ("gae_step",)).gae_into
 """trustrl.maths.advantages.gae_into compiled over trustrl.compute.compiled.xp: GAE's recursion,
-the code the torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same
-bits)."""
+the code the
+torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same bits)."""
 
 
 @njit(cache=True, error_model="numpy")

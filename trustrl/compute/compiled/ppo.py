@@ -40,7 +40,10 @@ from trustrl.compute.compiled.kernels import (
     HALF_LOG_2PI,
     adam_,
     categorical_entropy,
+    categorical_entropy_grad,
     categorical_kl,
+    categorical_kl_grad,
+    categorical_logp_grad,
     dot_tn,
     gaussian_entropy_density,
     gaussian_kl_density,
@@ -231,11 +234,11 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             for i in range(M):
                 for k in range(n):
                     onehot = f32(1.0) if k == a_i[i] else f32(0.0)
-                    g = d_logp[i] * (onehot - prob[i, k])
+                    g = categorical_logp_grad(d_logp[i], onehot, prob[i, k])
                     if ent_coef != 0.0:
-                        g += -d_ent * prob[i, k] * (lpa[i, k] + ent[i])
+                        g += categorical_entropy_grad(d_ent, prob[i, k], lpa[i, k], ent[i])
                     if beta != 0.0:  # d KL / d logits = p_new - p_old
-                        g += g_kl * (prob[i, k] - ref[i, k])
+                        g += categorical_kl_grad(g_kl, prob[i, k], ref[i, k])
                     g_out[i, k] = g
         else:
             for k in range(n):
