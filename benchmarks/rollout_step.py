@@ -6,9 +6,11 @@ NumPy and compiled rollouts (one process, one torch thread).
 
 Each round times --collects collections of each (env, kind) in turn (round robin, so that a
 drift of the machine's speed moves every kind alike) after one uncounted collection (the
-compiled rollout compiles or loads there); prints the median milliseconds per collection over
-rounds (min-max). Uses the collector's public interface only, so the same script times two
-checkouts of trustrl (run it under each PYTHONPATH, alternately, and take the ratio).
+compiled rollout compiles or loads there); prints the median milliseconds of process CPU time
+per collection over rounds (min-max): CPU time, not wall time, so that other processes on a
+loaded machine move the figures less. Uses the collector's public interface only, so the same
+script times two checkouts of trustrl (run it under each PYTHONPATH, alternately, and take the
+ratio).
 """
 
 from __future__ import annotations
@@ -55,12 +57,12 @@ def main() -> None:
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
     for _ in range(args.rounds):
         for key, c in runs.items():
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for _ in range(args.collects):
                 c.collect()
-            times[key].append((time.perf_counter() - t0) / args.collects * 1e3)
+            times[key].append((time.process_time() - t0) / args.collects * 1e3)
     for (env_id, kind), ms in times.items():
-        print(f"{env_id:16s} {kind:9s} {statistics.median(ms):8.3f} ms per collect "
+        print(f"{env_id:16s} {kind:9s} {statistics.median(ms):8.3f} ms CPU per collect "
               f"({min(ms):.3f}-{max(ms):.3f})")
 
 
