@@ -92,14 +92,15 @@ def test_collectors_agree_on_the_same_stream(env_id, sets, rollouts, numpy_rollo
     eng.collector.resets.sample = lambda steps: (lambda r: (resets.append(r.numpy().copy()), r)[1])(
         sample(steps))
     pre: list[np.ndarray] = []  # the engine's state before each step: [T', N, state]
-    dyn = eng.collector._np_env if numpy_rollout else eng.collector.env
-    transition = dyn.transition
+    # the collector's step (trustrl.envs.step) calls the dynamics' transition(k, state, ...)
+    dyn = eng.collector._np_env if numpy_rollout else eng.collector.env.dyn
+    transition = dyn._transition
 
-    def recording_transition(state, *rest):
+    def recording_transition(k, state, *rest):
         pre.append(torch.as_tensor(state).double().reshape(N, -1).numpy())
-        return transition(state, *rest)
+        return transition(k, state, *rest)
 
-    dyn.transition = recording_transition
+    dyn._transition = recording_transition
     recs = []
     for _ in range(rollouts):
         recs.append(eng.collector.collect())

@@ -34,29 +34,33 @@ def test_gae_compiled_binding_runs_the_source():
 
 def test_running_moments_bindings_run_the_source():
     from trustrl.collect import batched
+    from trustrl.envs import step
     from trustrl.maths import normalize
 
     assert normalize.fold_moments_torch.__code__ is normalize.fold_moments.__code__
     assert normalize._TORCH.o.__name__ == "torch"
-    assert batched.fold_moments is normalize.fold_moments  # the NumPy rollout's
-    assert batched.fold_moments_torch is normalize.fold_moments_torch  # the torch rollout's
+    assert step.fold_moments is normalize.fold_moments  # the NumPy rollout's step
+    assert step.TORCH.fold_moments is normalize.fold_moments_torch  # the torch rollout's
+    assert batched.fold_moments_torch is normalize.fold_moments_torch  # the first obs'
     pytest.importorskip("numba")
     from trustrl.compute.compiled import rollout
 
     assert rollout.fold_moments.py_func.__code__ is normalize.fold_moments.__code__
+    assert rollout.STEP.fold_moments is rollout.fold_moments  # the compiled rollout's step
 
 
 def test_observation_normalisation_bindings_run_the_source():
-    from trustrl.collect import batched
+    from trustrl.envs import step
     from trustrl.maths import normalize
 
     assert normalize.normalized_torch.__code__ is normalize.normalized.__code__
-    assert batched.normalized is normalize.normalized  # the NumPy rollout's
-    assert batched.normalized_torch is normalize.normalized_torch  # the torch rollout's
+    assert step.normalized is normalize.normalized  # the NumPy rollout's
+    assert step.TORCH.normalized is normalize.normalized_torch  # the torch rollout's
     pytest.importorskip("numba")
     from trustrl.compute.compiled import rollout
 
     assert rollout.normalized.py_func.__code__ is normalize.normalized.__code__
+    assert rollout.STEP.normalized is rollout.normalized
 
 
 def test_adam_compiled_binding_runs_the_source():
@@ -101,10 +105,11 @@ def test_categorical_bindings_run_the_source():
     assert popnet.categorical_entropy is distributions.categorical_entropy
     assert popnet.categorical_kl is distributions.categorical_kl
     assert popnet.masked_log_softmax is distributions.masked_log_softmax
-    from trustrl.collect import batched  # the NumPy rollout: the source bound to NumPy
+    from trustrl.envs import step  # the rollouts' step: the source bound to NumPy, torch's
 
-    assert batched.log_softmax_numpy.__code__ is distributions.log_softmax.__code__
-    assert batched.log_softmax_numpy.__globals__["o"] is np
+    assert step.log_softmax.__code__ is distributions.log_softmax.__code__
+    assert step.log_softmax.__globals__["o"] is np
+    assert step.TORCH.log_softmax is distributions.masked_log_softmax
     pytest.importorskip("numba")
     from trustrl.compute.compiled import kernels, ppo, rollout
 
@@ -112,7 +117,7 @@ def test_categorical_bindings_run_the_source():
         assert getattr(kernels, name).py_func.__code__ is getattr(distributions, name).__code__
         assert kernels.ppo_diagnostics.py_func.__globals__[name] is getattr(kernels, name)
     assert rollout.log_softmax is kernels.log_softmax
-    assert rollout.rollout.__globals__["log_softmax"] is kernels.log_softmax
+    assert rollout.STEP.log_softmax is kernels.log_softmax  # the compiled rollout's step
     assert rollout.categorical_step.py_func.__globals__["log_softmax"] is kernels.log_softmax
     epochs = ppo.minibatch_step.__globals__  # PPO's compiled minibatch step
     for name in CATEGORICAL:
@@ -323,3 +328,62 @@ def test_ppo_epoch_loop_bindings_run_the_source(monkeypatch):
     fused = compiled.compiled_rollout("CartPole-v1").iteration(Objective(
         losses.clipped_surrogate_objective, losses.clipped_surrogate_objective_grad, (0.2,)))
     assert fused.py_func.__globals__["ppo_epochs"] is kernel
+STEP = ("observation_input", "categorical_sample", "gaussian_sample", "policy_env_step")
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_batched_rollout_step_bindings_run_the_source(env_id):
+    """One step of the batched collector (sampling, log-prob, env step, trackers,
+    normalisers) is trustrl.envs.step's: the torch rollout, the NumPy rollout and the compiled
+    rollout each call a copy of `policy_env_step` running the source's code object, with the
+    env's transition and the action kind's sampler (itself the source's) as its globals."""
+    from trustrl.envs import classic, step
+    from trustrl.envs.numpy_classic import make_numpy_dynamics
+    from trustrl.envs.torch_classic import make_torch_env
+
+    discrete = classic.DYNAMICS[env_id].action_kind == "discrete"
+    sampler = "categorical_sample" if discrete else "gaussian_sample"
+    for name in STEP:
+        assert getattr(step.TORCH, name).__code__ is getattr(step, name).__code__
+    dyn_np = make_numpy_dynamics(env_id)
+    dyn_torch = make_torch_env(env_id, 2).dyn
+    for binding, dyn in ((step, dyn_np), (step.TORCH, dyn_torch)):
+        f = step.bind(binding, dyn._transition, discrete)
+        assert f.__code__ is step.policy_env_step.__code__
+        assert f.__globals__["transition"] is dyn._transition
+        assert f.__globals__["sample"] is getattr(binding, sampler)
+        assert f.__globals__["sample"].__code__ is getattr(step, sampler).__code__
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import compiled_dynamics, rollout
+
+    for name in STEP:
+        assert getattr(rollout.STEP, name).py_func.__code__ is getattr(step, name).__code__
+    dyn = compiled_dynamics(env_id)
+    run = rollout.bind(dyn).py_func
+    assert run.__code__ is rollout.rollout.__code__
+    f = run.__globals__["policy_env_step"]
+    assert f.py_func.__code__ is step.policy_env_step.__code__
+    assert f.py_func.__globals__["transition"] is dyn.functions["transition"]
+    assert f.py_func.__globals__["sample"] is getattr(rollout.STEP, sampler)
+    assert run.__globals__["observation_input"] is rollout.STEP.observation_input
+
+
+def test_no_rollout_step_written_out_in_the_rollouts():
+    """The rollouts' loops call the step and write its records; none samples, steps an env,
+    tracks episodes or folds a normaliser itself (the NumPy and the compiled rollout each did,
+    beside the torch step)."""
+    from trustrl.collect import batched
+
+    step_names = {"transition", "fold_moments", "normalized", "gaussian_log_density",
+                  "log_softmax", "log_softmax_numpy", "argmax", "where", "_chan", "_normalize",
+                  "fold_moments_torch", "normalized_torch"}
+    codes = [batched.BatchedCollector._numpy_rollout.__code__,
+             batched.BatchedCollector._policy_env_step.__code__]
+    try:
+        from trustrl.compute.compiled import rollout
+    except ImportError:
+        pass
+    else:
+        codes.append(rollout.rollout.__code__)
+    for code in codes:
+        assert not step_names & set(code.co_names), code.co_name

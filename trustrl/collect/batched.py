@@ -7,8 +7,8 @@ bootstrap values; GAE and the update are the learner's and the algorithm's. How:
 - all P members at once: [P, N] tensors and batched matrix products (trustrl.nets.popnet);
 - nothing goes to the host during a rollout: actions are sampled with counter-based noise
   drawn for the whole rollout in one call (trustrl.maths.rng), start states likewise, episode
-  returns are tracked in tensors, V(s) of the whole rollout (and V(final obs) of truncated steps)
-  comes
+  returns
+  are tracked in tensors, V(s) of the whole rollout (and V(final obs) of truncated steps) comes
   from one critic call after it, since the critic does not change during the rollout;
 - every counter lives in a device tensor and state is updated in place, so a whole iteration
   can be captured as one CUDA graph (trustrl.learn.learners), or the step function compiled with
@@ -21,7 +21,8 @@ Box actions are clipped to the bounds before the env step (the stored action and
 are the unclipped sample's), as on the Gymnasium collector (trustrl.collect.rollout).
 
 A recurrent policy (trustrl.nets.popnet.ModuleNet over trustrl.nets.policies.RecurrentActorCritic)
-acts as it does on the Gymnasium collector: one step of the one unroll (`ModuleNet.step`) from the
+acts
+as it does on the Gymnasium collector: one step of the one unroll (`ModuleNet.step`) from the
 state each env carries, reset where its observation starts an episode; the state and the
 episode-start flags carry over from one rollout to the next, and the rollout returns the flags
 and each segment's start state for the update's whole-sequence minibatches
@@ -37,12 +38,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trustrl.envs import step as env_step
 from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
+from trustrl.envs.step import TORCH, observation_input
 from trustrl.envs.torch_classic import ResetSampler, TorchVecEnv, make_torch_env
 from trustrl.maths import rng
-from trustrl.maths.distributions import HALF_LOG_2PI, gaussian_log_density, log_softmax_numpy
-from trustrl.maths.normalize import fold_moments, fold_moments_torch, normalized, normalized_torch
+from trustrl.maths.normalize import fold_moments_torch
 from trustrl.nets.popnet import PopNet
 
 DRAWS_AHEAD = 16
@@ -52,6 +54,9 @@ DRAWS_AHEAD_NUMBERS = 1 << 21
 _STATE = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "obs_mean", "obs_var", "obs_count",
           "ret_var", "ret_mean", "ret_count", "disc_return", "it")
 """Tensors that carry the run from one iteration to the next (updated in place)."""
+_CARRY = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "disc_return", "obs_mean",
+          "obs_var", "obs_count", "ret_mean", "ret_var", "ret_count")
+"""... in the order of `policy_env_step`'s state (trustrl.compute.compiled.records.Carry's)."""
 _RECURRENT_STATE = ("hidden", "next_start")
 """... and with a recurrent policy: its state before `obs` [P, N, S] and whether `obs` starts
 an episode [P, N]."""
@@ -80,14 +85,6 @@ def _numpy_actor(net: Any) -> Callable[[np.ndarray], np.ndarray]:
     return forward
 
 
-def _numpy_normalize(obs: np.ndarray, mean: np.ndarray, var: np.ndarray, clip: float
-                     ) -> np.ndarray:
-    """`BatchedCollector.normalize` in NumPy (normalize.normalized): raw observations
-    [P, n, d] -> float32 network inputs."""
-    return normalized(obs.astype(np.float64), mean[:, None], var[:, None], clip,
-                      1e-8).astype(np.float32)
-
-
 class BatchedCollector:
     """The envs, normalisers and episode trackers of P members, and the rollout with `net`.
 
@@ -95,8 +92,8 @@ class BatchedCollector:
     numpy_rollout: run the rollout's per-step work in NumPy (CPU only; default: on a CPU
     unless compiling).
     compiled_rollout: run that NumPy rollout as one Numba call (trustrl.compute.compiled.rollout)
-    wherever the NumPy rollout runs. A recurrent `net` (a ModuleNet whose module has `recurrent`)
-    runs the torch rollout
+    wherever the NumPy rollout runs.
+    A recurrent `net` (a ModuleNet whose module has `recurrent`) runs the torch rollout
     eagerly (neither NumPy nor compile).
     """
 
@@ -152,6 +149,7 @@ class BatchedCollector:
             if numpy_rollout or compile:
                 raise ValueError("a recurrent policy's rollout runs on torch, eagerly")
             numpy_rollout = False
+        self._torch_settings = self._settings(self._act_bounds)
         self._step_fn: Callable[..., Any] = self._policy_env_step
         if numpy_rollout is None:  # the default: NumPy wherever it can run
             numpy_rollout = dev.type == "cpu" and not compile and cfg.env_id in NUMPY_SUPPORTED
@@ -183,8 +181,7 @@ class BatchedCollector:
         """obs [P, n, obs_dim] -> what the networks see (float32)."""
         if not self.cfg.normalize_obs:
             return obs.float()
-        return normalized_torch(obs.double(), mean[:, None], var[:, None], self.cfg.obs_clip,
-                                1e-8).float()
+        return TORCH.observation_input(obs, mean, var, self.cfg.obs_clip)
 
     def env_action(self, a: Tensor) -> Tensor:
         """What the env receives for actions `a`: Box actions clipped to the bounds."""
@@ -198,88 +195,58 @@ class BatchedCollector:
             return a
         return np.minimum(np.maximum(a, self._act_bounds_np[0]), self._act_bounds_np[1])
 
-    def _sample(self, out: Tensor, noise: Tensor, flat: Tensor) -> Tensor:
-        if self.net.discrete:
-            return torch.argmax(out + noise, dim=-1)
-        return out + torch.exp(self.net.log_std(flat)) * noise
+    def _settings(self, bounds: Any) -> tuple[Any, ...]:
+        """`policy_env_step`'s settings: the normalisers' and the action bounds `bounds`."""
+        cfg = self.cfg
+        lo, hi = bounds if bounds is not None else (None, None)
+        return (bool(cfg.normalize_obs), bool(cfg.normalize_reward), float(cfg.gamma),
+                float(cfg.obs_clip), float(cfg.reward_clip), lo, hi)
 
-    def _policy_env_step(self, flat: Tensor, x: Tensor, noise: Tensor, env_state: Tensor,
-                         elapsed: Tensor, reset_state: Tensor, ep_ret: Tensor, ep_len: Tensor,
-                         obs_mean: Tensor, obs_var: Tensor, obs_count: Tensor,
-                         ret_mean: Tensor, ret_var: Tensor, ret_count: Tensor,
-                         disc_return: Tensor, hidden: Tensor | None = None,
-                         starts: Tensor | None = None) -> tuple[Tensor, ...]:
-        """One step of every env with the current policy: a pure function of tensors (the
-        unit torch.compile fuses). Returns the step's records and the new carried state.
+    def _policy_env_step(self, flat: Any, x: Tensor, noise: Tensor, reset: Tensor,
+                         state: tuple[Tensor, ...], hidden: Tensor | None = None,
+                         starts: Tensor | None = None) -> tuple[Any, ...]:
+        """One step of every env with the current policy (`flat`: its parameters' views), a
+        pure function of tensors (the unit torch.compile fuses): the actor's forward pass at
+        the network inputs x, then `policy_env_step` over torch from the carried `state`
+        (its order). Returns that step's (actions, logp, rewards, terminated, truncated,
+        fin_ret, fin_len, final_x, next x, new state).
         A recurrent policy steps from its state `hidden` [P, N, S] with the episode-start
         flags `starts` [P, N] of x (ModuleNet.step: the state is reset there); the step then
         also returns the actor's output, V(x), the next state and the next flags (the
         episodes that ended)."""
-        cfg, net, P, N, D = self.cfg, self.net, self.P, self.N, self.D
+        net = self.net
         if hidden is None:
             out = net.actor(x, flat)  # type: ignore[attr-defined]
         else:
             out, value, hidden = net.step(x, flat, starts, hidden)  # type: ignore[attr-defined]
-        a = self._sample(out, noise, flat)
-        logp = net.log_prob(out, a, flat)
-        env_state, elapsed, st = self.env.transition(
-            env_state, elapsed, self.env_action(a).reshape(P * N, *a.shape[2:]), reset_state)
-        r = st.reward.view(P, N)
-        term, trunc = st.terminated.view(P, N), st.truncated.view(P, N)
-        done = term | trunc
-        ep_ret = ep_ret + r
-        ep_len = ep_len + 1
-        fin_ret, fin_len = ep_ret, ep_len
-        ep_ret = ep_ret.masked_fill(done, 0.0)
-        ep_len = ep_len.masked_fill(done, 0)
-        next_obs = st.next_obs.view(P, N, D)
-        if cfg.normalize_obs:
-            obs_mean, obs_var, obs_count = fold_moments_torch(obs_mean, obs_var, obs_count,
-                                                              next_obs.double())
-        final_x = self.normalize(st.final_obs.view(P, N, D), obs_mean, obs_var)
-        if cfg.normalize_reward:
-            disc_return = disc_return * cfg.gamma + r.double()
-            ret_mean, ret_var, ret_count = fold_moments_torch(ret_mean, ret_var, ret_count,
-                                                              disc_return.double())
-            rew = (r.double() / torch.sqrt(ret_var[:, None] + 1e-8))
-            rew = rew.clamp(-cfg.reward_clip, cfg.reward_clip).float()
-            disc_return = disc_return.masked_fill(done, 0.0)
-        else:
-            rew = r.float()
-        x_next = self.normalize(next_obs, obs_mean, obs_var)
-        recurrent = () if hidden is None else (out, value, hidden, done)
-        return (a, logp, rew, term, trunc, fin_ret, fin_len, final_x, x_next, next_obs,
-                env_state, elapsed, ep_ret, ep_len, obs_mean, obs_var, obs_count,
-                ret_mean, ret_var, ret_count, disc_return) + recurrent
+        step = env_step.bind(TORCH, self.env.dyn._transition, net.discrete)(
+            self.env.dyn.k, out, noise, reset, None if net.discrete else net.log_std(flat),
+            state, self._torch_settings)
+        if hidden is None:
+            return step
+        return step + (out, value, hidden, step[3] | step[4])
 
     # --- the rollout in NumPy (CPU) ---------------------------------------------------------------
     def _numpy_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
-        """The T steps of `_policy_env_step`, in NumPy on the collector's CPU tensors.
+        """The T steps of `policy_env_step` over NumPy (the source as written), on the
+        collector's CPU tensors.
 
         A torch op on a tensor of 4 to 256 numbers costs 1-5 us of dispatch, a NumPy op 0.3-1.6
         us, and one env step is some sixty of them; so on a CPU the rollout runs here, with the
         same arithmetic in the same order (the same random numbers, drawn by torch for the whole
         rollout before it). The carried state is updated in place through NumPy views of the
         collector's tensors. Returns the stacked records [T, P, N, ...] as tensors (sharing NumPy's
-        memory), the last observation's network input and the raw last observation."""
-        cfg, net, dyn = self.cfg, self.net, self._np_env
+        memory) and the last observation's network input."""
+        net, dyn = self.net, self._np_env
         assert dyn is not None
         P, N, T, D = self.P, self.N, self.T, self.D
-        gamma = cfg.gamma
-        norm_obs, norm_rew = cfg.normalize_obs, cfg.normalize_reward
         actor = _numpy_actor(net)
-        if not net.discrete:
-            log_std = net.views(net.flat.detach())["log_std"].numpy()
-            std = np.exp(log_std)
-            inv_std = np.exp(-log_std)
+        log_std = None if net.discrete else net.views(net.flat.detach())["log_std"].numpy()
+        policy_env_step = env_step.bind(env_step, dyn._transition, net.discrete)
         noise_np, resets_np = noise.numpy(), resets.numpy()
-        env_state, elapsed = self.env_state.numpy(), self.elapsed.numpy()
-        ep_ret, ep_len = self.ep_ret.numpy(), self.ep_len.numpy()
-        obs_mean, obs_var, obs_count = (self.obs_mean.numpy(), self.obs_var.numpy(),
-                                        self.obs_count.numpy())
-        ret_mean, ret_var, ret_count = (self.ret_mean.numpy(), self.ret_var.numpy(),
-                                        self.ret_count.numpy())
-        disc_return = self.disc_return.numpy()
+        carried = [getattr(self, name).numpy() for name in _CARRY]
+        state = tuple(carried)
+        settings = self._settings(self._act_bounds_np)
         f32 = np.float32
         obs_b = np.empty((T, P, N, D), f32)
         act_b = (np.empty((T, P, N), np.int64) if net.discrete
@@ -291,66 +258,21 @@ class BatchedCollector:
         fin_ret = np.empty((T, P, N), np.float64)
         fin_len = np.empty((T, P, N), np.int64)
         final_x = np.empty((T, P, N, D), f32)
-
-        r_clip = cfg.reward_clip
-
-        def normalize(o: np.ndarray) -> np.ndarray:
-            return _numpy_normalize(o, obs_mean, obs_var, cfg.obs_clip) if norm_obs else o
-
-        def chan(mean: np.ndarray, var: np.ndarray, count: np.ndarray, x: np.ndarray) -> None:
-            m, v, c = fold_moments(mean, var, count, x.astype(np.float64))
-            mean[...], var[...], count[...] = m, v, c
-
-        obs = self.obs.numpy()
-        x = normalize(obs)
-        rows = np.arange(P * N)
+        recs = (act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x)
+        x = state[2]
+        if self.cfg.normalize_obs:
+            x = observation_input(x, state[6], state[7], self.cfg.obs_clip)
         for t in range(T):
             obs_b[t] = x
-            out = actor(x)
-            if net.discrete:
-                a = np.argmax(out + noise_np[t], axis=-1)
-                a_env = a.reshape(P * N)
-                logp = log_softmax_numpy(out).reshape(P * N, -1)[rows, a_env].reshape(P, N)
-            else:
-                a = out + std * noise_np[t]
-                logp = gaussian_log_density(a, out, log_std, inv_std, 0.5, HALF_LOG_2PI).sum(-1)
-                a_env = self._env_action_np(a).reshape(P * N, -1)
-            act_b[t] = a
-            logp_b[t] = logp
-            nstate, nelapsed, next_obs, r, term, trunc, fobs = dyn.transition(
-                env_state, elapsed, a_env, resets_np[t])
-            env_state[...] = nstate
-            elapsed[...] = nelapsed
-            r = r.reshape(P, N)
-            term, trunc = term.reshape(P, N), trunc.reshape(P, N)
-            done = term | trunc
-            ep_ret += r
-            ep_len += 1
-            fin_ret[t] = ep_ret
-            fin_len[t] = ep_len
-            ep_ret[done] = 0.0
-            ep_len[done] = 0
-            next_obs = next_obs.reshape(P, N, D)
-            if norm_obs:
-                chan(obs_mean, obs_var, obs_count, next_obs)
-            x = normalize(next_obs)
-            # final_obs differs from next_obs only in the rows whose episode ended
-            final_x[t] = normalize(fobs.reshape(P, N, D)) if done.any() else x
-            if norm_rew:
-                r64 = r.astype(np.float64)
-                disc_return *= gamma
-                disc_return += r64
-                chan(ret_mean, ret_var, ret_count, disc_return)
-                rew_b[t] = np.minimum(np.maximum(r64 / np.sqrt(ret_var[:, None] + 1e-8),
-                                                 -r_clip), r_clip)
-                disc_return[done] = 0.0
-            else:
-                rew_b[t] = r
-            term_b[t], trunc_b[t] = term, trunc
-            obs[...] = next_obs
-        recs = tuple(torch.from_numpy(r) for r in (
-            obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x))
-        return recs + (torch.from_numpy(np.ascontiguousarray(x)),)
+            step = policy_env_step(dyn.k, actor(x), noise_np[t], resets_np[t], log_std, state,
+                                   settings)
+            for rec, value in zip(recs, step[:8], strict=True):
+                rec[t] = value
+            x, state = step[8], step[9]
+        for view, value in zip(carried, state, strict=True):  # carried over, in place
+            view[...] = value
+        return tuple(torch.from_numpy(r) for r in (obs_b, *recs)) + (
+            torch.from_numpy(np.ascontiguousarray(x)),)
 
     def _compiled_rollout(self, noise: Tensor, resets: Tensor) -> dict[str, Tensor]:
         """`collect` on the compiled path: `_numpy_rollout` as one compiled call
@@ -453,25 +375,20 @@ class BatchedCollector:
             (obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
              x) = self._numpy_rollout(noise, resets)
         else:
-            carry = [self.env_state, self.elapsed, self.ep_ret, self.ep_len, self.obs_mean,
-                     self.obs_var, self.obs_count, self.ret_mean, self.ret_var, self.ret_count,
-                     self.disc_return]
+            state = tuple(getattr(self, name) for name in _CARRY)
             # a recurrent policy's state and the episode-start flags of x, carried step to step
             seq = [self.hidden, self.next_start] if self.recurrent else []
             x = self.normalize(self.obs, self.obs_mean, self.obs_var)
             recs: list[tuple[Tensor, ...]] = []
             seq_recs: list[tuple[Tensor, ...]] = []
-            next_obs = self.obs
             with torch.no_grad():
                 for t in range(T):
-                    out = self._step_fn(flat, x, noise[t], carry[0], carry[1], resets[t],
-                                        *carry[2:], *seq)
+                    out = self._step_fn(flat, x, noise[t], resets[t], state, *seq)
                     recs.append((x,) + tuple(out[:8]))
-                    x, next_obs = out[8], out[9]
-                    carry = list(out[10:21])
+                    x, state = out[8], out[9]
                     if seq:  # x's starts, the actor's output, V(x), the state after the step
-                        seq_recs.append((seq[1],) + tuple(out[21:24]))
-                        seq = list(out[23:25])
+                        seq_recs.append((seq[1],) + tuple(out[10:13]))
+                        seq = list(out[12:14])
                 # stacked before the carried state is overwritten: the first records may be
                 # views of it (x is self.obs itself without normalisation)
                 obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
@@ -483,12 +400,8 @@ class BatchedCollector:
                     self.hidden.copy_(seq[0])
                     self.next_start.copy_(seq[1])
                 # carry the state over, in place (a CUDA graph replays on the same memory)
-                for name, value in zip(("env_state", "elapsed", "ep_ret", "ep_len",
-                                        "obs_mean", "obs_var", "obs_count", "ret_mean",
-                                        "ret_var", "ret_count", "disc_return"), carry,
-                                       strict=True):
+                for name, value in zip(_CARRY, state, strict=True):
                     getattr(self, name).copy_(value)
-                self.obs.copy_(next_obs)
         seq_out: dict[str, Tensor] = {}
         with torch.no_grad():
             if self.recurrent:
@@ -566,7 +479,7 @@ class BatchedCollector:
         mean, var = self.obs_mean.numpy(), self.obs_var.numpy()
         elapsed = np.zeros(P * E, np.int64)
         for _ in range(dyn.max_episode_steps):
-            x = _numpy_normalize(obs, mean, var, self.cfg.obs_clip) if self.cfg.normalize_obs \
+            x = observation_input(obs, mean, var, self.cfg.obs_clip) if self.cfg.normalize_obs \
                 else obs
             out = actor(x)
             a = (out.argmax(-1).reshape(P * E) if net.discrete

@@ -5,7 +5,8 @@ T steps of P members' N envs: the actor's forward pass (kernels.mlp_forward), th
 the rollout's noise (drawn by trustrl.maths.rng before the call, as for the NumPy rollout), its
 log-probability, the env step (``transition``: trustrl.envs.classic's, compiled from the same
 source over trustrl.compute.compiled.xp), the episode trackers and the running observation and
-return normalisers, in the NumPy rollout's order of operations and dtypes; the carried state is
+return
+normalisers, in the NumPy rollout's order of operations and dtypes; the carried state is
 updated in place. The function below names ``transition`` as a global that ``bind`` gives it:
 one compiled rollout per env.
 
@@ -30,33 +31,27 @@ from trustrl.compute.compiled.kernels import (
     mlp_out,
 )
 from trustrl.compute.compiled.xp import compiled_source
+from trustrl.envs import step
 from trustrl.maths import normalize
 
 
-def transition(*args: Any) -> Any:  # the env's, given by bind()
+def policy_env_step(*args: Any) -> Any:  # the env's step (trustrl.envs.step's), by bind()
     raise RuntimeError("rollout is unbound: use trustrl.compute.compiled.rollout.bind")
 
 
-def _chan(mean, var, count, x):  # type: ignore[no-untyped-def]
-    """Fold x [P, N, ...] (over axis 1) into the running mean and variance [P, ...] and the
-    shared count [1], in place: trustrl.maths.normalize.fold_moments, compiled from its source."""
-    new_mean, new_var, total = fold_moments(mean, var, count, x.astype(np.float64))
-    mean[...] = new_mean
-    var[...] = new_var
-    count[...] = total
+store_action = policy_env_step  # the action kind's, given by bind()
 
 
-def _normalize(x, mean, var, clip):  # type: ignore[no-untyped-def]
-    """batched._numpy_normalize: raw observations [P, n, d] -> float32 network inputs, each
-    element through trustrl.maths.normalize.normalized (compiled from its source)."""
-    P, n, d = x.shape
-    out = np.empty((P, n, d), np.float32)
-    for p in range(P):
-        for i in range(n):
-            for k in range(d):
-                out[p, i, k] = normalized(np.float64(x[p, i, k]), mean[p, k], var[p, k], clip,
-                                          1e-8)
-    return out
+@njit(cache=True, error_model="numpy")
+def store_categorical(act_i, act_f, t, a):  # type: ignore[no-untyped-def]
+    """A softmax's actions [P, N] into row t of the records' act_i."""
+    act_i[t] = a
+
+
+@njit(cache=True, error_model="numpy")
+def store_gaussian(act_i, act_f, t, a):  # type: ignore[no-untyped-def]
+    """A Gaussian's actions [P, N, n] into row t of the records' act_f."""
+    act_f[t] = a
 
 
 def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def]
@@ -65,106 +60,61 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
     (noise [T, P, N, n_out]: Gumbel for discrete actions, standard normal for Box; resets
     [T, P*N, state_dim]), `carry` (the collector's carried state, moved on in place), `env`
     (normalisers' settings, action bounds) and `steps`, the records written (act_i for
-    discrete actions, act_f for Box; out the actor's outputs, pi_old's). Returns the network
-    input of the last observation [P, N, D]."""
+    discrete actions, act_f for Box; out the actor's outputs, pi_old's). Each step is the
+    actor's forward pass (kernels.mlp_out, per member) and trustrl.envs.step.policy_env_step,
+    compiled. Returns the network input of the last observation [P, N, D]."""
     flat, sizes, relu, discrete, _, ls_off = policy
     noise, resets = draws
-    (env_state, elapsed, obs, ep_ret, ep_len, disc_return, obs_mean, obs_var, obs_count,
-     ret_mean, ret_var, ret_count) = carry
-    norm_obs, norm_rew, gamma, obs_clip, r_clip, act_lo, act_hi = env
     (obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
      out_b) = steps
     T, P, N, n_out = noise.shape
-    D = obs.shape[2]
-    x = _normalize(obs, obs_mean, obs_var, obs_clip) if norm_obs else obs.copy()
-    out = np.empty((P, N, n_out), np.float32)
-    std = np.empty((P, n_out), np.float32)
-    inv_std = np.empty((P, n_out), np.float32)
+    state = (carry.env_state, carry.elapsed, carry.obs, carry.ep_ret, carry.ep_len,
+             carry.disc_return, carry.obs_mean, carry.obs_var, carry.obs_count, carry.ret_mean,
+             carry.ret_var, carry.ret_count)
+    log_std = np.zeros((P, 1, n_out), np.float32)
     if not discrete:
         for p in range(P):
             for j in range(n_out):
-                ls = flat[p, ls_off + j]
-                std[p, j] = np.exp(ls)
-                inv_std[p, j] = np.exp(-ls)
-    a_env_f = np.empty((P * N, n_out), np.float32)
-    a_env_i = np.empty(P * N, np.int64)
+                log_std[p, 0, j] = flat[p, ls_off + j]
+    if env.norm_obs:
+        x = observation_input(carry.obs, carry.obs_mean, carry.obs_var, env.obs_clip)
+    else:
+        x = carry.obs.copy()
+    out = np.empty((P, N, n_out), np.float32)
     for t in range(T):
         obs_b[t] = x
         for p in range(P):
             out[p] = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(x[p]))
         out_b[t] = out
-        lsm = log_softmax(out) if discrete else out  # trustrl.maths.distributions', compiled
-        for p in range(P):
-            for i in range(N):
-                if discrete:
-                    best = 0
-                    best_v = out[p, i, 0] + noise[t, p, i, 0]
-                    for j in range(1, n_out):
-                        v = out[p, i, j] + noise[t, p, i, j]
-                        if v > best_v:
-                            best, best_v = j, v
-                    logp_b[t, p, i] = lsm[p, i, best]
-                    act_i[t, p, i] = best
-                    a_env_i[p * N + i] = best
-                else:
-                    lp = np.float32(0.0)
-                    for j in range(n_out):
-                        a = out[p, i, j] + std[p, j] * noise[t, p, i, j]
-                        lp += gaussian_log_density(a, out[p, i, j], flat[p, ls_off + j],
-                                                   inv_std[p, j], HALF, HALF_LOG_2PI)
-                        act_f[t, p, i, j] = a
-                        a_env_f[p * N + i, j] = min(max(a, act_lo[j]), act_hi[j])
-                    logp_b[t, p, i] = lp
-        if discrete:
-            nstate, nelapsed, next_obs, r, term, trunc, fobs = transition(
-                k, env_state, elapsed, a_env_i, resets[t])
-        else:
-            nstate, nelapsed, next_obs, r, term, trunc, fobs = transition(
-                k, env_state, elapsed, a_env_f, resets[t])
-        env_state[...] = nstate
-        elapsed[...] = nelapsed
-        any_done = False
-        for p in range(P):
-            for i in range(N):
-                q = p * N + i
-                done = term[q] or trunc[q]
-                any_done = any_done or done
-                ep_ret[p, i] += r[q]
-                ep_len[p, i] += 1
-                fin_ret[t, p, i] = ep_ret[p, i]
-                fin_len[t, p, i] = ep_len[p, i]
-                if done:
-                    ep_ret[p, i] = 0.0
-                    ep_len[p, i] = 0
-                term_b[t, p, i] = term[q]
-                trunc_b[t, p, i] = trunc[q]
-        nxt = next_obs.reshape((P, N, D))
-        if norm_obs:
-            _chan(obs_mean, obs_var, obs_count, nxt)
-            x = _normalize(nxt, obs_mean, obs_var, obs_clip)
-            if any_done:
-                final_x[t] = _normalize(fobs.reshape((P, N, D)), obs_mean, obs_var, obs_clip)
-            else:
-                final_x[t] = x
-        else:
-            x = nxt.copy()
-            final_x[t] = fobs.reshape((P, N, D))
-        if norm_rew:
-            r64 = r.reshape((P, N)).astype(np.float64)
-            for p in range(P):
-                for i in range(N):
-                    disc_return[p, i] = disc_return[p, i] * gamma + r64[p, i]
-            _chan(ret_mean, ret_var, ret_count, disc_return)
-            for p in range(P):
-                sd = np.sqrt(ret_var[p] + 1e-8)
-                for i in range(N):
-                    rew_b[t, p, i] = min(max(r64[p, i] / sd, -r_clip), r_clip)
-                    if term[p * N + i] or trunc[p * N + i]:
-                        disc_return[p, i] = 0.0
-        else:
-            rew_b[t] = r.reshape((P, N))
-        obs[...] = nxt
+        a, logp, rew, term, trunc, f_ret, f_len, f_x, x, state = policy_env_step(
+            k, out, noise[t], resets[t], log_std, state, env)
+        store_action(act_i, act_f, t, a)
+        logp_b[t] = logp
+        rew_b[t] = rew
+        term_b[t] = term
+        trunc_b[t] = trunc
+        fin_ret[t] = f_ret
+        fin_len[t] = f_len
+        final_x[t] = f_x
+    _carry_over(carry, state)
     return x
+
+
+@njit(cache=True, error_model="numpy")
+def _carry_over(carry, state):  # type: ignore[no-untyped-def]
+    """Write the state after a rollout (policy_env_step's order) into `carry`, in place."""
+    carry.env_state[...] = state[0]
+    carry.elapsed[...] = state[1]
+    carry.obs[...] = state[2]
+    carry.ep_ret[...] = state[3]
+    carry.ep_len[...] = state[4]
+    carry.disc_return[...] = state[5]
+    carry.obs_mean[...] = state[6]
+    carry.obs_var[...] = state[7]
+    carry.obs_count[...] = state[8]
+    carry.ret_mean[...] = state[9]
+    carry.ret_var[...] = state[10]
+    carry.ret_count[...] = state[11]
 
 
 @njit(cache=True, error_model="numpy")
@@ -262,22 +212,29 @@ def categorical_step(flat, sizes_a, c0, sizes_c, relu, x, q, t, rows):  # type: 
 _NORMALIZE = compiled_source(normalize,
                              ("merge_moments", "fold_moments", "normalized"))
 fold_moments, normalized = _NORMALIZE.fold_moments, _NORMALIZE.normalized
-_HELPERS = (_chan, _normalize)
+STEP = compiled_source(step, tuple(f.__name__ for f in step.STEP_FUNCTIONS), bind={
+    "log_softmax": log_softmax, "gaussian_log_density": gaussian_log_density,
+    "fold_moments": fold_moments, "normalized": normalized, "HALF": HALF,
+    "HALF_LOG_2PI": HALF_LOG_2PI})
+"""trustrl.envs.step's step (`policy_env_step`, the samplers, `observation_input`) compiled from
+its source over trustrl.compute.compiled.xp, with distributions' and normalize's functions compiled
+and the Gaussian's constants float32."""
+observation_input = STEP.observation_input
 _BOUND: dict[int, Any] = {}
 
 
 def bind(dyn: Any) -> Any:
     """The compiled rollout of the env whose compiled dynamics are ``dyn`` (an
-    ``trustrl.envs.classic.Dynamics`` over trustrl.compute.compiled.xp, wrapped by Numba): one per
-    env class and dtype, cached on disk."""
+    ``trustrl.envs.classic.Dynamics`` over trustrl.compute.compiled.xp, wrapped by Numba), with its
+    action kind's sampler: one per env class and dtype, cached on disk."""
     key = (type(dyn), dyn.dtype)
     f = _BOUND.get(key)  # type: ignore[call-overload]
     if f is None:
+        discrete = dyn.action_kind == "discrete"
         jit = njit(cache=True, error_model="numpy")
         ns: dict[str, Any] = dict(globals())
-        ns["transition"] = dyn.functions["transition"]
-        for h in _HELPERS:
-            ns[h.__name__] = jit(types.FunctionType(h.__code__, ns, h.__name__))
+        ns["policy_env_step"] = step.bind(STEP, dyn.functions["transition"], discrete, jit)
+        ns["store_action"] = store_categorical if discrete else store_gaussian
         g = types.FunctionType(rollout.__code__, ns, "rollout")
         g.__qualname__ = rollout.__qualname__
         f = _BOUND[key] = jit(g)  # type: ignore[index]

@@ -30,6 +30,7 @@ float32, float64, int64, bool = np.float32, np.float64, np.int64, np.bool_  # no
 sin, cos, square, abs, remainder = np.sin, np.cos, np.square, np.abs, np.remainder  # noqa: A001
 minimum, maximum, zeros_like = np.minimum, np.maximum, np.zeros_like  # torch's names too
 exp, log, sqrt = np.exp, np.log, np.sqrt  # trustrl.maths.distributions' and trustrl.maths.optim's
+argmax, take_along_axis = np.argmax, np.take_along_axis  # trustrl.envs.step's
 
 _jit = jit = njit(cache=True, error_model="numpy")
 """How trustrl.envs.classic's functions are compiled over this namespace (``bind``'s wrap)."""
