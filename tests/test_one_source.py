@@ -142,7 +142,7 @@ def test_categorical_derivatives_bindings_run_the_source():
     for name in CATEGORICAL_GRADS:
         stub = getattr(kernels, name)
         assert stub.__wrapped__.py_func.__code__ is getattr(distributions, name).__code__
-        assert ppo.ppo_epochs.__globals__[name] is stub
+        assert ppo.minibatch_step.__globals__[name] is stub
 
 
 def test_no_categorical_derivative_written_out_in_the_policy_code():
@@ -154,7 +154,8 @@ def test_no_categorical_derivative_written_out_in_the_policy_code():
     import trustrl
 
     root = Path(trustrl.__file__).parent
-    files = [root / "popnet.py", root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    files = [root / "nets" / "popnet.py", root / "compute" / "backends.py",
+             *sorted((root / "compute" / "compiled").glob("*.py"))]
     written = re.compile(r"\(onehot - |\* \(\w+(\[i, k\])? \+ ent")
     assert [p.name for p in files if written.search(p.read_text())] == []
 
@@ -191,7 +192,7 @@ def test_mlp_chain_rule_bindings_run_the_source():
         assert names <= set(kernel.py_func.__code__.co_names), kernel.py_func.__name__
         for name in names:
             assert kernel.py_func.__globals__[name] is getattr(kernels._MLP, name)
-    epochs = ppo.ppo_epochs.__globals__
+    epochs = ppo.minibatch_step.__globals__
     assert epochs["mlp_forward"] is kernels.mlp_forward
     assert epochs["mlp_backward_hidden"] is kernels.mlp_backward_hidden
 
@@ -208,7 +209,8 @@ def test_no_activation_derivative_written_out_beside_the_chain_rule():
     from trustrl.nets import popnet
 
     root = Path(trustrl.__file__).parent
-    files = [root / "backends.py", *sorted((root / "compiled").glob("*.py"))]
+    files = [root / "compute" / "backends.py",
+             *sorted((root / "compute" / "compiled").glob("*.py"))]
     written = re.compile(r"addcmul|\* h(\[i, k\])? \* h\b|\bh(\[i, k\])? > 0")
     texts = {p.name: p.read_text() for p in files}
     texts["PopActorCritic"] = inspect.getsource(popnet.PopActorCritic)
