@@ -118,3 +118,20 @@ def test_the_folders_are_the_layers():
     assert top == ["__init__", "__main__", "cli", "model"], top
     folders = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists())
     assert folders and all(f in prefixes for f in folders), folders
+
+
+def test_no_function_takes_more_than_twelve_parameters():
+    """Readable kernels (issue 51, point 6): a function takes its arguments in groups (the
+    named tuples of trustrl.compute.compiled.records, dataclasses) once they pass a dozen;
+    self and *args / **kwargs are not counted."""
+    long = []
+    for name, p in _modules().items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                if params and params[0] in ("self", "cls"):
+                    params = params[1:]
+                if len(params) > 12:
+                    long.append(f"trustrl.{name}.{node.name}: {len(params)} parameters")
+    assert not long, "\n".join(long)

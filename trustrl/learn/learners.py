@@ -553,16 +553,14 @@ class BatchedLearner:
     def _fused_body(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """`_iteration_body` as one compiled call (Compiled.ppo_iteration): the same numbers
         to float rounding, the metrics assembled here in the columns' order."""
-        cfg, col, algo = self.cfg, self.collector, self.algo
+        col, algo = self.collector, self.algo
         noise, resets = col._draws()
         n = col.T * col.N
         orders = algo.epoch_orders(int(col.it), n)  # type: ignore[attr-defined]
         lr = float(self.lr)
         r = algo.backend.ppo_iteration(  # type: ignore[attr-defined]
-            self.net, algo.opt, col._compiled, col.rollout_state(), noise, resets, orders,
-            algo.minibatch_size, lr, cfg, algo.objective(), algo.clip_eps,  # type: ignore[attr-defined]
-            algo.target_kl,  # type: ignore[attr-defined]
-            QUANTILES)
+            algo, col._compiled, col.rollout_state(), noise, resets, orders, lr,
+            algo.objective(), QUANTILES)  # type: ignore[attr-defined]
         col.it += 1
         P = col.P
         diag = r["diag"]

@@ -299,20 +299,23 @@ class Compiled(ClosedForm):
         out["epochs_run"] = torch.from_numpy(runs)
         return out
 
-    def ppo_iteration(self, net: PopActorCritic, opt: PopAdam, rollout: CompiledRollout,
-                      state: tuple[Any, ...], noise: Tensor, resets: Tensor, order: Tensor,
-                      minibatch_size: int, lr: float, cfg: Any, objective: Objective,
-                      clip_eps: float, target_kl: float | None, quantiles: tuple[float, ...]
+    def ppo_iteration(self, algo: Any, rollout: CompiledRollout, state: tuple[Any, ...],
+                      noise: Tensor, resets: Tensor, order: Tensor, lr: float,
+                      objective: Objective, quantiles: tuple[float, ...]
                       ) -> dict[str, np.ndarray]:
         """A whole PPO iteration of the batched collector as one compiled call
-        (trustrl.compute.compiled.iteration): `rollout`'s T steps from the collector's carried
-        `state` (BatchedCollector.rollout_state, moved on in place), the values, GAE, the K
-        epochs of minibatch steps in the orders order [K, P, T*N] (each member stopping on
-        its own past `target_kl`), the diagnostics and the learner's metrics. Adam's step
-        counts are advanced in `opt` as the epochs' calls would. Returns NumPy arrays:
+        (trustrl.compute.compiled.iteration), for `algo` (a trustrl.algos.ppo.PPO: its
+        network, optimiser, config, minibatch size, clip range and KL target): `rollout`'s T
+        steps from the collector's carried `state` (BatchedCollector.rollout_state, moved on
+        in place), the values, GAE, the K epochs of minibatch steps in the orders order
+        [K, P, T*N] (each member stopping on its own past algo.target_kl), the diagnostics
+        and the learner's metrics. Adam's step counts are advanced in algo.opt as the epochs'
+        calls would. Returns NumPy arrays:
         term, trunc, fin_ret, fin_len [T, P, N]; last [P, 4] (the last epoch's mean policy
         loss, value loss, grad norm, clip fraction); epochs_run [P]; diag [P, 7 + len(
         quantiles)] (ppo_diagnostics' columns); stats [P, 5] (STATS)."""
+        net, opt, cfg = algo.net, algo.opt, algo.cfg
+        minibatch_size, clip_eps, target_kl = algo.minibatch_size, algo.clip_eps, algo.target_kl
         T, P, N, _ = noise.shape
         f32 = np.float32
         out = {"term": np.empty((T, P, N), bool), "trunc": np.empty((T, P, N), bool),
