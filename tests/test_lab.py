@@ -287,7 +287,7 @@ def test_bad_task_numbers_are_one_line_errors(tmp_path, capsys, bad):
     (3, ["def value_loss(", "o.maximum(err, (v_clip - returns) ** 2)"]),
     (4, ["def ppo_update(", "agent: ActorCritic", "trustrl/algos/ppo.py", "class PPO(",
          'mb["logp_old"]', "def normalize_advantages(", "def clip_grad_norm(",
-         "def shuffled_epoch(", "target_kl"]),
+         "def k_epochs(", "def minibatch(", "target_kl"]),
 ])
 def test_solution_prints_the_reference_and_the_trustrl_code_it_calls(capsys, task, expected):
     assert main(["lab", "solution", str(task)]) == 0
