@@ -672,6 +672,45 @@ def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation,
     assert float(slow["clip_fraction"].max()) > 0  # the ratios are far from 1: the band counts
 
 
+@pytest.mark.parametrize("kind, hidden, activation, B", [
+    ("discrete", (16, 8), "tanh", 57), ("box", (16,), "tanh", 40), ("box", (8, 8), "relu", 3)])
+def test_trpos_compiled_line_search_evaluation_equals_the_eager_one(kind, hidden, activation,
+                                                                    B):
+    """TRPO's line-search evaluation (the surrogate mean(rho A) and the mean exact KL to
+    pi_old, per member) at a candidate far from pi_old: the compiled backend's one call
+    (kernels.surrogate_kl) and torch's (the closed-form backend) agree to float rounding, 3
+    members, Discrete and Box."""
+    from trustrl.algos.trpo import TRPO
+    from trustrl.compute.backends import ClosedForm
+    from trustrl.settings.config import make_config
+
+    action = ActionSpec("discrete", n=4) if kind == "discrete" else ActionSpec(
+        "box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
+    torch.manual_seed(B)
+    net = PopActorCritic.from_policies(
+        [ActorCritic(5, action, hidden, activation, log_std_init=-0.2 * i) for i in range(3)],
+        "cpu")
+    g = torch.Generator().manual_seed(B)
+    obs = torch.randn(3, B, 5, generator=g)
+    with torch.no_grad():
+        old_out = net.actor(obs)
+        actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
+                   else old_out + torch.randn(3, B, 3, generator=g))
+        batch = {"obs": obs, "actions": actions, "logp_old": net.log_prob(old_out, actions)}
+    flat_old = net.flat.detach().clone()
+    cand = flat_old + 0.3 * torch.randn(flat_old.shape, generator=g)
+    adv = torch.randn(3, B, generator=g)
+    cfg = make_config("trpo", env_id="CartPole-v1")
+    got = {}
+    for name, backend in (("compiled", compiled.Compiled()), ("torch", ClosedForm())):
+        algo = TRPO(net, cfg, backend, torch.zeros(3, 2, dtype=torch.int64))
+        got[name] = algo._surrogate_kl(batch, adv, old_out, flat_old, cand)
+    for fast, slow in zip(got["compiled"], got["torch"], strict=True):
+        assert fast.dtype == slow.dtype and fast.shape == (3,)
+        torch.testing.assert_close(fast, slow, rtol=2e-5, atol=2e-6)
+    assert float(got["torch"][1].min()) > 1e-3  # the candidate moved: the KL is not ~0
+
+
 def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     """tb_events.masked_crc32c (compiled) equals TensorBoard's own masked CRC-32C on records
     of several lengths; a run folder's event file (tb_events.EventWriter) is TensorBoard's

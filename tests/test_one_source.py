@@ -73,6 +73,23 @@ def test_adam_compiled_binding_runs_the_source():
     assert kernels.adam_.py_func.__globals__["adam_step"] is kernels.adam_step
 
 
+def test_trpos_compiled_line_search_runs_the_surrogates_source():
+    """TRPO's compiled line-search evaluation (kernels.surrogate_kl) takes rho A from
+    losses.surrogate_objective's code, and the log-probabilities and KL from the kernel the
+    diagnostics read (one forward pass and distribution code for both)."""
+    from trustrl.maths import losses
+
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels
+
+    assert kernels.surrogate_objective.py_func.__code__ is losses.surrogate_objective.__code__
+    g = kernels.surrogate_kl.py_func.__globals__
+    assert g["surrogate_objective"] is kernels.surrogate_objective
+    assert g["actor_log_probs"] is kernels.actor_log_probs
+    assert kernels.ppo_diagnostics.py_func.__globals__["actor_log_probs"] is (
+        kernels.actor_log_probs)
+
+
 GAUSSIAN = ("gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
             "gaussian_var_ratio")
 

@@ -35,6 +35,7 @@ from trustrl.algos.common import (
 )
 from trustrl.compute.backends import Backend
 from trustrl.maths.distributions import mask_logits
+from trustrl.maths.losses import surrogate_objective
 from trustrl.maths.optim import PopAdam
 from trustrl.maths.trust.cg import conjugate_gradient
 from trustrl.maths.trust.line_search import population_line_search
@@ -52,7 +53,7 @@ class TRPO(Algorithm):
                      "cg_iters_run", "cg_residual", "ls_steps", "ls_accepted", "step_fraction",
                      "grad_norm")
     int_columns = ("cg_iters_run", "ls_steps", "ls_accepted")
-    kernels = ("critic_fit", "fisher_product", "cg_steps")
+    kernels = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl")
 
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor,
                  line_search: bool = True):
@@ -68,13 +69,20 @@ class TRPO(Algorithm):
 
     def _surrogate_kl(self, batch: dict[str, Tensor], adv: Tensor, old_out: Tensor,
                       flat_old: Tensor, cand: Tensor) -> tuple[Tensor, Tensor]:
-        """L(theta) = mean(rho A) and mean KL(pi_old || pi_theta) per member, at cand [P, D]."""
+        """L(theta) = mean(rho A) and mean KL(pi_old || pi_theta) per member, at cand [P, D]:
+        the backend's compiled evaluation where it has one (an unmasked MLP on the CPU), else
+        torch."""
         net = self.net
+        compiled = getattr(self.backend, "surrogate_kl", None)
+        if compiled is not None and "action_mask" not in batch:
+            got = compiled(net, batch, adv, old_out, flat_old, cand)
+            if got is not None:
+                return got
         params = net.views(cand)  # type: ignore[attr-defined]
         out = net.actor(batch["obs"], params)  # type: ignore[attr-defined]
         out = mask_logits(out, batch.get("action_mask"))  # a masked run: the valid actions
         logp = net.log_prob(out, batch["actions"], params)
-        L = (torch.exp(logp - batch["logp_old"]) * adv).mean(1)
+        L = surrogate_objective(torch.exp(logp - batch["logp_old"]), adv).mean(1)
         return L, net.kl_from(old_out, out, flat_old, params).mean(1)
 
     @torch.no_grad()

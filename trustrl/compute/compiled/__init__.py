@@ -64,7 +64,7 @@ STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
 
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
-_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps")
+_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl")
 
 
 def _one_blas_thread() -> None:
@@ -147,7 +147,7 @@ def _kernels() -> dict[str, Any]:
                         cg_steps=k.cg_steps, mlp_forward=k.mlp_forward, gae=k.gae_into,
                         ppo_epochs=ppo.epochs_kernel(losses.clipped_surrogate_objective,
                                                      losses.clipped_surrogate_objective_grad),
-                        ppo_diagnostics=k.ppo_diagnostics)
+                        ppo_diagnostics=k.ppo_diagnostics, surrogate_kl=k.surrogate_kl)
     return _KERNELS
 
 
@@ -194,6 +194,18 @@ class Compiled(ClosedForm):
                                  np.zeros((1, D), f32))
             if "cg_steps" in kernels:
                 ks["cg_steps"](args, np.ones((1, D), f32), 2, 1e-10, False)
+        if "surrogate_kl" in kernels and net.hidden_sizes:
+            D = 2 * d + 2 + 3 * n + n
+            ks["surrogate_kl"](records.Policy(np.zeros((1, D), f32),
+                                              np.array((d, 2, n), np.int64), relu,
+                                              net.discrete, 0, D - n),
+                               np.zeros((1, 2, d), f32),
+                               *self._actions_in(net, torch.zeros((1, 2, n))
+                                                 if not net.discrete
+                                                 else torch.zeros((1, 2), dtype=torch.long)),
+                               np.zeros((1, 2), f32), np.zeros((1, 2), f32),
+                               np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
+                               np.zeros((1, 2)))
         if cold:
             print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
                   flush=True)
@@ -343,6 +355,38 @@ class Compiled(ClosedForm):
                               "per machine, about 60 s; cached on disk)", kernel, *args)
         _count_epochs(opt, out["epochs_run"], order.shape[0], -(-(T * N) // minibatch_size))
         return out
+
+    @staticmethod
+    def _actions_in(net: PopActorCritic, actions: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """The kernels' (act_i, act_f) for `actions`: a softmax's as int64 [P, B] with a
+        placeholder for the other, a Gaussian's as float32 [P, B, n]."""
+        if net.discrete:
+            return np.ascontiguousarray(_np(actions), np.int64), np.zeros((1, 1, 1), np.float32)
+        return np.zeros((1, 1), np.int64), np.ascontiguousarray(_np(actions), np.float32)
+
+    @torch.no_grad()
+    def surrogate_kl(self, net: PopActorCritic, batch: dict[str, Tensor], adv: Tensor,
+                     old_out: Tensor, flat_old: Tensor, cand: Tensor
+                     ) -> tuple[Tensor, Tensor] | None:
+        """TRPO's line-search evaluation at the parameters cand [P, D] in one compiled call
+        (kernels.surrogate_kl): (mean(rho A), mean KL(pi_old || pi)) per member, float32; None
+        where the kernels do not apply (the caller computes them with torch)."""
+        if not _mlp_on_cpu(net) or not net.hidden_sizes:
+            return None
+        f32 = np.float32
+        P = batch["logp_old"].shape[0]
+        res = np.empty((P, 2), np.float64)
+        policy = _policy(net)._replace(flat=np.ascontiguousarray(_np(cand), f32))
+        args = (policy, np.ascontiguousarray(_np(batch["obs"]), f32),
+                *self._actions_in(net, batch["actions"]),
+                np.ascontiguousarray(_np(batch["logp_old"]), f32),
+                np.ascontiguousarray(_np(adv), f32), np.ascontiguousarray(_np(old_out), f32),
+                np.ascontiguousarray(_np(flat_old), f32), res)
+        _first_call_announced("surrogate_kl", "compiling TRPO's line-search evaluation (once "
+                              "per machine, about 10 s; cached on disk)",
+                              _kernels()["surrogate_kl"], *args)
+        r = torch.from_numpy(res).to(torch.float32)
+        return r[:, 0], r[:, 1]
 
     @torch.no_grad()
     def diagnostics(self, net: PopActorCritic, batch: dict[str, Tensor], old_out: Tensor,

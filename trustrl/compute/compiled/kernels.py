@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 from trustrl.compute.compiled.xp import compiled_source
-from trustrl.maths import advantages, distributions, optim
+from trustrl.maths import advantages, distributions, losses, optim
 from trustrl.maths.trust import cg
 from trustrl.nets import popnet
 
@@ -397,65 +397,72 @@ torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same b
 
 
 @njit(cache=True, error_model="numpy")
-def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip_eps, qs, res):  # type: ignore[no-untyped-def]  # noqa: E501
-    """algos.common.diagnostics for P members in one call: the actor's outputs on the whole
-    batch (mlp_out), log pi(a|s) and the entropy (softmax, or diagonal Gaussian with the
-    log-std at ls_off), log_ratio = logp - logp_old and the ratio (float32, as torch), and
-    per member res [P, 7 + len(qs)]: entropy, approx_kl (k3: expm1(r) - r), approx_kl_k1,
-    kl_exact (KL(pi_old || pi) from old_out and flat_old's log-std), clip_fraction (outside
-    1 +- clip_eps), ratio_min, ratio_max, then the ratio's quantiles qs (linear interpolation
-    of the sorted ratios in float64, as common.quantiles). Means accumulate in float64.
-    `policy` a records.Policy: flat [P, *] holds the actor's parameters from column 0."""
+def actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Member p's actor on its whole batch (mlp_out), then per sample (float32): log pi(a|s),
+    the entropy and the exact KL(pi_old || pi) from old_out and flat_old's log-std
+    (trustrl.maths.distributions' categorical or diagonal Gaussian functions, compiled).
+    `policy` a records.Policy: flat [P, *] holds the actor's parameters from column 0 (the
+    log-std at ls_off for a Gaussian); act_i [P, B] the actions of a softmax, act_f [P, B, n]
+    a Gaussian's. What ppo_diagnostics and surrogate_kl read."""
     flat, sizes, relu, discrete, _, ls_off = policy
-    P, B = logp_old.shape
+    B = obs.shape[1]
     n = sizes[sizes.shape[0] - 1]
     f32 = np.float32
-    inv_std = np.empty(n, np.float32)
-    var_ratio = np.empty(n, np.float32)
+    out = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(obs[p]))
+    logp = np.empty(B, f32)
+    if discrete:  # on the member's whole batch
+        lsm = log_softmax(out)
+        for i in range(B):
+            logp[i] = lsm[i, act_i[p, i]]
+        return logp, categorical_entropy(lsm), categorical_kl(log_softmax(old_out[p]), lsm)
+    inv_std = np.empty(n, f32)
+    var_ratio = np.empty(n, f32)
+    ent_box = f32(0.0)
+    for k in range(n):
+        ent_box += gaussian_entropy_density(flat[p, ls_off + k], HALF, HALF_LOG_2PI)
+        inv_std[k] = np.exp(-flat[p, ls_off + k])
+        var_ratio[k] = gaussian_var_ratio(flat_old[p, ls_off + k], flat[p, ls_off + k], TWO)
+    kl = np.empty(B, f32)
+    for i in range(B):
+        lp = f32(0.0)
+        kl_i = f32(0.0)
+        for k in range(n):
+            ls = flat[p, ls_off + k]
+            lp += gaussian_log_density(act_f[p, i, k], out[i, k], ls, inv_std[k], HALF,
+                                       HALF_LOG_2PI)
+            kl_i += gaussian_kl_density(old_out[p, i, k], flat_old[p, ls_off + k], out[i, k], ls,
+                                        inv_std[k], var_ratio[k], HALF, ONE, TWO)
+        logp[i] = lp
+        kl[i] = kl_i
+    return logp, np.full(B, ent_box, f32), kl
+
+
+@njit(cache=True, error_model="numpy")
+def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip_eps, qs, res):  # type: ignore[no-untyped-def]  # noqa: E501
+    """algos.common.diagnostics for P members in one call: per member, `actor_log_probs` (log
+    pi(a|s), the entropy, the exact KL(pi_old || pi)), log_ratio = logp - logp_old and the
+    ratio (float32, as torch), and res [P, 7 + len(qs)]: entropy, approx_kl (k3: expm1(r) -
+    r), approx_kl_k1, kl_exact, clip_fraction (outside 1 +- clip_eps), ratio_min, ratio_max,
+    then the ratio's quantiles qs (linear interpolation of the sorted ratios in float64, as
+    common.quantiles). Means accumulate in float64."""
+    P, B = logp_old.shape
+    f32 = np.float32
     for p in range(P):
-        out = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(obs[p]))
+        logp, ent, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old)
         ratio = np.empty(B, np.float64)
         s_ent = 0.0
         s_k3 = 0.0
         s_k1 = 0.0
         s_kl = 0.0
         clipped = 0
-        ent_box = f32(0.0)
-        if discrete:  # trustrl.maths.distributions' functions on the member's whole batch
-            lsm = log_softmax(out)
-            ent_d = categorical_entropy(lsm)
-            kl_d = categorical_kl(log_softmax(old_out[p]), lsm)
-        else:
-            lsm = np.empty((0, 0), f32)
-            ent_d = kl_d = np.empty(0, f32)
-            for k in range(n):
-                ent_box += gaussian_entropy_density(flat[p, ls_off + k], HALF, HALF_LOG_2PI)
-                inv_std[k] = np.exp(-flat[p, ls_off + k])
-                var_ratio[k] = gaussian_var_ratio(flat_old[p, ls_off + k], flat[p, ls_off + k],
-                                                  TWO)
         for i in range(B):
-            if discrete:
-                logp = lsm[i, act_i[p, i]]
-                ent = ent_d[i]
-                kl = kl_d[i]
-            else:
-                logp = f32(0.0)
-                kl = f32(0.0)
-                for k in range(n):
-                    ls = flat[p, ls_off + k]
-                    logp += gaussian_log_density(act_f[p, i, k], out[i, k], ls, inv_std[k], HALF,
-                                                 HALF_LOG_2PI)
-                    kl += gaussian_kl_density(old_out[p, i, k], flat_old[p, ls_off + k],
-                                              out[i, k], ls, inv_std[k], var_ratio[k], HALF, ONE,
-                                              TWO)
-                ent = ent_box
-            lr = logp - logp_old[p, i]
+            lr = logp[i] - logp_old[p, i]
             r = np.exp(lr)
             ratio[i] = r
-            s_ent += ent
+            s_ent += ent[i]
             s_k3 += np.expm1(lr) - lr
             s_k1 -= lr
-            s_kl += kl
+            s_kl += kl[i]
             if r > f32(1.0 + clip_eps) or r < f32(1.0 - clip_eps):
                 clipped += 1
         s = np.sort(ratio)
@@ -471,3 +478,23 @@ def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip
             lo = math.floor(pos)
             hi = math.ceil(pos)
             res[p, 7 + j] = s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+surrogate_objective = compiled_source(losses, ("surrogate_objective",)).surrogate_objective
+"""trustrl.maths.losses.surrogate_objective (rho A per sample) compiled over
+trustrl.compute.compiled.xp."""
+
+
+@njit(cache=True, error_model="numpy")
+def surrogate_kl(policy, obs, act_i, act_f, logp_old, adv, old_out, flat_old, res):  # type: ignore[no-untyped-def]  # noqa: E501
+    """TRPO's line-search evaluation (algos.trpo.TRPO.surrogate_kl) for P members in one
+    call, at the parameters of `policy` (a candidate): per member, res[p] = (the surrogate
+    mean(rho A), losses.surrogate_objective's mean, and the mean exact KL(pi_old || pi)),
+    from `actor_log_probs`; rho = exp(logp - logp_old) in float32, as torch, the means in
+    float64."""
+    P = logp_old.shape[0]
+    for p in range(P):
+        logp, _, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old)
+        surr = surrogate_objective(np.exp(logp - logp_old[p]), adv[p])
+        res[p, 0] = surr.astype(np.float64).mean()
+        res[p, 1] = kl.astype(np.float64).mean()
