@@ -406,3 +406,32 @@ def test_no_rollout_step_written_out_in_the_rollouts():
         codes.append(rollout.rollout.__code__)
     for code in codes:
         assert not step_names & set(code.co_names), code.co_name
+
+
+def test_every_file_compiled_code_is_built_from_is_watched_for_stale_caches():
+    """Numba's disk cache checks only a function's own file, so the package drops its cache
+    when any file in compiled._SOURCES changes: every file whose code the compiled
+    functions of trustrl.compute.compiled are built from must be listed there (a chain rule
+    or a step compiled from nets/ or envs/ included)."""
+    from pathlib import Path
+
+    pytest.importorskip("numba")
+    from numba.core.registry import CPUDispatcher
+
+    from trustrl.compute import compiled
+    from trustrl.compute.compiled import iteration, kernels, ppo, rollout
+
+    root = Path(compiled.__file__).resolve().parents[2]
+    seen = set()
+    for module in (kernels, ppo, rollout, iteration):
+        for value in vars(module).values():
+            funcs = [value] if isinstance(value, CPUDispatcher) else [
+                v for v in vars(value).values() if isinstance(v, CPUDispatcher)
+            ] if hasattr(value, "__dict__") and not isinstance(value, type) else []
+            for f in funcs:
+                path = Path(f.py_func.__code__.co_filename).resolve()
+                if root in path.parents:
+                    seen.add(path.relative_to(root).as_posix())
+    assert {"nets/popnet.py", "envs/step.py", "maths/losses.py"} <= seen  # the test sees them
+    missing = sorted(seen - set(compiled._SOURCES))
+    assert not missing, f"compiled code built from files not in _SOURCES: {missing}"

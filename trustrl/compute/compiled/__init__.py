@@ -96,7 +96,8 @@ _SOURCES = ("maths/advantages.py", "maths/diagnostics.py", "maths/distributions.
             "maths/normalize.py", "maths/optim.py", "maths/losses.py", "maths/trust/cg.py",
             "maths/trust/kl_control.py", "compute/compiled/kernels.py",
             "compute/compiled/rollout.py", "compute/compiled/ppo.py", "compute/compiled/xp.py",
-            "compute/compiled/iteration.py", "envs/classic.py")
+            "compute/compiled/iteration.py", "envs/classic.py", "envs/step.py",
+            "nets/popnet.py")
 """The files compiled code is built from (relative to the package). Numba's disk cache checks
 only a function's own
 file, but a compiled function includes the code of those it calls from other files."""
