@@ -711,6 +711,40 @@ def test_trpos_compiled_line_search_evaluation_equals_the_eager_one(kind, hidden
     assert float(got["torch"][1].min()) > 1e-3  # the candidate moved: the KL is not ~0
 
 
+@pytest.mark.parametrize("kind, hidden, activation, B", [
+    ("discrete", (16, 8), "tanh", 57), ("box", (16,), "tanh", 40), ("box", (8, 8), "relu", 3)])
+def test_trpos_compiled_policy_gradient_equals_the_closed_form(kind, hidden, activation, B):
+    """The policy gradient of TRPO and NPG (dL/dtheta of L = mean(rho A), L, and the actor's
+    output, at a theta_old whose rho differs from 1) through the compiled backend's one call
+    (kernels.policy_gradient) and through the closed form in torch: equal to float rounding,
+    3 members, Discrete and Box (the log-std's column included), zero in the critic's
+    columns."""
+    from trustrl.compute.backends import ClosedForm
+
+    action = ActionSpec("discrete", n=4) if kind == "discrete" else ActionSpec(
+        "box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
+    torch.manual_seed(B)
+    net = PopActorCritic.from_policies(
+        [ActorCritic(5, action, hidden, activation, log_std_init=-0.2 * i) for i in range(3)],
+        "cpu")
+    g = torch.Generator().manual_seed(B)
+    obs = torch.randn(3, B, 5, generator=g)
+    with torch.no_grad():
+        out = net.actor(obs)
+        actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
+                   else out + torch.randn(3, B, 3, generator=g))
+        logp_old = net.log_prob(out, actions) + 0.3 * torch.randn(3, B, generator=g)
+    adv = torch.randn(3, B, generator=g)
+    flat_old = net.flat.detach().clone()
+    fast = compiled.Compiled().policy_gradient(net, obs, actions, logp_old, adv, flat_old)
+    slow = ClosedForm().policy_gradient(net, obs, actions, logp_old, adv, flat_old)
+    for a, b, name in zip(fast, slow, ("g", "L", "old_out"), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=name)
+    assert float(fast[0][:, net.critic_slice].abs().max()) == 0.0
+    assert float(slow[0].abs().max()) > 1e-3
+
+
 def test_the_compiled_tensorboard_checksum_is_tensorboards(tmp_path):
     """tb_events.masked_crc32c (compiled) equals TensorBoard's own masked CRC-32C on records
     of several lengths; a run folder's event file (tb_events.EventWriter) is TensorBoard's

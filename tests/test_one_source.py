@@ -90,6 +90,27 @@ def test_trpos_compiled_line_search_runs_the_surrogates_source():
         kernels.actor_log_probs)
 
 
+def test_the_policy_gradients_gaussian_derivatives_are_written_once():
+    """The Gaussian's derivatives in its mean and log-std: torch's closed form (popnet) and the
+    compiled policy gradient (kernels.policy_gradient) both run distributions' code."""
+    from trustrl.maths import distributions
+    from trustrl.nets import popnet
+
+    names = ("gaussian_logp_grad_mean", "gaussian_logp_grad_log_std")
+    for name in names:
+        assert vars(popnet)[name] is getattr(distributions, name)
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels
+
+    g = kernels.policy_gradient.py_func.__globals__
+    for name in names:
+        stub = getattr(kernels, name)  # the elementwise form
+        assert stub.__wrapped__.py_func.__code__ is getattr(distributions, name).__code__
+        assert g[name] is stub
+    for name in ("surrogate_objective", "categorical_logp_grad", "mlp_output", "mlp_grads"):
+        assert g[name] is getattr(kernels, name), name
+
+
 GAUSSIAN = ("gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
             "gaussian_var_ratio")
 

@@ -53,7 +53,7 @@ class TRPO(Algorithm):
                      "cg_iters_run", "cg_residual", "ls_steps", "ls_accepted", "step_fraction",
                      "grad_norm")
     int_columns = ("cg_iters_run", "ls_steps", "ls_accepted")
-    kernels = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl")
+    kernels = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl", "policy_gradient")
 
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor,
                  line_search: bool = True):

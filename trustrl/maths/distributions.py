@@ -122,6 +122,22 @@ def categorical_kl_grad(g: Any, prob_q: Any, prob_p: Any) -> Any:
     return g * (prob_q - prob_p)
 
 
+# --- the diagonal Gaussian's derivatives, written once (elementwise, per dimension) ---------
+# With z = (a - mean) / std: torch runs them on [P, B, n] tensors (popnet's log_prob_backward),
+# compiled code on float32 scalars (trustrl.compute.compiled.kernels' policy gradient); `one`
+# is 1 in the arrays' float type (a float64 literal would promote float32 under Numba).
+
+def gaussian_logp_grad_mean(g: Any, z: Any, inv_std: Any) -> Any:
+    """g d log N(a; mean, std) / d mean = g z / std."""
+    return g * z * inv_std
+
+
+def gaussian_logp_grad_log_std(g: Any, z: Any, one: Any) -> Any:
+    """g d log N(a; mean, std) / d log std = g (z^2 - 1). The easy mistake: d / d std
+    (z^2 - 1) / std instead, where the parameter is the log-std."""
+    return g * (z * z - one)
+
+
 _NUMPY = rebound("_trustrl_distributions_numpy", "trustrl.maths.distributions over NumPy",
                  globals(), (log_softmax, categorical_entropy, categorical_kl), {"o": np})
 log_softmax_numpy = _NUMPY.log_softmax

@@ -34,6 +34,8 @@ from trustrl.maths.distributions import (
     gaussian_entropy_density,
     gaussian_kl_density,
     gaussian_log_density,
+    gaussian_logp_grad_log_std,
+    gaussian_logp_grad_mean,
     gaussian_var_ratio,
     masked_log_softmax,
 )
@@ -288,7 +290,8 @@ class PopNet:
             onehot = torch.zeros_like(prob).scatter_(-1, actions.unsqueeze(-1), 1.0)
             return categorical_logp_grad(g, onehot, prob), None
         z = parts["z"]
-        return g * z * parts["inv_std"], (g * (z * z - 1.0)).sum(1)
+        return (gaussian_logp_grad_mean(g, z, parts["inv_std"]),
+                gaussian_logp_grad_log_std(g, z, 1.0).sum(1))
 
     def log_prob_entropy(self, out: Tensor, actions: Tensor,
                          flat: Tensor | dict[str, Tensor] | None = None

@@ -64,7 +64,8 @@ STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
 
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
-_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl")
+_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl",
+                 "policy_gradient")
 
 
 def _one_blas_thread() -> None:
@@ -148,7 +149,8 @@ def _kernels() -> dict[str, Any]:
                         cg_steps=k.cg_steps, mlp_forward=k.mlp_forward, gae=k.gae_into,
                         ppo_epochs=ppo.epochs_kernel(losses.clipped_surrogate_objective,
                                                      losses.clipped_surrogate_objective_grad),
-                        ppo_diagnostics=k.ppo_diagnostics, surrogate_kl=k.surrogate_kl)
+                        ppo_diagnostics=k.ppo_diagnostics, surrogate_kl=k.surrogate_kl,
+                        policy_gradient=k.policy_gradient)
     return _KERNELS
 
 
@@ -195,18 +197,18 @@ class Compiled(ClosedForm):
                                  np.zeros((1, D), f32))
             if "cg_steps" in kernels:
                 ks["cg_steps"](args, np.ones((1, D), f32), 2, 1e-10, False)
+        D = 2 * d + 2 + 3 * n + n  # one hidden layer of 2, the critic and the log-std
+        policy = records.Policy(np.zeros((1, D), f32), np.array((d, 2, n), np.int64), relu,
+                                net.discrete, 0, D - n)
+        batch = (np.zeros((1, 2, d), f32), *self._actions_in(
+            net, torch.zeros((1, 2), dtype=torch.long) if net.discrete
+            else torch.zeros((1, 2, n))), np.zeros((1, 2), f32), np.zeros((1, 2), f32))
         if "surrogate_kl" in kernels and net.hidden_sizes:
-            D = 2 * d + 2 + 3 * n + n
-            ks["surrogate_kl"](records.Policy(np.zeros((1, D), f32),
-                                              np.array((d, 2, n), np.int64), relu,
-                                              net.discrete, 0, D - n),
-                               np.zeros((1, 2, d), f32),
-                               *self._actions_in(net, torch.zeros((1, 2, n))
-                                                 if not net.discrete
-                                                 else torch.zeros((1, 2), dtype=torch.long)),
-                               np.zeros((1, 2), f32), np.zeros((1, 2), f32),
-                               np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
+            ks["surrogate_kl"](policy, *batch, np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
                                np.zeros((1, 2)))
+        if "policy_gradient" in kernels and net.hidden_sizes:
+            ks["policy_gradient"](policy, *batch, np.zeros((1, D), f32),
+                                  np.zeros((1, 2, n), f32), np.zeros(1))
         if cold:
             print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
                   flush=True)
@@ -364,6 +366,30 @@ class Compiled(ClosedForm):
         if net.discrete:
             return np.ascontiguousarray(_np(actions), np.int64), np.zeros((1, 1, 1), np.float32)
         return np.zeros((1, 1), np.int64), np.ascontiguousarray(_np(actions), np.float32)
+
+    @torch.no_grad()
+    def policy_gradient(self, net: PopActorCritic, obs: Tensor, actions: Tensor,
+                        logp_old: Tensor, adv: Tensor, flat_old: Tensor,
+                        action_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """`ClosedForm.policy_gradient` in one compiled call (kernels.policy_gradient) for an
+        unmasked MLP with hidden layers; the closed form in torch otherwise."""
+        if action_mask is not None or not _mlp_on_cpu(net) or not net.hidden_sizes:
+            return super().policy_gradient(net, obs, actions, logp_old, adv, flat_old,
+                                           action_mask)
+        f32 = np.float32
+        P, B = logp_old.shape
+        grad = np.empty((P, net.flat.shape[1]), f32)
+        old_out = np.empty((P, B, net.n_out), f32)
+        res = np.empty(P, np.float64)
+        policy = _policy(net)._replace(flat=np.ascontiguousarray(_np(flat_old), f32))
+        args = (policy, np.ascontiguousarray(_np(obs), f32), *self._actions_in(net, actions),
+                np.ascontiguousarray(_np(logp_old), f32), np.ascontiguousarray(_np(adv), f32),
+                grad, old_out, res)
+        _first_call_announced("policy_gradient", "compiling the policy gradient (once per "
+                              "machine, about 10 s; cached on disk)",
+                              _kernels()["policy_gradient"], *args)
+        return (torch.from_numpy(grad), torch.from_numpy(res).to(torch.float32),
+                torch.from_numpy(old_out))
 
     @torch.no_grad()
     def surrogate_kl(self, net: PopActorCritic, batch: dict[str, Tensor], adv: Tensor,

@@ -221,7 +221,8 @@ def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def
 _DISTRIBUTIONS = compiled_source(distributions, (
     "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
     "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"),
-    ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad"))
+    ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad",
+     "gaussian_logp_grad_mean", "gaussian_logp_grad_log_std"))
 gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
 gaussian_entropy_density = _DISTRIBUTIONS.gaussian_entropy_density
 gaussian_kl_density = _DISTRIBUTIONS.gaussian_kl_density
@@ -238,10 +239,13 @@ compiled/rollout.py and compiled/ppo.py."""
 categorical_logp_grad = _DISTRIBUTIONS.categorical_logp_grad
 categorical_entropy_grad = _DISTRIBUTIONS.categorical_entropy_grad
 categorical_kl_grad = _DISTRIBUTIONS.categorical_kl_grad
-"""trustrl.maths.distributions' categorical derivatives in the logits, elementwise
-(trustrl.compute.compiled.xp.elementwise): called on float32 scalars in PPO's epoch loop."""
+gaussian_logp_grad_mean = _DISTRIBUTIONS.gaussian_logp_grad_mean
+gaussian_logp_grad_log_std = _DISTRIBUTIONS.gaussian_logp_grad_log_std
+"""trustrl.maths.distributions' categorical derivatives in the logits and the Gaussian's in its
+mean and log-std, elementwise (trustrl.compute.compiled.xp.elementwise): called on float32
+scalars in PPO's epoch loop and the policy gradient."""
 HALF_LOG_2PI = np.float32(distributions.HALF_LOG_2PI)
-HALF, ONE, TWO = np.float32(0.5), np.float32(1.0), np.float32(2.0)
+ZERO, HALF, ONE, TWO = np.float32(0.0), np.float32(0.5), np.float32(1.0), np.float32(2.0)
 
 
 # after _DISTRIBUTIONS: binding popnet binds the distributions functions it imports, and
@@ -498,3 +502,60 @@ def surrogate_kl(policy, obs, act_i, act_f, logp_old, adv, old_out, flat_old, re
         surr = surrogate_objective(np.exp(logp - logp_old[p]), adv[p])
         res[p, 0] = surr.astype(np.float64).mean()
         res[p, 1] = kl.astype(np.float64).mean()
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res):  # type: ignore[no-untyped-def]  # noqa: E501
+    """TRPO's and NPG's policy gradient (backends.ClosedForm.policy_gradient) for P members in
+    one call, at the parameters of `policy` (theta_old): the actor's output into old_out [P,
+    B, n] (popnet's mlp_output), rho = exp(logp - logp_old), the surrogate rho A
+    (losses.surrogate_objective) with its mean into res [P], and the gradient of mean(rho A)
+    into grad [P, D] (zero outside the actor's columns): g = rho A / B per sample in log pi,
+    through the distribution (distributions' categorical_logp_grad, or the Gaussian's
+    gaussian_logp_grad_mean and _log_std, the log-std's summed over the batch) and the actor
+    (popnet's mlp_grads)."""
+    flat, sizes, relu, discrete, _, ls_off = policy
+    P, B = logp_old.shape
+    n = sizes[sizes.shape[0] - 1]
+    f32 = np.float32
+    b = f32(B)
+    inv_std = np.empty(n, f32)
+    g_ls = np.empty(n, f32)
+    for p in range(P):
+        layers = layer_views(flat[p], sizes)
+        out, acts = mlp_output(layers, np.ascontiguousarray(obs[p]), relu)
+        old_out[p] = out
+        g_out = np.empty((B, n), f32)
+        s = 0.0
+        if discrete:
+            lsm = log_softmax(out)
+            for i in range(B):
+                a = act_i[p, i]
+                surr = surrogate_objective(np.exp(lsm[i, a] - logp_old[p, i]), adv[p, i])
+                s += surr
+                g = surr / b
+                for k in range(n):
+                    g_out[i, k] = categorical_logp_grad(g, ONE if k == a else ZERO,
+                                                        np.exp(lsm[i, k]))
+        else:
+            for k in range(n):
+                inv_std[k] = np.exp(-flat[p, ls_off + k])
+                g_ls[k] = ZERO
+            for i in range(B):
+                lp = ZERO
+                for k in range(n):
+                    lp += gaussian_log_density(act_f[p, i, k], out[i, k], flat[p, ls_off + k],
+                                               inv_std[k], HALF, HALF_LOG_2PI)
+                surr = surrogate_objective(np.exp(lp - logp_old[p, i]), adv[p, i])
+                s += surr
+                g = surr / b
+                for k in range(n):
+                    z = (act_f[p, i, k] - out[i, k]) * inv_std[k]
+                    g_out[i, k] = gaussian_logp_grad_mean(g, z, inv_std[k])
+                    g_ls[k] += gaussian_logp_grad_log_std(g, z, ONE)
+        grad[p] = ZERO
+        mlp_grads(layers, acts, g_out, relu, layer_views(grad[p], sizes))
+        if not discrete:
+            for k in range(n):
+                grad[p, ls_off + k] = g_ls[k]
+        res[p] = s / B
