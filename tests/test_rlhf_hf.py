@@ -441,6 +441,33 @@ def test_resume_equals_never_stopped(tiny, tmp_path, algo, capsys):
     for ra, rb in zip(a, b, strict=True):
         assert {k: v for k, v in ra.items() if k != "wall_time"} == \
             {k: v for k, v in rb.items() if k != "wall_time"}
+    # as the core's: config.json has the new total, the clock goes on, fewer is refused
+    assert json.loads((Path(half) / "config.json").read_text())["config"]["iterations"] == 4
+    times = [float(r["wall_time"]) for r in b]
+    assert times == sorted(times) and times[2] > times[1], times
+    capsys.readouterr()
+    assert cli("--resume", half, "--iterations", "3", "--reward", "hf_sort:gold_reward") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already trained 4 iterations" in err, err
+    assert len(rows(Path(half))) == 4
+    assert json.loads((Path(half) / "status.json").read_text())["status"] == "finished"
+    try:  # TensorBoard events of every row, once each, across the two processes
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        pass
+    else:
+        ea = EventAccumulator(str(Path(half) / "tb"))
+        ea.Reload()
+        assert [e.step for e in ea.Scalars("diagnostics/kl_ref/exact")] == \
+            [int(r["global_step"]) for r in b]
+        assert [e.value for e in ea.Scalars("diagnostics/kl_ref/exact")] == \
+            pytest.approx([float(r["kl_ref/exact"]) for r in b], rel=1e-6)
+    # the live dashboard's run list (the core's code) reads the run's seed, plan and model
+    from trustrl.demo.runfiles import list_runs
+
+    listed = {r["name"]: r for r in list_runs(tmp_path / "runs")}[Path(half).name]
+    assert (listed["algo"], listed["seed"], listed["iteration"], listed["iterations"],
+            listed["model"], listed["status"]) == (algo, 3, 4, 4, "model", "finished")
 
 
 def test_bad_input_is_one_line_and_makes_no_run_folder(tiny, tmp_path, capsys):

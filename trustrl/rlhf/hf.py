@@ -91,6 +91,9 @@ class HFConfig:
     runs once on the whole batch (the logits the update holds anyway)."""
     save_every: int = 10
     """Checkpoint every this many iterations (and at the end); resume reads the latest."""
+    tensorboard: bool = True
+    """TensorBoard events of every metrics row under tb/ where tensorboard is installed (the
+    core's RunDir.open_tensorboard)."""
     eval_data: str = ""
     """Held-out prompts for eval.json (default: the training prompts)."""
     eval_prompts: int = 0

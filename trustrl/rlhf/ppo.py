@@ -420,19 +420,20 @@ def run_rl_loop(stage: str, trainer: Any, run: Any, iterations: int,
                 echo: Callable[[str], None], log_every: int, finish: Callable[[], None],
                 line: Callable[[dict[str, Any]], str], start: int = 0,
                 checkpoint: Callable[[int], None] | None = None,
-                again: str = SORT_AGAIN) -> Path:
+                again: str = SORT_AGAIN, elapsed: float = 0.0) -> Path:
     """The loop every RL run shares (PPO, GRPO and RLOO; the sort study and a Hugging Face
     model): trainer steps start + 1 .. iterations logged to the run folder (a line echoed every
     `log_every`), `checkpoint(it)` after each, then `finish()` (evaluation, saving) and the
     status. A run that raises is marked failed (stopped on Ctrl-C or SIGTERM) and keeps its
-    files; `again` says how to go on (common.status_on_exit)."""
+    files; `again` says how to go on (common.status_on_exit). `elapsed`: the wall time a resumed
+    run had logged, where its wall_time column goes on from."""
     t0 = time.perf_counter()
     done = start
     with status_on_exit(run, lambda: done, again):
         echo(f"{stage}: run folder {run.path}")
         for it in range(start + 1, iterations + 1):
             row = trainer.step()
-            row["wall_time"] = time.perf_counter() - t0
+            row["wall_time"] = elapsed + time.perf_counter() - t0
             run.log_metrics(row)
             if it % log_every == 0 or it == iterations:
                 echo(f"{stage} {it}: {line(row)}")
