@@ -470,6 +470,24 @@ def test_resume_equals_never_stopped(tiny, tmp_path, algo, capsys):
             listed["model"], listed["status"]) == (algo, 3, 4, 4, "model", "finished")
 
 
+def test_status_json_follows_the_checkpoints_while_a_run_trains(tiny, tmp_path):
+    """As the core's: status.json says "running" with the iteration of the last checkpoint (what
+    the dashboard's run list shows), read here at each iteration's progress line."""
+    seen = []
+
+    def echo(line: str) -> None:
+        if line.startswith("grpo ") and line[5].isdigit():
+            run = next((tmp_path / "runs").iterdir())
+            status = json.loads((run / "status.json").read_text())
+            seen.append((status["status"], status["iteration"]))
+
+    cfg = small("grpo", tmp_path / "runs", iterations=5)
+    run = train_hf("grpo", cfg, hf_cfg(tiny, save_every=2), echo=echo, log_every=1)
+    assert seen == [("running", 0), ("running", 0), ("running", 2), ("running", 2),
+                    ("running", 4)]
+    assert json.loads((run / "status.json").read_text())["iteration"] == 5
+
+
 def test_bad_input_is_one_line_and_makes_no_run_folder(tiny, tmp_path, capsys):
     from trustrl.cli import main
 

@@ -271,6 +271,7 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
         if it % hcfg.save_every == 0 or it == cfg.iterations:
             run.flush_logs()
             run.save_checkpoint(checkpoint_state(parts, it))
+            run.set_status("running", it)  # as the core's: the dashboard's iteration
 
     def finish() -> None:
         folder = run.path / "model"
