@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -98,18 +99,25 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, server):
-    """A fresh page; any console error or uncaught exception fails the test."""
+@contextmanager
+def checked_page(browser, base: str):
+    """A fresh page with `base` (the server's URL); any console error or uncaught exception
+    fails the test."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.base = server.url  # type: ignore[attr-defined]
+    pg.base = base  # type: ignore[attr-defined]
     yield pg
     ctx.close()
     assert errors == [], f"console errors: {errors}"
+
+
+@pytest.fixture
+def page(browser, server):
+    with checked_page(browser, server.url) as pg:
+        yield pg
 
 
 def set_range(page, rid: str, value) -> None:
@@ -362,6 +370,8 @@ def test_dashboard_shows_a_run_and_picks_up_an_appended_row(page, runs_root, sho
                   "lr", "epochs_run"):
         assert json.loads(page.get_attribute(f"#chart-{chart}", "data-rows")) == {run.name: 4}
     assert "0.001–0.01" in text(page, "#cap-approx_kl")
+    assert page.get_attribute("#card-kl_ref", "hidden") is not None  # a language model's only
+    assert text(page, "#title-return") == "Episode return"
     page.screenshot(path=str(shots_dir / "dashboard.png"), full_page=True)
 
     # a row arrives while the page is open: first half of the line, then the rest
@@ -419,3 +429,83 @@ def test_dashboard_names_a_missing_run_and_an_empty_folder(browser, tmp_path):
         srv.shutdown()
         srv.server_close()
     assert errors == []
+
+
+# ----- the dashboard on language-model runs (trustrl rlhf ... --model) ---------------------------
+@pytest.fixture(scope="module")
+def lm_runs_root(tmp_path_factory) -> Path:
+    """Real runs on a Hugging Face causal LM: GRPO and PPO, 3 iterations each, on the tests'
+    tiny random GPT-2 sort model saved to a folder (seconds)."""
+    pytest.importorskip("transformers")
+    import hf_sort
+
+    from trustrl.rlhf.hf import HFConfig
+    from trustrl.rlhf.hf_run import algo_config, train_hf
+
+    root = tmp_path_factory.mktemp("lm")
+    model = hf_sort.make_model(0, n_embd=32)
+    model.save_pretrained(root / "model")
+    hf_sort.make_tokenizer().save_pretrained(root / "model")
+    data = hf_sort.write_prompts(root / "p.jsonl", 32, 1)
+    for algo in ("grpo", "ppo"):
+        cfg = algo_config(algo)
+        cfg.iterations, cfg.runs_dir = 3, str(root / "runs")
+        if algo == "ppo":
+            cfg.batch_size, cfg.minibatch_size, cfg.epochs = 8, 4, 2
+        else:
+            cfg.prompts_per_iter, cfg.group_size, cfg.minibatch_size = 2, 4, 4
+        train_hf(algo, cfg, HFConfig(model=str(root / "model"), data=str(data),
+                                     reward=["hf_sort:small_digits_reward"], max_new_tokens=6),
+                 echo=lambda s: None)
+    return root / "runs"
+
+
+@pytest.fixture
+def lm_page(browser, lm_runs_root):
+    srv = make_server("127.0.0.1", 0, lm_runs_root)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with checked_page(browser, srv.url) as pg:
+            yield pg
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize("algo,columns", [
+    ("grpo", {"return": "reward", "approx_kl": "kl_old/k3",
+              "clip_fraction": "clip_ratio/region_mean", "entropy": "entropy"}),
+    ("ppo", {"return": "objective/scores", "approx_kl": "kl_old/k3",
+             "clip_fraction": "policy/clipfrac_avg", "entropy": "objective/entropy",
+             "explained_variance": "val/explained_variance"})])
+def test_dashboard_shows_a_language_model_run(lm_page, lm_runs_root, shots_dir, algo, columns):
+    """The core's dashboard on a `trustrl rlhf ... --model` run: listed with its model, seed and
+    plan; each chart of the core plots the same quantity under the run's (TRL's) name; the KL to
+    pi_ref has its chart; the latest values are the last row's."""
+    page = lm_page
+    (run,) = [p for p in lm_runs_root.iterdir() if f"__{algo}__" in p.name]
+    rows = list(__import__("csv").DictReader(open(run / "metrics.csv", newline="")))
+    page.goto(page.base + f"dashboard?run={run.name}&poll=250")
+    page.wait_for_selector(f"#latest tbody tr[data-run='{run.name}']", timeout=30_000)
+    meta = text(page, f"#runs li[data-run='{run.name}'] .meta")
+    assert f"{algo} · model · seed 1 · iteration 3 / 3" in meta, meta
+    got, last = latest_row(page, run.name), rows[-1]
+    assert got["iteration"] == "3 / 3" and got["status"] == "finished"
+    assert_shows(got["approx_kl"], float(last[columns["approx_kl"]]), "approx_kl")
+    assert_shows(got["clip_fraction"], float(last[columns["clip_fraction"]]), "clip_fraction")
+    assert_shows(got["entropy"], float(last[columns["entropy"]]), "entropy")
+    assert_shows(got["return_ma"], float(np.mean([float(r[columns["return"]]) for r in rows])),
+                 "reward, moving average")
+    if algo == "ppo":
+        assert_shows(got["explained_variance"], float(last["val/explained_variance"]), "EV")
+    assert json.loads(page.get_attribute("#chart-return", "data-rows")) == {run.name: 3}
+    for chart in ("approx_kl", "clip_fraction", "entropy", "explained_variance", "kl_ref"):
+        plotted = json.loads(page.get_attribute(f"#chart-{chart}", "data-columns"))
+        want = columns.get(chart, "kl_ref/exact" if chart == "kl_ref" else None)
+        assert plotted == ({run.name: want} if want else {}), chart
+        rows_drawn = json.loads(page.get_attribute(f"#chart-{chart}", "data-rows"))
+        assert rows_drawn == {run.name: 3 if want else 0}, chart
+    assert page.get_attribute("#card-kl_ref", "hidden") is None
+    assert text(page, "#title-return").startswith("Reward")
+    assert "kl_old/k3" in text(page, "#cap-approx_kl")
+    page.screenshot(path=str(shots_dir / f"dashboard_{algo}_lm.png"), full_page=True)

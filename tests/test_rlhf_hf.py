@@ -441,6 +441,51 @@ def test_resume_equals_never_stopped(tiny, tmp_path, algo, capsys):
     for ra, rb in zip(a, b, strict=True):
         assert {k: v for k, v in ra.items() if k != "wall_time"} == \
             {k: v for k, v in rb.items() if k != "wall_time"}
+    # as the core's: config.json has the new total, the clock goes on, fewer is refused
+    assert json.loads((Path(half) / "config.json").read_text())["config"]["iterations"] == 4
+    times = [float(r["wall_time"]) for r in b]
+    assert times == sorted(times) and times[2] > times[1], times
+    capsys.readouterr()
+    assert cli("--resume", half, "--iterations", "3", "--reward", "hf_sort:gold_reward") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already trained 4 iterations" in err, err
+    assert len(rows(Path(half))) == 4
+    assert json.loads((Path(half) / "status.json").read_text())["status"] == "finished"
+    try:  # TensorBoard events of every row, once each, across the two processes
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        pass
+    else:
+        ea = EventAccumulator(str(Path(half) / "tb"))
+        ea.Reload()
+        assert [e.step for e in ea.Scalars("diagnostics/kl_ref/exact")] == \
+            [int(r["global_step"]) for r in b]
+        assert [e.value for e in ea.Scalars("diagnostics/kl_ref/exact")] == \
+            pytest.approx([float(r["kl_ref/exact"]) for r in b], rel=1e-6)
+    # the live dashboard's run list (the core's code) reads the run's seed, plan and model
+    from trustrl.demo.runfiles import list_runs
+
+    listed = {r["name"]: r for r in list_runs(tmp_path / "runs")}[Path(half).name]
+    assert (listed["algo"], listed["seed"], listed["iteration"], listed["iterations"],
+            listed["model"], listed["status"]) == (algo, 3, 4, 4, "model", "finished")
+
+
+def test_status_json_follows_the_checkpoints_while_a_run_trains(tiny, tmp_path):
+    """As the core's: status.json says "running" with the iteration of the last checkpoint (what
+    the dashboard's run list shows), read here at each iteration's progress line."""
+    seen = []
+
+    def echo(line: str) -> None:
+        if line.startswith("grpo ") and line[5].isdigit():
+            run = next((tmp_path / "runs").iterdir())
+            status = json.loads((run / "status.json").read_text())
+            seen.append((status["status"], status["iteration"]))
+
+    cfg = small("grpo", tmp_path / "runs", iterations=5)
+    run = train_hf("grpo", cfg, hf_cfg(tiny, save_every=2), echo=echo, log_every=1)
+    assert seen == [("running", 0), ("running", 0), ("running", 2), ("running", 2),
+                    ("running", 4)]
+    assert json.loads((run / "status.json").read_text())["iteration"] == 5
 
 
 def test_bad_input_is_one_line_and_makes_no_run_folder(tiny, tmp_path, capsys):
@@ -669,3 +714,165 @@ def test_ppo_takes_the_sampler_correction(tiny, tmp_path):
     assert float(batch.weight.max()) <= 1.0 and float(batch.weight.min()) < 1.0
     losses = _update_with_and_without_weights(parts, batch, "loss/policy_avg")
     assert abs(losses[0] - losses[1]) > 1e-6
+
+
+# --- TRL's four modes of the correction, by brute force on small tensors -------------------------
+MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+def _by_definition(old, mu, mask, mode: str, cap: float, cap_min: float):
+    """Each answer's list of (raw ratio, weight) per valid token, by TRL's definitions, one
+    number at a time: the ratio pi_old / mu of a token (NaN mu: 1), or of the answer (the
+    product over its valid tokens, given to each of them); truncate clamps it to [C_min, C_max],
+    mask keeps it inside and gives 0 outside."""
+    out = []
+    for i in range(old.shape[0]):
+        valid = [t for t in range(old.shape[1]) if mask[i, t] > 0]
+        token = [1.0 if math.isnan(float(mu[i, t])) else math.exp(float(old[i, t] - mu[i, t]))
+                 for t in valid]
+        raws = token if mode.startswith("token") else [math.prod(token)] * len(valid)
+        if mode.endswith("truncate"):
+            out.append([(r, min(max(r, cap_min), cap)) for r in raws])
+        else:
+            out.append([(r, r if cap_min <= r <= cap else 0.0) for r in raws])
+    return out
+
+
+def _random_case(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    b, t = 6, 5
+    old = torch.log(torch.rand(b, t, generator=g) * 0.9 + 0.05)
+    mu = old + 0.6 * torch.randn(b, t, generator=g)  # ratios from about 0.2 to 5
+    mu[0, 1] = float("nan")  # a token the sampler could not score
+    lengths = torch.randint(1, t + 1, (b,), generator=g)
+    mask = (torch.arange(t)[None] < lengths[:, None]).float()
+    mask[1] = 1.0
+    return old, mu, mask
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_each_mode_weight_is_its_definition(mode, seed):
+    """sampler_correction's [B, T] weights and its logged ratios equal TRL's definitions, number
+    by number (1 after an answer's end); the same for the correction named tis and
+    token_truncate."""
+    from trustrl.rlhf.steps import sampler_correction
+
+    old, mu, mask = _random_case(seed)
+    for cap, cap_min in ((3.0, 0.0), (1.5, 0.5), (1.1, 0.9)):
+        weight, stats = sampler_correction(old, mu, mask, mode, cap, cap_min)
+        want = _by_definition(old, mu, mask, mode, cap, cap_min)
+        for i, pairs in enumerate(want):
+            valid = mask[i].bool()
+            got = weight[i][valid].tolist()
+            assert got == pytest.approx([w for _, w in pairs], rel=1e-5, abs=1e-7), (i, cap)
+            assert torch.equal(weight[i][~valid], torch.ones(int((~valid).sum())))
+        per = ([p for pairs in want for p in pairs] if mode.startswith("token")
+               else [pairs[0] for pairs in want])  # TRL: over tokens, or over answers
+        ws = [w for _, w in per]
+        assert stats["sampling/importance_sampling_ratio/min"] == pytest.approx(min(ws), 1e-5)
+        assert stats["sampling/importance_sampling_ratio/max"] == pytest.approx(max(ws), 1e-5)
+        assert stats["sampling/importance_sampling_ratio/mean"] == pytest.approx(
+            sum(ws) / len(ws), 1e-5)
+        outside = sum(not cap_min <= r <= cap for r, _ in per) / len(per)
+        assert stats["sampling/importance_sampling_ratio/clipped_frac"] == pytest.approx(outside)
+        if mode == "token_truncate":
+            assert torch.equal(weight, sampler_correction(old, mu, mask, "tis", cap, cap_min)[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_mode_is_the_identity_when_mu_is_pi_old(mode):
+    from trustrl.rlhf.steps import sampler_correction
+
+    for seed in (1, 2):
+        old, _, mask = _random_case(seed)
+        weight, stats = sampler_correction(old, old.clone(), mask, mode, 3.0, 0.5)
+        assert torch.equal(weight, torch.ones_like(old))
+        assert stats["sampling/importance_sampling_ratio/clipped_frac"] == 0
+        assert stats["sampling/importance_sampling_ratio/min"] == 1.0
+        assert stats["sampling/importance_sampling_ratio/max"] == 1.0
+
+
+def test_the_masks_and_caps_do_what_they_say():
+    """Chosen numbers: token ratios [[4, 0.5, 1], [1.2, 1.5, 2 (after the end)]], so the
+    answers' ratios are 2 and 1.8; C_max 2.1, C_min 0.6, then each bound moved past an answer's
+    ratio."""
+    from trustrl.rlhf.steps import sampler_weights
+
+    old = torch.log(torch.tensor([[4.0, 0.5, 1.0], [1.2, 1.5, 2.0]]))
+    mu = torch.zeros(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+
+    def w(mode, cap=2.1, cap_min=0.6):
+        return sampler_weights(old, mu, cap, mode, mask, cap_min)
+
+    def same(x, want):
+        return torch.allclose(x, torch.tensor(want), rtol=1e-6)
+
+    assert same(w("token_truncate"), [[2.1, 0.6, 1.0], [1.2, 1.5, 1.0]])
+    assert same(w("token_mask"), [[0.0, 0.0, 1.0], [1.2, 1.5, 1.0]])
+    assert same(w("sequence_truncate"), [[2.0] * 3, [1.8] * 3])
+    assert same(w("sequence_mask"), [[2.0] * 3, [1.8] * 3])
+    assert same(w("sequence_truncate", cap=1.9), [[1.9] * 3, [1.8] * 3])
+    assert same(w("sequence_mask", cap=1.9), [[0.0] * 3, [1.8] * 3])  # the whole answer
+    assert same(w("sequence_truncate", 3.0, 1.9), [[2.0] * 3, [1.9] * 3])
+    assert same(w("sequence_mask", 3.0, 1.9), [[2.0] * 3, [0.0] * 3])
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_each_mode_weights_a_bf16_samplers_answers_through_a_gpt2(tiny, tmp_path, algo):
+    """Through the model: every mode's weights, from the batch's recorded pi_old and mu, are
+    its definition; narrow bounds (C 1 +- 5e-4) truncate or mask some tokens (answers), the
+    sequence modes give one weight per answer; and the update runs with them."""
+    for mode in MODES:
+        cfg = small(algo, tmp_path, sampler_correction=mode, sampler_cap=1.0005,
+                    sampler_cap_min=0.9995)
+        parts = build(algo, cfg, hf_cfg(tiny, generate_dtype="bf16"),
+                      resolve_rewards(["hf_sort:small_digits_reward"]))
+        batch, row = parts.trainer.collect()
+        logp_mu = batch.logp_mu if algo == "grpo" else None
+        if logp_mu is None:  # PPO's batch keeps the weights only: check them against TIS
+            assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0, mode
+        else:
+            want = _by_definition(batch.logp_old, logp_mu, batch.mask, mode, 1.0005, 0.9995)
+            for i, pairs in enumerate(want):
+                got = batch.weight[i][batch.mask[i].bool()].tolist()
+                assert got == pytest.approx([w for _, w in pairs], rel=1e-5), (mode, i)
+        w = batch.weight[batch.mask.bool()]
+        inside = (w >= 0.9995 - 1e-6) & (w <= 1.0005 + 1e-6)
+        if mode.endswith("mask"):
+            assert bool(((w == 0) | inside).all()) and bool((w == 0).any()), mode
+        else:
+            assert bool(inside.all()), mode
+        if mode.startswith("sequence"):
+            for i in range(batch.weight.shape[0]):
+                assert batch.weight[i][batch.mask[i].bool()].unique().numel() == 1
+        assert row["sampling/importance_sampling_ratio/clipped_frac"] > 0, mode
+        out = parts.trainer.update(batch)
+        assert math.isfinite(out["loss" if algo == "grpo" else "loss/policy_avg"])
+
+
+def test_the_modes_from_the_command_line_and_their_bounds_checked(tiny, tmp_path, capsys):
+    from trustrl.cli import main
+
+    base = ["rlhf", "grpo", "--quiet", "--runs-dir", str(tmp_path / "runs"), "--model",
+            str(tiny["model"]), "--data", str(tiny["data"]), "--reward",
+            "hf_sort:small_digits_reward", "--max-new-tokens", "4", "--iterations", "1",
+            "--set", "prompts_per_iter=2", "--set", "group_size=2", "--set", "minibatch_size=4",
+            "--generate-dtype", "bf16"]
+    for bad, msg in ((["--sampler-correction", "sequence_clip"], "unknown sampler_correction"),
+                     (["--sampler-correction", "token_mask", "--sampler-cap", "2",
+                       "--sampler-cap-min", "2"], "sampler_cap_min"),
+                     (["--sampler-correction", "token_mask", "--sampler-cap-min", "-1"],
+                      "sampler_cap_min")):
+        assert main(base + bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and msg in err, err
+    assert not (tmp_path / "runs").exists()
+    assert main(base + ["--sampler-correction", "sequence_mask", "--sampler-cap", "2.5",
+                        "--sampler-cap-min", "0.25"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    saved = json.loads((run / "config.json").read_text())["config"]
+    assert (saved["sampler_correction"], saved["sampler_cap"], saved["sampler_cap_min"]) == \
+        ("sequence_mask", 2.5, 0.25)
+    assert math.isfinite(float(rows(run)[0]["sampling/importance_sampling_ratio/mean"]))

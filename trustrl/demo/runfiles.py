@@ -176,16 +176,37 @@ def _candidates(root: Path) -> list[tuple[list[str], Path]]:
 
 
 def planned_iterations(config: dict[str, Any]) -> int | None:
-    """total_steps // (num_envs * num_steps), as RunConfig computes it; None if unknown."""
+    """total_steps // (num_envs * num_steps), as RunConfig computes it; else the `iterations` a
+    language-model run (trustrl rlhf) sets; None if unknown."""
     try:
         return int(config["total_steps"]) // (int(config["num_envs"]) * int(config["num_steps"]))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        pass
+    n = _settings(config).get("iterations")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def _settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's settings: the config itself, or, for a run on a Hugging Face model
+    (`trustrl rlhf grpo|rloo|ppo --model`, whose config.json is {"algo", "config", "hf"}), its
+    "config" part."""
+    inner = config.get("config")
+    return inner if isinstance(inner, dict) and isinstance(config.get("hf"), dict) else config
+
+
+def _model_name(config: dict[str, Any]) -> str | None:
+    """The last part of a Hugging Face run's model folder (or hub id), else None."""
+    hf = config.get("hf")
+    model = hf.get("model") if isinstance(hf, dict) else None
+    if not isinstance(model, str) or not model.strip("/"):
         return None
+    return model.rstrip("/").rsplit("/", 1)[-1][:200]
 
 
 def run_summary(root: Path, parts: list[str], path: Path) -> dict[str, Any]:
     """One row of the run list (a file that links out of root counts as missing here; the
-    run's own endpoints answer 404 for it)."""
+    run's own endpoints answer 404 for it). `model`: a language-model run's model, where a
+    Gymnasium run has its env_id."""
     config = _json_or_none(root, path / "config.json")
     unreadable = not isinstance(config, dict)
     config = {} if unreadable else config
@@ -194,7 +215,8 @@ def run_summary(root: Path, parts: list[str], path: Path) -> dict[str, Any]:
     stamped = [regular_file(root, path / name) for name in ("metrics.csv", "status.json")]
     return {
         "name": "/".join(parts),
-        "env_id": config.get("env_id"), "algo": config.get("algo"), "seed": config.get("seed"),
+        "env_id": config.get("env_id"), "model": _model_name(config),
+        "algo": config.get("algo"), "seed": _settings(config).get("seed"),
         "status": "unreadable" if unreadable else status.get("status", "unknown"),
         "iteration": status.get("iteration"),
         "iterations": planned_iterations(config),
@@ -216,7 +238,8 @@ def list_runs(root: Path) -> list[dict[str, Any]]:
         try:
             runs.append(run_summary(root, parts, path))
         except Exception:  # noqa: BLE001 - one malformed run: listed as unreadable, alone
-            runs.append({"name": "/".join(parts), "env_id": None, "algo": None, "seed": None,
+            runs.append({"name": "/".join(parts), "env_id": None, "model": None, "algo": None,
+                         "seed": None,
                          "status": "unreadable", "iteration": None, "iterations": None,
                          "mtime": None})
     return sorted(runs, key=lambda r: (-(r["mtime"] if isinstance(r["mtime"], (int, float))

@@ -106,10 +106,14 @@ def add_hf_arguments(q: argparse.ArgumentParser, algo: str) -> None:
     h.add_argument("--generate-dtype", choices=["bf16", "float32"],
                    help="generate in this precision and record its log-probs (a sampler "
                    "that differs from pi_old; the mismatch is logged)")
-    h.add_argument("--sampler-correction", choices=["none", "tis"],
-                   help="tis: weight each token's policy loss by min(pi_old / mu, cap) "
-                   "(needs --generate-dtype)")
-    h.add_argument("--sampler-cap", type=_number, help="cap of the tis weights (3.0)")
+    h.add_argument("--sampler-correction", metavar="MODE",
+                   help="none, token_truncate, token_mask, sequence_truncate or "
+                   "sequence_mask: weight the policy loss by pi_old / mu as TRL's "
+                   "vllm_importance_sampling_mode: per token or per answer, truncated to "
+                   "[cap-min, cap] or masked outside it (tis = token_truncate; needs "
+                   "--generate-dtype)")
+    h.add_argument("--sampler-cap", type=_number, help="C_max of the weights (3.0)")
+    h.add_argument("--sampler-cap-min", type=_number, help="C_min of the weights (0: none)")
     h.add_argument("--device", help="cpu (default), cuda, cuda:N or auto")
     h.add_argument("--max-new-tokens", type=_positive_int, help="answer tokens at most (64)")
     h.add_argument("--eval-data", help="held-out prompts for eval.json (default: --data)")
@@ -258,7 +262,7 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
         hcfg = HFConfig()
         flags = {"beta": args.beta, "kl_estimator": args.kl_estimator,
                  "iterations": args.iterations, "sampler_correction": args.sampler_correction,
-                 "sampler_cap": args.sampler_cap}
+                 "sampler_cap": args.sampler_cap, "sampler_cap_min": args.sampler_cap_min}
         if algo == "ppo":
             flags["target_kl"] = args.target_kl
         else:
@@ -286,9 +290,10 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
 
 
 def _refuse_sampler_flags(args: argparse.Namespace) -> None:
-    if args.generate_dtype or args.sampler_correction or args.sampler_cap is not None:
-        raise ConfigError("--generate-dtype and --sampler-correction / --sampler-cap are for "
-                          "--model runs")
+    if (args.generate_dtype or args.sampler_correction or args.sampler_cap is not None
+            or args.sampler_cap_min is not None):
+        raise ConfigError("--generate-dtype and --sampler-correction / --sampler-cap(-min) "
+                          "are for --model runs")
 
 
 def _wants_hf(args: argparse.Namespace) -> bool:

@@ -137,12 +137,16 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     """Global gradient-norm clip."""
     sampler_correction: str = "none"
-    """none or tis: weight each token's policy loss by min(pi_old / mu, sampler_cap), mu the
-    sampler's probability (truncated importance sampling, TRL's vLLM correction in its
-    token_truncate mode). Needs a sampler that records its log-probs (a Hugging Face model's
-    `generate_dtype`); the sort task has none."""
+    """none, or one of TRL's vllm_importance_sampling_modes: weight the policy loss by pi_old / mu
+    (mu the sampler's probability) per token (token_truncate, token_mask) or per answer, the
+    product over its tokens (sequence_truncate, sequence_mask), clamped to [sampler_cap_min,
+    sampler_cap] (*_truncate) or 0 outside it (*_mask); tis = token_truncate. Needs a sampler
+    that records its log-probs (a Hugging Face model's `generate_dtype`); the sort task has
+    none."""
     sampler_cap: float = 3.0
-    """C, the cap of the sampler correction's weights (TRL's default clip_max)."""
+    """C_max of the sampler correction (TRL's vllm_importance_sampling_clip_max, 3.0)."""
+    sampler_cap_min: float = 0.0
+    """C_min of the sampler correction (TRL's vllm_importance_sampling_clip_min; 0 = none)."""
     eval_prompts: int = 1024
     """Held-out prompts for the final gold evaluation."""
     runs_dir: str = "runs"
@@ -171,7 +175,8 @@ class GRPOConfig:
             check_positive(name, getattr(self, name))
         if self.clip_eps_high is not None:
             check_positive("clip_eps_high", self.clip_eps_high)
-        check_sampler_option(self.sampler_correction, self.sampler_cap)
+        check_sampler_option(self.sampler_correction, self.sampler_cap,
+                             cap_min=self.sampler_cap_min)
 
 
 # --- pure pieces ---------------------------------------------------------------------------------
@@ -227,7 +232,7 @@ def grpo_loss(logp: Tensor, logp_old: Tensor, logp_ref: Tensor, adv: Tensor, mas
 
     logp [B, T] (with gradient), logp_old and logp_ref [B, T] (frozen), adv [B] (one advantage
     per answer), mask [B, T], weight [B, T] (frozen) or None: the sampler correction's
-    min(pi_old / mu, C). Per token: -weight * min(rho A, clip(rho) A), + beta * k with the KL
+    importance weight. Per token: -weight * min(rho A, clip(rho) A), + beta * k with the KL
     in the loss (not weighted, as TRL's); aggregated by cfg.loss_type over max_len positions.
     """
     eps_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
@@ -264,7 +269,7 @@ class GroupBatch:
     logp_mu: Tensor | None = None
     """[B, T] the sampler's log-probs of the tokens, when it records them."""
     weight: Tensor | None = None
-    """[B, T] the sampler correction's weights min(pi_old / mu, C), when it is on."""
+    """[B, T] the sampler correction's weights (pi_old / mu, truncated or masked), when on."""
 
 
 class GRPOTrainer:
@@ -273,14 +278,15 @@ class GRPOTrainer:
     causal LM (`trustrl.rlhf.hf.HFIO`) all run through this class. `reward` scores
     (prompts, responses) -> [B]; only the policy's trainable parameters are optimised.
     `sampler`: one that records its log-probs, used instead of `lm.sample` (the mismatch is
-    then logged, and corrected with cfg.sampler_correction tis)."""
+    then logged, and corrected with cfg.sampler_correction)."""
 
     def __init__(self, cfg: GRPOConfig, policy: nn.Module, ref: nn.Module, reward: RewardFn,
                  prompt_fn: PromptFn, max_new: int, gold_fn: GoldFn | None = None,
                  generator: torch.Generator | None = None, lm: LMAdapter = TINY_IO,
                  score_chunk: int | None = None, sampler: Sampler | None = None):
         cfg.validate()
-        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler)
+        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler,
+                             cfg.sampler_cap_min)
         self.sampler = sampler
         self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
@@ -348,7 +354,7 @@ class GRPOTrainer:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
         weight, mismatch = sampler_correction(logp_old, logp_mu, mask, cfg.sampler_correction,
-                                              cfg.sampler_cap)
+                                              cfg.sampler_cap, cfg.sampler_cap_min)
         stats.update(mismatch)
         return GroupBatch(prompts, responses, mask, logp_old, logp_ref, adv,
                           scored.old_all, logp_mu, weight), stats

@@ -18,9 +18,9 @@ step and diagnostics are `trustrl.rlhf.grpo` / `ppo` / `steps`, shared with the 
 - bf16 autocast where the device supports it (`--bf16`); log-probs and KLs in float32.
 - `generate_dtype` (bf16 or float32): generation in that precision, whatever the training's,
   with the log-probs it sampled with recorded (`GenerateSampler`): a sampler mu that differs
-  from pi_old, as an inference engine's does; the trainers log the mismatch and, with
-  sampler_correction tis, corrects it. A vLLM sampler would supply the same pair (tokens,
-  sampling log-probs); it is not built.
+  from pi_old, as an inference engine's does; the trainers log the mismatch and, with a
+  sampler_correction (TRL's four modes), correct it. A vLLM sampler would supply the same
+  pair (tokens, sampling log-probs); it is not built.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class HFConfig:
     """bf16 autocast for forward passes and generation (CUDA with bf16 support, or CPU)."""
     generate_dtype: str = ""
     """bf16 or float32: generate in this precision (autocast) and record the log-probs sampled
-    with (their mismatch with pi_old is logged, and corrected with sampler_correction tis);
+    with (their mismatch with pi_old is logged, and corrected with a sampler_correction);
     empty = generate as the training runs, nothing recorded."""
     device: str = "cpu"
     """cpu, cuda, cuda:N or auto (cuda when available)."""
@@ -91,6 +91,9 @@ class HFConfig:
     runs once on the whole batch (the logits the update holds anyway)."""
     save_every: int = 10
     """Checkpoint every this many iterations (and at the end); resume reads the latest."""
+    tensorboard: bool = True
+    """TensorBoard events of every metrics row under tb/ where tensorboard is installed (the
+    core's RunDir.open_tensorboard)."""
     eval_data: str = ""
     """Held-out prompts for eval.json (default: the training prompts)."""
     eval_prompts: int = 0

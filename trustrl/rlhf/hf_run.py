@@ -6,6 +6,7 @@
         checkpoints/latest.pt   trainable weights, Adam, the generator: resume = never stopped
         model/             the trained policy (save_pretrained; LoRA: the adapter) + tokenizer
         eval.json          reward and KL to pi_ref on held-out prompts, before and after
+        tb/                TensorBoard events of every row, where tensorboard is installed
         status.json
 
 A run folder is data: resuming reads its config and weights, never code. A run that used reward
@@ -16,6 +17,7 @@ line.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trustrl.records.runs import RunDir
+from trustrl.records.runs import RunDir, atomic_write_text
 from trustrl.rlhf.common import seed_everything
 from trustrl.rlhf.grpo import GRPO_COLUMNS, GRPOConfig, GRPOTrainer
 from trustrl.rlhf.hf import (
@@ -225,20 +227,30 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
     except ImportError:
         raise ConfigError("--model needs transformers: pip install 'trustrl[hf]'") from None
     funcs = resolve_rewards(hcfg.reward)
-    parts = build(algo, cfg, hcfg, funcs)
+    run, state = (None, None) if not resume else _open_for_resume(resume, cfg.iterations)
+    try:
+        parts = build(algo, cfg, hcfg, funcs)
+    except BaseException:
+        if run is not None:
+            run.release()
+        raise
     eval_source = None
     if hcfg.eval_prompts > 0:
         rows = load_rows(hcfg.eval_data or hcfg.data, hcfg.prompt_column)
         eval_source = PromptSource(rows, parts.tokenizer, hcfg.prompt_column,
                                    hcfg.max_prompt_length, parts.tokenizer.pad_token_id,
                                    parts.io.device)
-    start = 0
-    if resume:
-        run = RunDir.open(resume)
+    start, elapsed = 0, 0.0
+    if run is not None and state is not None:
         run.metric_columns = columns(algo, funcs, hcfg.reward_model,
                                      bool(hcfg.generate_dtype))
-        start = restore(parts, run.load_checkpoint())
+        start = restore(parts, state)
         run.truncate_logs(start)
+        elapsed = _wall_time_at(run, start)
+        saved = run.read_config()
+        if saved["config"].get("iterations") != cfg.iterations:  # extended, as the core's
+            saved["config"]["iterations"] = cfg.iterations
+            atomic_write_text(run.path / "config.json", json.dumps(saved, indent=2) + "\n")
         run.set_status("running", start)
     else:
         config = {"algo": algo, "config": asdict(cfg), "hf": asdict(hcfg)}
@@ -246,6 +258,8 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
                             config)
         run.metric_columns = columns(algo, funcs, hcfg.reward_model,
                                      bool(hcfg.generate_dtype))
+    if hcfg.tensorboard:  # a resumed run drops the events the stopped one wrote after its
+        run.open_tensorboard(purge_step=_step_after(run, start))  # checkpoint
     run_eval: dict[str, Any] = {}
     if eval_source is not None and start == 0:
         run_eval["start"] = evaluate(parts, eval_source, hcfg.eval_prompts,
@@ -257,6 +271,7 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
         if it % hcfg.save_every == 0 or it == cfg.iterations:
             run.flush_logs()
             run.save_checkpoint(checkpoint_state(parts, it))
+            run.set_status("running", it)  # as the core's: the dashboard's iteration
 
     def finish() -> None:
         folder = run.path / "model"
@@ -272,13 +287,58 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
 
     key = "objective/scores" if algo == "ppo" else "reward"
     kl = "objective/kl" if algo == "ppo" else "kl"
-    return run_rl_loop(algo, parts.trainer, run, cfg.iterations, echo, log_every, finish,
-                       lambda r: f"reward {r[key]:+.3f} {kl} {r[kl]:.3f} "
-                       f"kl_ref/exact {r['kl_ref/exact']:.4f} kl_old/k3 {r['kl_old/k3']:.4f} "
-                       f"length {r['completions/mean_length']:.1f}",
-                       start=start, checkpoint=checkpoint,
-                       again=f"continue with `trustrl rlhf {algo} --resume {run.path}` (its "
-                       "--reward functions given again)")
+    try:
+        return run_rl_loop(algo, parts.trainer, run, cfg.iterations, echo, log_every, finish,
+                           lambda r: f"reward {r[key]:+.3f} {kl} {r[kl]:.3f} "
+                           f"kl_ref/exact {r['kl_ref/exact']:.4f} "
+                           f"kl_old/k3 {r['kl_old/k3']:.4f} "
+                           f"length {r['completions/mean_length']:.1f}",
+                           start=start, checkpoint=checkpoint, elapsed=elapsed,
+                           again=f"continue with `trustrl rlhf {algo} --resume {run.path}` "
+                           "(its --reward functions given again)")
+    finally:
+        run.close()  # the TensorBoard file
+
+
+def _open_for_resume(path: str, iterations: int) -> tuple[RunDir, dict[str, Any]]:
+    """The run folder (locked) and its checkpoint; a one-line ConfigError, before any model is
+    loaded, when the checkpoint has already trained more than `iterations`."""
+    run = RunDir.open(path)
+    try:
+        state = run.load_checkpoint()
+        done = state.get("iteration")
+        if isinstance(done, int) and iterations < done:
+            raise ConfigError(f"--iterations {iterations}: {path} has already trained {done} "
+                              "iterations; give more to train it further")
+    except BaseException:
+        run.release()
+        raise
+    return run, state
+
+
+def _logged_at(run: RunDir, iteration: int, key: str) -> float:
+    """The number metrics.csv logged under `key` at `iteration` (0 when absent or not a
+    finite number >= 0)."""
+    for row in reversed(run.read_metrics()):
+        if row.get("iteration") == str(iteration):
+            try:
+                t = float(row.get(key) or 0.0)
+            except ValueError:
+                return 0.0
+            return t if math.isfinite(t) and t >= 0 else 0.0
+    return 0.0
+
+
+def _wall_time_at(run: RunDir, iteration: int) -> float:
+    """The wall_time logged at `iteration`: a resumed run's clock goes on from there, as the
+    core's."""
+    return _logged_at(run, iteration, "wall_time")
+
+
+def _step_after(run: RunDir, iteration: int) -> int | None:
+    """The first TensorBoard step after `iteration`'s (None for a new run): events at it and
+    after are dropped, as the core's resume drops those of the stopped process."""
+    return int(_logged_at(run, iteration, "global_step")) + 1 if iteration > 0 else None
 
 
 def read_run(path: str) -> tuple[str, GRPOConfig | PPOConfig, HFConfig]:

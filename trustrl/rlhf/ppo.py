@@ -131,10 +131,13 @@ class PPOConfig:
     whiten_advantages: bool = True
     """Whiten advantages over the batch's valid tokens."""
     sampler_correction: str = "none"
-    """none or tis: weight each token's policy loss by min(pi_old / mu, sampler_cap), mu the
-    sampler's probability (as GRPO's; needs a Hugging Face model's generate_dtype)."""
+    """none or a TRL mode (token_truncate, token_mask, sequence_truncate, sequence_mask; tis =
+    token_truncate): weight each token's policy loss by pi_old / mu, as GRPO's (needs a Hugging
+    Face model's generate_dtype)."""
     sampler_cap: float = 3.0
-    """C, the cap of the sampler correction's weights."""
+    """C_max of the sampler correction's weights."""
+    sampler_cap_min: float = 0.0
+    """C_min of the sampler correction's weights (0 = none)."""
     eval_prompts: int = 1024
     """Held-out prompts for the final gold evaluation."""
     runs_dir: str = "runs"
@@ -164,7 +167,8 @@ class PPOConfig:
                 check_positive(name, v)
         if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
             raise ConfigError("gamma and lam must be in [0, 1]")
-        check_sampler_option(self.sampler_correction, self.sampler_cap)
+        check_sampler_option(self.sampler_correction, self.sampler_cap,
+                             cap_min=self.sampler_cap_min)
 
 
 def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
@@ -212,7 +216,7 @@ class Batch:
     old_all: Tensor | None = None
     """pi_old's log-probs over the vocabulary [B, T, V] (for the exact KL), or None."""
     weight: Tensor | None = None
-    """[B, T] the sampler correction's weights min(pi_old / mu, C), when it is on."""
+    """[B, T] the sampler correction's weights (pi_old / mu, truncated or masked), when on."""
 
 
 class PPOTrainer:
@@ -223,7 +227,7 @@ class PPOTrainer:
     (`trustrl.rlhf.hf.HFIO`, with a value head on the policy or a separate value model) all run
     through this same class. One Adam over the trainable parameters of both, each once.
     `sampler`: one that records its log-probs, used instead of `lm.sample` (the mismatch is
-    then logged, and corrected with cfg.sampler_correction tis).
+    then logged, and corrected with cfg.sampler_correction).
     """
 
     def __init__(self, cfg: PPOConfig, policy: nn.Module, ref: nn.Module, critic: nn.Module,
@@ -232,7 +236,8 @@ class PPOTrainer:
                  lm: LMAdapter = TINY_IO, score_chunk: int | None = None,
                  sampler: Sampler | None = None):
         cfg.validate()
-        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler)
+        check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler,
+                             cfg.sampler_cap_min)
         self.sampler = sampler
         self.cfg, self.policy, self.ref, self.critic = cfg, policy, ref, critic
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
@@ -282,7 +287,7 @@ class PPOTrainer:
             stats.update({f"gold/{k}": float(v.float().mean())
                           for k, v in self.gold_fn(prompts, responses).items()})
         weight, mismatch = sampler_correction(logp, logp_mu, mask, cfg.sampler_correction,
-                                              cfg.sampler_cap)
+                                              cfg.sampler_cap, cfg.sampler_cap_min)
         stats.update(mismatch)
         if cfg.whiten_advantages:
             adv = whiten(adv, mask)
@@ -415,19 +420,20 @@ def run_rl_loop(stage: str, trainer: Any, run: Any, iterations: int,
                 echo: Callable[[str], None], log_every: int, finish: Callable[[], None],
                 line: Callable[[dict[str, Any]], str], start: int = 0,
                 checkpoint: Callable[[int], None] | None = None,
-                again: str = SORT_AGAIN) -> Path:
+                again: str = SORT_AGAIN, elapsed: float = 0.0) -> Path:
     """The loop every RL run shares (PPO, GRPO and RLOO; the sort study and a Hugging Face
     model): trainer steps start + 1 .. iterations logged to the run folder (a line echoed every
     `log_every`), `checkpoint(it)` after each, then `finish()` (evaluation, saving) and the
     status. A run that raises is marked failed (stopped on Ctrl-C or SIGTERM) and keeps its
-    files; `again` says how to go on (common.status_on_exit)."""
+    files; `again` says how to go on (common.status_on_exit). `elapsed`: the wall time a resumed
+    run had logged, where its wall_time column goes on from."""
     t0 = time.perf_counter()
     done = start
     with status_on_exit(run, lambda: done, again):
         echo(f"{stage}: run folder {run.path}")
         for it in range(start + 1, iterations + 1):
             row = trainer.step()
-            row["wall_time"] = time.perf_counter() - t0
+            row["wall_time"] = elapsed + time.perf_counter() - t0
             run.log_metrics(row)
             if it % log_every == 0 or it == iterations:
                 echo(f"{stage} {it}: {line(row)}")

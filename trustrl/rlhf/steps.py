@@ -10,8 +10,9 @@
   (k1, k3 and exact), the ratio's quantiles and the completions' lengths;
 - the sampler correction: when the answers come from a sampler mu that is not the training
   model's exact forward (generation in bf16, or an inference engine such as vLLM), each token's
-  policy loss is weighted by min(pi_old(t) / mu(t), C) (truncated importance sampling, TRL's
-  `vllm_importance_sampling_correction` in its token_truncate mode), with its diagnostics.
+  policy loss is weighted by an importance weight of pi_old / mu, per token or per answer,
+  truncated or masked outside [C_min, C_max]: TRL's `vllm_importance_sampling_mode`s
+  token_truncate, token_mask, sequence_truncate and sequence_mask, with its diagnostics.
 """
 
 from __future__ import annotations
@@ -49,7 +50,15 @@ SAMPLER_COLUMNS = [
 """The sampler's mismatch with pi_old, logged when the sampler records its log-probs (TRL's
 names where TRL has one; clipped_frac and kl_mu_old are trustrl's)."""
 
-SAMPLER_CORRECTIONS = ("none", "tis")
+SAMPLER_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate",
+                       "sequence_mask", "tis")
+"""TRL's four modes (`vllm_importance_sampling_mode`) and none; tis is token_truncate under
+its earlier name (run folders written before the other modes say tis)."""
+
+
+def _mode(correction: str) -> str:
+    """The TRL mode a correction names (none: token_truncate, for the logged statistics)."""
+    return "token_truncate" if correction in ("none", "tis") else correction
 
 
 class Sampler(Protocol):
@@ -62,32 +71,57 @@ class Sampler(Protocol):
 
 
 @torch.no_grad()
-def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float) -> Tensor:
-    """[B, T] truncated importance weights min(pi_old(t) / mu(t), cap) of the sampled tokens
-    (frozen numbers). A token whose sampling log-prob is NaN (not given) gets weight 1."""
-    return torch.nan_to_num((logp_old - logp_mu).exp(), nan=1.0).clamp(max=cap)
+def sampler_ratios(logp_old: Tensor, logp_mu: Tensor, mask: Tensor | None = None,
+                   correction: str = "token_truncate", cap: float = 3.0,
+                   cap_min: float = 0.0) -> tuple[Tensor, Tensor]:
+    """(raw, weight) of the mode `correction` names: raw the ratio pi_old / mu of each token
+    ([B, T]; token_*) or of each answer, the product over its valid tokens ([B, 1]; sequence_*);
+    weight the raw ratio clamped to [cap_min, cap] (*_truncate) or set to 0 outside it (*_mask),
+    as TRL's modes. A token whose sampling log-prob is NaN (not given) or that lies outside
+    mask (after the answer's end) counts as pi_old / mu = 1."""
+    diff = torch.nan_to_num(logp_old.float() - logp_mu.float(), nan=0.0)
+    if mask is not None:
+        diff = diff * mask
+    mode = _mode(correction)
+    raw = (diff.sum(1, keepdim=True) if mode.startswith("sequence") else diff).exp()
+    if mode.endswith("mask"):
+        return raw, raw.masked_fill((raw < cap_min) | (raw > cap), 0.0)
+    return raw, raw.clamp(min=cap_min, max=cap)
 
 
 @torch.no_grad()
-def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor,
-                  cap: float) -> dict[str, float]:
+def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float,
+                    correction: str = "token_truncate", mask: Tensor | None = None,
+                    cap_min: float = 0.0) -> Tensor:
+    """[B, T] the weights of `sampler_ratios` on every token (an answer's weight on each of its
+    tokens in the sequence modes; frozen numbers)."""
+    return sampler_ratios(logp_old, logp_mu, mask, correction, cap, cap_min)[1].expand_as(
+        logp_old)
+
+
+@torch.no_grad()
+def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor, cap: float,
+                  correction: str = "token_truncate", cap_min: float = 0.0) -> dict[str, float]:
     """The mismatch between the sampler mu and pi_old over the valid answer tokens: |log pi_old
-    - log mu| (mean, max), the weights min(pi_old / mu, cap) (min, mean, max; the fraction cut
-    at the cap) and KL(mu || pi_old) per token, k1 and k3 of the log-ratio (tokens drawn from
-    mu, so both estimate that direction; k3 is never negative)."""
+    - log mu| (mean, max), the weights of the mode (min, mean, max over the valid tokens, or
+    over the answers in the sequence modes, as TRL logs them; the fraction outside [cap_min,
+    cap], i.e. truncated or masked) and KL(mu || pi_old) per token, k1 and k3 of the log-ratio
+    (tokens drawn from mu, so both estimate that direction; k3 is never negative)."""
     valid = mask.bool() & ~logp_mu.isnan()
     diff = (logp_old - logp_mu)[valid].float()
     if diff.numel() == 0:
         return dict.fromkeys(SAMPLER_COLUMNS, float("nan"))
-    raw = diff.exp()
-    w = raw.clamp(max=cap)
+    raw, w = sampler_ratios(logp_old, logp_mu, mask, correction, cap, cap_min)
+    if not _mode(correction).startswith("sequence"):  # per token: the valid ones
+        raw, w = raw[mask.bool()], w[mask.bool()]
     return {
         "sampling/sampling_logp_difference/mean": float(diff.abs().mean()),
         "sampling/sampling_logp_difference/max": float(diff.abs().max()),
         "sampling/importance_sampling_ratio/min": float(w.min()),
         "sampling/importance_sampling_ratio/mean": float(w.mean()),
         "sampling/importance_sampling_ratio/max": float(w.max()),
-        "sampling/importance_sampling_ratio/clipped_frac": float((raw > cap).float().mean()),
+        "sampling/importance_sampling_ratio/clipped_frac": float(
+            ((raw > cap) | (raw < cap_min)).float().mean()),
         "sampling/kl_mu_old/k1": approx_kl(diff, "k1"),
         "sampling/kl_mu_old/k3": approx_kl(diff, "k3"),
     }
@@ -103,14 +137,19 @@ def draw(lm: LMAdapter, sampler: Sampler | None, policy: nn.Module, prompts: Any
     return lm.sample(policy, prompts, max_new, temperature, generator), None
 
 
-def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown") -> None:
-    """ConfigError for an unknown correction, a cap that is not > 0, or a correction with no
-    sampler that records its log-probs (sampler None; the default skips that check)."""
+def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown",
+                         cap_min: float = 0.0) -> None:
+    """ConfigError for an unknown correction, a cap that is not > 0, a cap_min outside [0, cap),
+    or a correction with no sampler that records its log-probs (sampler None; the default
+    skips that check)."""
     if correction not in SAMPLER_CORRECTIONS:
         raise ConfigError(f"unknown sampler_correction {correction!r}; use one of "
                           f"{', '.join(SAMPLER_CORRECTIONS)}")
     if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
         raise ConfigError(f"sampler_cap must be a finite number > 0, got {cap}")
+    if not (isinstance(cap_min, (int, float)) and 0 <= cap_min < cap):
+        raise ConfigError(f"sampler_cap_min must be >= 0 and below sampler_cap ({cap}), got "
+                          f"{cap_min}")
     if correction != "none" and sampler is None:
         raise ConfigError(f"sampler_correction {correction} needs a sampler that records its "
                           "log-probs (a Hugging Face model's generate_dtype)")
@@ -118,17 +157,19 @@ def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown") 
 
 @torch.no_grad()
 def sampler_correction(logp_old: Tensor, logp_mu: Tensor | None, mask: Tensor, correction: str,
-                       cap: float) -> tuple[Tensor | None, dict[str, float]]:
-    """The correction's [B, T] weights (None unless correction is tis and the sampler's
-    log-probs are given; 1 after an answer's end, where no token was sampled) and the
-    mismatch's statistics (empty without the sampler's log-probs)."""
+                       cap: float, cap_min: float = 0.0) -> tuple[Tensor | None,
+                                                                  dict[str, float]]:
+    """The correction's [B, T] weights (None when correction is none or the sampler's log-probs
+    are not given; 1 after an answer's end, where no token was sampled) and the mismatch's
+    statistics (empty without the sampler's log-probs; with none, those of token_truncate)."""
     if logp_mu is None:
         return None, {}
     logp_mu = logp_mu.to(logp_old.device).float()
-    stats = sampler_stats(logp_old, logp_mu, mask, cap)
-    if correction != "tis":
+    stats = sampler_stats(logp_old, logp_mu, mask, cap, correction, cap_min)
+    if correction == "none":
         return None, stats
-    return sampler_weights(logp_old, logp_mu, cap).where(mask.bool(), 1.0), stats
+    weight = sampler_weights(logp_old, logp_mu, cap, correction, mask, cap_min)
+    return weight.where(mask.bool(), 1.0), stats
 
 
 class LMAdapter(Protocol):

@@ -30,6 +30,30 @@
     },
   };
 
+  /* Each chart's column: the core's name, else the same quantity under the name a language-model
+     run (trustrl rlhf: TRL's names) logs it. */
+  const COLUMNS = {
+    return: ["ep_return_mean", "reward", "objective/scores"],
+    approx_kl: ["approx_kl", "kl_old/k3"],
+    clip_fraction: ["clip_fraction", "clip_ratio/region_mean", "policy/clipfrac_avg"],
+    entropy: ["entropy", "objective/entropy"],
+    explained_variance: ["explained_variance", "val/explained_variance"],
+    lr: ["lr"],
+    epochs_run: ["epochs_run"],
+    kl_ref: ["kl_ref/exact"],
+  };
+  const LM_CAPTIONS = {
+    approx_kl: "Language-model runs: kl_old/k3, the same k3 estimate of KL(π_old ‖ π) over " +
+      "the update's answer tokens.",
+    clip_fraction: "Language-model runs: clip_ratio/region_mean (GRPO, RLOO) or " +
+      "policy/clipfrac_avg (PPO), TRL's names for the share of clipped tokens.",
+    explained_variance: "Language-model runs: val/explained_variance (PPO's critic).",
+  };
+  function keyOf(d, chart) {
+    return COLUMNS[chart].find((c) => d.metrics.columns.includes(c)) || null;
+  }
+  function isLM(d) { return d.metrics.columns.includes("kl_ref/exact"); }
+
   const state = {
     root: "", exists: true, runs: [], selected: [], data: new Map(), lastOk: null,
     failed: false,
@@ -178,7 +202,7 @@
       pill.textContent = r.status;
       meta.appendChild(pill);
       meta.appendChild(document.createTextNode(
-        ` ${r.algo || "?"} · ${r.env_id || "?"} · seed ${r.seed ?? "?"} · iteration ` +
+        ` ${r.algo || "?"} · ${r.env_id || r.model || "?"} · seed ${r.seed ?? "?"} · iteration ` +
         `${r.iteration ?? "?"}${r.iterations ? " / " + r.iterations : ""}`));
       box.appendChild(name); box.appendChild(meta);
       li.appendChild(cb); li.appendChild(box);
@@ -238,8 +262,14 @@
     return [0, Math.max(hi, 1)];
   }
 
+  function lmOnly() {
+    const runs = selectedData();
+    return runs.length > 0 && runs.every(([, d]) => isLM(d));
+  }
+
   function newPlot(id, opts) {
-    return new Plot(el(id), Object.assign({ xlabel: "environment steps", xfmt: humanSteps,
+    const xlabel = lmOnly() ? "answers sampled" : "environment steps";
+    return new Plot(el(id), Object.assign({ xlabel, xfmt: humanSteps,
                                             margin: { l: 58, r: 14, t: 10, b: 40 } }, opts));
   }
 
@@ -249,13 +279,14 @@
 
   function drawReturn() {
     const runs = selectedData();
-    const p = newPlot("chart-return", { ylabel: "return" });
+    const p = newPlot("chart-return", { ylabel: lmOnly() ? "reward" : "return" });
     const single = runs.length === 1;
     const series = [];
     for (const [name, d] of runs) {
       const rows = d.metrics.rows;
       const steps = column(rows, "global_step");
-      const raw = column(rows, "ep_return_mean");
+      const rkey = keyOf(d, "return");
+      const raw = rkey ? column(rows, rkey) : [];
       const ma = movingAverage(raw, MA_WINDOW);
       const evs = [0].concat(steps), evy = [d.info.eval_initial ? d.info.eval_initial.mean : null]
         .concat(column(rows, "eval_return_mean"));
@@ -301,7 +332,13 @@
       }
     }
     p.unclip();
-    if (single) {
+    setText("title-return", lmOnly() ? "Reward (mean over the iteration's answers)"
+      : "Episode return");
+    if (single && lmOnly()) {
+      key("key-thin", "per-iteration mean reward (" + keyOf(runs[0][1], "return") + ")",
+          colorOf(series[0].name));
+      key("key-thick", MA_WINDOW + "-iteration moving average", colorOf(series[0].name));
+    } else if (single) {
       key("key-dots", "episodes (episodes.csv)", "rgba(31,119,180,0.35)");
       key("key-thin", "per-batch mean return", colorOf(series[0].name));
       key("key-thick", MA_WINDOW + "-iteration moving average", colorOf(series[0].name));
@@ -320,11 +357,13 @@
     const runs = selectedData();
     const cap = el("cap-" + key);
     const p = newPlot("chart-" + key, { ylabel: opts.ylabel || "", ylog: !!opts.ylog });
-    const have = runs.filter(([, d]) => d.metrics.columns.includes(key));
-    const counts = Object.fromEntries(runs.map(([n, d]) => [n, column(d.metrics.rows, key)
-      .filter((v) => v !== null).length]));
+    const have = runs.filter(([, d]) => keyOf(d, key));
+    const counts = Object.fromEntries(runs.map(([n, d]) => [n, keyOf(d, key) ?
+      column(d.metrics.rows, keyOf(d, key)).filter((v) => v !== null).length : 0]));
     el("chart-" + key).dataset.rows = JSON.stringify(counts);
-    const ys = have.map(([, d]) => column(d.metrics.rows, key));
+    el("chart-" + key).dataset.columns = JSON.stringify(
+      Object.fromEntries(have.map(([n, d]) => [n, keyOf(d, key)])));
+    const ys = have.map(([, d]) => column(d.metrics.rows, keyOf(d, key)));
     let e = extent(ys, { positive: !!opts.ylog });
     const [x0, x1] = xExtent();
     let ylo, yhi;
@@ -345,7 +384,7 @@
     }
     for (const [name, d] of have) {
       const rows = d.metrics.rows;
-      const xs = column(rows, "global_step"), y = column(rows, key);
+      const xs = column(rows, "global_step"), y = column(rows, keyOf(d, key));
       p.line(xs, y, { color: colorOf(name), width: 2 });
       if (rows.length <= 60) p.points(xs, y, { color: colorOf(name), r: 2.2 });
     }
@@ -354,10 +393,19 @@
       p.label(runs.length ? "not logged by this algorithm" : "", (p.x0 + p.x1) / 2,
               (p.y0 + p.y1) / 2, { align: "center", color: COLORS.muted });
     }
-    cap.textContent = opts.caption || "";
+    const lm = have.some(([, d]) => isLM(d)) && LM_CAPTIONS[key];
+    cap.textContent = (opts.caption || "") + (lm ? " " + LM_CAPTIONS[key] : "");
   }
 
   function entropyOptions() {
+    if (lmOnly()) {
+      return {
+        ylabel: "nats",
+        caption: "A language model's entropy over its vocabulary: per answer token (GRPO, " +
+          "RLOO: entropy) or summed over the answer (PPO: objective/entropy). No healthy " +
+          "range is given for it, so no band is drawn; watch for a collapse.",
+      };
+    }
     const kinds = selectedData().map(([, d]) => d.info.action_space || { kind: "unknown" });
     const discrete = kinds.length && kinds.every((k) => k.kind === "discrete");
     if (discrete) {
@@ -399,7 +447,9 @@
     for (const [name, d] of selectedData()) {
       const rows = d.metrics.rows;
       const last = rows.length ? rows[rows.length - 1] : {};
-      const raw = column(rows, "ep_return_mean");
+      const at = (chart) => { const k = keyOf(d, chart); return k ? num(last[k]) : null; };
+      const rkey = keyOf(d, "return");
+      const raw = rkey ? column(rows, rkey) : [];
       const ma = movingAverage(raw, MA_WINDOW);
       const evals = column(rows, "eval_return_mean").filter((v) => v !== null);
       const summary = state.runs.find((r) => r.name === name) || {};
@@ -408,12 +458,13 @@
         ["iteration", rows.length ? String(last.iteration) + (d.info.iterations ?
           " / " + d.info.iterations : "") : "—"],
         ["global_step", rows.length ? String(last.global_step) : "—"],
-        ["return_ma", fmt(ma.length ? ma[ma.length - 1] : null, 1)],
+        ["return_ma", fmt(ma.length ? ma[ma.length - 1] : null, rkey === "ep_return_mean" ||
+          !rkey ? 1 : 3)],
         ["eval", fmt(evals.length ? evals[evals.length - 1] : null, 1)],
-        ["approx_kl", fmtSig(num(last.approx_kl), 3)],
-        ["clip_fraction", fmt(num(last.clip_fraction), 3)],
-        ["entropy", fmt(num(last.entropy), 3)],
-        ["explained_variance", fmt(num(last.explained_variance), 3)],
+        ["approx_kl", fmtSig(at("approx_kl"), 3)],
+        ["clip_fraction", fmt(at("clip_fraction"), 3)],
+        ["entropy", fmt(at("entropy"), 3)],
+        ["explained_variance", fmt(at("explained_variance"), 3)],
         ["lr", fmtSig(num(last.lr), 3)],
         ["epochs_run", num(last.epochs_run) === null ? "—" : String(last.epochs_run)],
       ];
@@ -481,6 +532,14 @@
     drawMetric("lr", { ylabel: "lr", caption: "Annealed linearly to 0 when anneal_lr is on.",
       range: (e) => [0, e ? e[1] * 1.1 || 1 : 1] });
     drawMetric("epochs_run", epochsOptions());
+    const klRef = selectedData().some(([, d]) => keyOf(d, "kl_ref"));
+    el("card-kl_ref").hidden = !klRef;
+    if (klRef) {
+      drawMetric("kl_ref", { ylabel: "nats per token",
+        caption: "Language-model runs: kl_ref/exact, the exact KL(π ‖ π_ref) over the " +
+          "vocabulary per answer token at sampling time (the leash the KL options pay for).",
+        range: (e) => [0, e ? e[1] * 1.1 || 1 : 1] });
+    }
   }
 
   window.Dashboard = { state };
