@@ -27,8 +27,10 @@ from trustrl.compute.compiled.kernels import (
     HALF,
     HALF_LOG_2PI,
     gaussian_log_density,
+    layer_views,
     log_softmax,
     mlp_out,
+    mlp_output,
 )
 from trustrl.compute.compiled.xp import compiled_source
 from trustrl.envs import step
@@ -61,7 +63,8 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
     [T, P*N, state_dim]), `carry` (the collector's carried state, moved on in place), `env`
     (normalisers' settings, action bounds) and `steps`, the records written (act_i for
     discrete actions, act_f for Box; out the actor's outputs, pi_old's). Each step is the
-    actor's forward pass (kernels.mlp_out, per member) and trustrl.envs.step.policy_env_step,
+    actor's forward pass (popnet's mlp_output compiled, per member, over the layer views made
+    once per call) and trustrl.envs.step.policy_env_step,
     compiled. Returns the network input of the last observation [P, N, D]."""
     flat, sizes, relu, discrete, _, ls_off = policy
     noise, resets = draws
@@ -81,10 +84,13 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
     else:
         x = carry.obs.copy()
     out = np.empty((P, N, n_out), np.float32)
+    # each member's (W, b) views, made once for the T steps (views: Adam does not move them
+    # during a rollout)
+    layers = [layer_views(flat[p], sizes) for p in range(P)]
     for t in range(T):
         obs_b[t] = x
         for p in range(P):
-            out[p] = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(x[p]))
+            out[p] = mlp_output(layers[p], np.ascontiguousarray(x[p]), relu)[0]
         out_b[t] = out
         a, logp, rew, term, trunc, f_ret, f_len, f_x, x, state = policy_env_step(
             k, out, noise[t], resets[t], log_std, state, env)
