@@ -389,3 +389,81 @@ def test_no_rollout_step_written_out_in_the_rollouts():
         codes.append(rollout.rollout.__code__)
     for code in codes:
         assert not step_names & set(code.co_names), code.co_name
+
+
+PPO_LOSS = ("policy_ratio", "ppo_loss", "ppo_loss_grads")
+
+
+def test_ppo_loss_combination_bindings_run_the_source():
+    """PPO's minibatch loss from its terms (the ratio, the means, the coefficients, the clip
+    fraction, the KL penalty, and the derivatives in logp, V, H and the KL): PPO.loss calls
+    trustrl.maths.losses' functions in torch, and the compiled minibatch step (the one the
+    epoch kernel binds, per objective) calls them compiled from their source."""
+    from trustrl.algos import ppo as algos_ppo
+    from trustrl.maths import losses
+
+    for name in PPO_LOSS:
+        assert getattr(algos_ppo, name) is getattr(losses, name)
+        assert name in algos_ppo.PPO.loss.__code__.co_names, name
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import ppo
+
+    step = ppo.epochs_kernel(losses.clipped_surrogate_objective,
+                             losses.clipped_surrogate_objective_grad).py_func.__globals__["step"]
+    for name in PPO_LOSS:
+        assert getattr(ppo, name).py_func.__code__ is getattr(losses, name).__code__
+        assert name in ppo.minibatch_step.__code__.co_names, name
+        assert step.py_func.__globals__[name] is getattr(ppo, name)
+    assert step.py_func.__globals__["PPOCoefficients"] is losses.PPOCoefficients
+
+
+def test_advantage_normalisation_bindings_run_the_source():
+    """(A - mean) / (std + eps) over a minibatch: PPO.loss (through common's name for it) and
+    the compiled minibatch step run trustrl.maths.advantages.normalize_advantages; the compiled
+    one gives torch's numbers (float64 sums there, float32 in torch: to rounding)."""
+    import torch
+
+    from trustrl.algos import common
+    from trustrl.algos import ppo as algos_ppo
+
+    assert common.normalize_advantages is advantages.normalize_advantages
+    assert algos_ppo.normalize_advantages is advantages.normalize_advantages
+    assert "normalize_advantages" in algos_ppo.PPO.loss.__code__.co_names
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import ppo
+
+    f = ppo.normalize_advantages
+    assert f.py_func.__code__ is advantages.normalize_advantages.__code__
+    assert ppo.minibatch_step.__globals__["normalize_advantages"] is f
+    for seed in range(3):
+        a = np.random.default_rng(seed).normal(2.0, 3.0, (1, 37)).astype(np.float32)
+        want = advantages.normalize_advantages(torch.from_numpy(a)).numpy()
+        np.testing.assert_allclose(f(a, np.float32(1e-8)), want, rtol=1e-5, atol=1e-6)
+    one = np.ones((1, 1), np.float32)
+    assert f(one, np.float32(1e-8)) is one  # a single sample is left as it is
+
+
+def test_gradient_clip_bindings_run_the_source():
+    """The global-norm clip's factor min(max_norm / (norm + eps), 1): common.clip_grad_norm
+    and the compiled minibatch step run trustrl.maths.optim.clip_coefficient."""
+    import torch
+
+    from trustrl.algos import common
+    from trustrl.maths import optim
+
+    assert common.clip_coefficient is optim.clip_coefficient
+    assert "clip_coefficient" in common.clip_grad_norm.__code__.co_names
+    g = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    clipped, norm = common.clip_grad_norm(g, 1.0)
+    torch.testing.assert_close(norm, torch.tensor([5.0, 0.5]))
+    torch.testing.assert_close(clipped, torch.tensor([[0.6, 0.8], [0.3, 0.4]]), rtol=1e-5,
+                               atol=1e-6)
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import ppo
+
+    f = ppo.clip_coefficient
+    assert f.py_func.__code__ is optim.clip_coefficient.__code__
+    assert ppo.minibatch_step.__globals__["clip_coefficient"] is f
+    f32 = np.float32
+    assert f(f32(5.0), f32(1.0), f32(1e-6), f32(1.0)) == f32(1.0) / (f32(5.0) + f32(1e-6))
+    assert f(f32(0.5), f32(1.0), f32(1e-6), f32(1.0)) == f32(1.0)

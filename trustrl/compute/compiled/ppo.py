@@ -57,14 +57,22 @@ from trustrl.compute.compiled.kernels import (
     sum_squares,
 )
 from trustrl.compute.compiled.xp import compiled_source
-from trustrl.maths import losses
+from trustrl.maths import advantages, losses, optim
+from trustrl.maths.losses import PPOCoefficients
 from trustrl.maths.trust import kl_control
 from trustrl.util.errors import NotCompilable
 
-_LOSS_TERMS = ("value_error", "value_error_grad")
+_LOSS_TERMS = ("value_error", "value_error_grad", "policy_ratio", "ppo_loss", "ppo_loss_grads")
 
 L = compiled_source(losses, _LOSS_TERMS)
-"""trustrl.maths.losses' value terms over ``o`` = trustrl.compute.compiled.xp, compiled."""
+"""trustrl.maths.losses' value terms and PPO's combination of the terms (ppo_loss,
+ppo_loss_grads) over ``o`` = trustrl.compute.compiled.xp, compiled."""
+policy_ratio, ppo_loss, ppo_loss_grads = L.policy_ratio, L.ppo_loss, L.ppo_loss_grads
+"""PPO.loss's ratio and its combination of the terms (the minibatch's loss, its derivatives)."""
+normalize_advantages = compiled_source(advantages, ("normalize_advantages",)).normalize_advantages
+"""trustrl.maths.advantages.normalize_advantages, compiled (PPO.loss's, on a member's [1, M])."""
+clip_coefficient = compiled_source(optim, ("clip_coefficient",)).clip_coefficient
+"""trustrl.maths.optim.clip_coefficient, compiled (common.clip_grad_norm's factor)."""
 
 
 def OBJECTIVE(ratio, advantages, *args):  # type: ignore[no-untyped-def]  # noqa: N802
@@ -132,18 +140,8 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             A[i] = adv[p, j]
             R[i] = returns[p, j]
             V0[i] = values_old[p, j]
-        if norm_adv and M >= 2:  # common.normalize_advantages: unbiased std
-            mean = 0.0
-            for i in range(M):
-                mean += A[i]
-            mean /= M
-            var = 0.0
-            for i in range(M):
-                var += (A[i] - mean) ** 2
-            mu = f32(mean)
-            sd = f32(math.sqrt(var / (M - 1))) + f32(1e-8)
-            for i in range(M):
-                A[i] = (A[i] - mu) / sd
+        if norm_adv:  # trustrl.maths.advantages.normalize_advantages, compiled
+            A = normalize_advantages(A.reshape((1, M)), f32(1e-8)).reshape(M)
         # the networks
         acts = mlp_forward(th, sizes, relu, x)
         W = th[a_out:a_out + h_L * n].reshape((h_L, n))
@@ -179,20 +177,16 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                                                inv_std[k], HALF, HALF_LOG_2PI)
                 logp[i] = lp
                 ent[i] = h
-        # PPO.loss: the terms (the algorithm's objective and trustrl.maths.losses' value
-        # error, compiled from their source) and their derivatives
-        ratio = np.exp(logp - lpo)
-        d_logp = np.empty(M, np.float32)
-        pl = -np.mean(OBJECTIVE(ratio, A, *obj_args))
-        d_logp[:] = ratio * OBJECTIVE_GRAD(ratio, A, *obj_args) * (-1.0 / M)
+        # PPO.loss's terms: the algorithm's objective and trustrl.maths.losses' value error,
+        # combined by losses.ppo_loss and ppo_loss_grads (all compiled from their source)
+        ratio = policy_ratio(logp, lpo)
         # the penalty beta * mean KL(pi_old || pi) (PPO.loss with kl_coef): the KL per
         # state and, for the chain rule, pi_old's probabilities (Discrete) or its
         # output minus the new one (Box)
         beta = f32(kl_coef[p])
-        kl_mean = f32(0.0)
+        kl = np.zeros(M, np.float32)
         ref = np.empty((M if beta != 0.0 else 0, n), np.float32)
         if beta != 0.0:
-            kl = np.zeros(M, np.float32)
             if discrete:
                 lo = np.empty((M, n), np.float32)
                 for i in range(M):
@@ -211,23 +205,21 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                             inv_std[k], gaussian_var_ratio(ls_old[p, k], ls_n, f32(2.0)),
                             HALF, f32(1.0), f32(2.0))
                         ref[i, k] = out[i, k] - old_out[p, j, k]
-            kl_mean = np.mean(kl)
-            pl += beta * kl_mean
-        g_kl = beta / f32(M)
-        d_value = np.empty(M, np.float32)
         # in float64: value_error_grad's branches then return one type under Numba
         V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
         if clip_value:
-            vl = np.mean(L.value_error(V, R64, V064, clip_eps))
-            d_value[:] = L.value_error_grad(V, R64, V064, clip_eps) * (vf_coef / M)
+            v_err = L.value_error(V, R64, V064, clip_eps)
+            v_err_grad = L.value_error_grad(V, R64, V064, clip_eps)
         else:
-            vl = np.mean(L.value_error(V, R64))
-            d_value[:] = L.value_error_grad(V, R64) * (vf_coef / M)
-        d_ent = f32(-ent_coef / M)
-        clipped = 0
-        for i in range(M):
-            if ratio[i] > 1.0 + clip_eps or ratio[i] < 1.0 - clip_eps:
-                clipped += 1
+            v_err = L.value_error(V, R64)
+            v_err_grad = L.value_error_grad(V, R64)
+        coefs = PPOCoefficients(clip_eps, vf_coef, ent_coef, beta)
+        _, pl, vl, clip_fraction, kl_mean = ppo_loss(
+            ratio, OBJECTIVE(ratio, A, *obj_args), v_err, ent, kl, coefs)
+        d_logp64, d_value64, d_ent64, d_kl64 = ppo_loss_grads(
+            ratio, OBJECTIVE_GRAD(ratio, A, *obj_args), v_err_grad, coefs)
+        d_logp, d_value = d_logp64.astype(np.float32), d_value64.astype(np.float32)
+        d_ent, g_kl = f32(d_ent64), f32(d_kl64)
         # the chain rule: distribution, output layers, hidden layers
         g_out = np.empty((M, n), np.float32)
         if discrete:
@@ -277,8 +269,8 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
         # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
         norm = f32(math.sqrt(sum_squares(grad)))
-        if max_grad_norm > 0:
-            coef = min(f32(max_grad_norm) / (norm + f32(1e-6)), f32(1.0))
+        if max_grad_norm > 0:  # trustrl.maths.optim.clip_coefficient, compiled
+            coef = clip_coefficient(norm, f32(max_grad_norm), f32(1e-6), f32(1.0))
             if coef < 1.0:
                 grad *= coef
         t[p] += 1.0
@@ -286,7 +278,7 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
         metrics[p, 0] = pl
         metrics[p, 1] = vl
         metrics[p, 2] = norm
-        metrics[p, 3] = clipped / M
+        metrics[p, 3] = clip_fraction
         metrics[p, 4] = kl_mean
     return metrics
 
