@@ -467,3 +467,43 @@ def test_gradient_clip_bindings_run_the_source():
     f32 = np.float32
     assert f(f32(5.0), f32(1.0), f32(1e-6), f32(1.0)) == f32(1.0) / (f32(5.0) + f32(1e-6))
     assert f(f32(0.5), f32(1.0), f32(1e-6), f32(1.0)) == f32(1.0)
+
+
+def test_gaussian_derivatives_bindings_run_the_source():
+    """The diagonal Gaussian's derivatives of the log-prob, the entropy and the KL in its mean
+    and log-std: the closed form's torch code (popnet) and PPO's compiled minibatch step call
+    trustrl.maths.distributions' functions, the compiled ones elementwise forms of the
+    source's code."""
+    from trustrl.maths import distributions
+    from trustrl.nets import popnet
+
+    uses = {"log_prob_backward": {"gaussian_logp_grad_mean", "gaussian_logp_grad_log_std"},
+            "entropy_backward": {"gaussian_entropy_grad_log_std"},
+            "kl_backward": {"gaussian_kl_grad_mean", "gaussian_kl_grad_log_std"}}
+    for method, names in uses.items():
+        assert names <= set(getattr(popnet.PopNet, method).__code__.co_names), method
+    for name in distributions.GAUSSIAN_GRADS:
+        assert getattr(popnet, name) is getattr(distributions, name)
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels, ppo
+
+    for name in distributions.GAUSSIAN_GRADS:
+        stub = getattr(kernels, name)
+        assert stub.__wrapped__.py_func.__code__ is getattr(distributions, name).__code__
+        assert name in ppo.minibatch_step.__code__.co_names, name
+        assert ppo.minibatch_step.__globals__[name] is stub
+
+
+def test_no_gaussian_derivative_written_out_in_the_policy_code():
+    """No hand-written copy of those derivatives beside their calls (popnet and PPO's
+    compiled step each had one): z^2 - 1, or var_old + diff^2."""
+    import re
+    from pathlib import Path
+
+    import trustrl
+
+    root = Path(trustrl.__file__).parent
+    files = [root / "nets" / "popnet.py", root / "compute" / "backends.py",
+             *sorted((root / "compute" / "compiled").glob("*.py"))]
+    written = re.compile(r"z \* z - |\+ diff \* diff")
+    assert [p.name for p in files if written.search(p.read_text())] == []

@@ -38,6 +38,8 @@ from trustrl.compute.compiled import xp
 from trustrl.compute.compiled.kernels import (
     HALF,
     HALF_LOG_2PI,
+    ONE,
+    TWO,
     adam_,
     categorical_entropy,
     categorical_entropy_grad,
@@ -46,8 +48,13 @@ from trustrl.compute.compiled.kernels import (
     categorical_logp_grad,
     dot_tn,
     gaussian_entropy_density,
+    gaussian_entropy_grad_log_std,
     gaussian_kl_density,
+    gaussian_kl_grad_log_std,
+    gaussian_kl_grad_mean,
     gaussian_log_density,
+    gaussian_logp_grad_log_std,
+    gaussian_logp_grad_mean,
     gaussian_var_ratio,
     hidden_size,
     log_softmax,
@@ -232,24 +239,22 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                     if beta != 0.0:  # d KL / d logits = p_new - p_old
                         g += categorical_kl_grad(g_kl, prob[i, k], ref[i, k])
                     g_out[i, k] = g
-        else:
+        else:  # trustrl.maths.distributions' Gaussian derivatives, compiled
             for k in range(n):
                 g_ls = f32(0.0)
                 for i in range(M):
                     z = lpa[i, k]
-                    g_out[i, k] = d_logp[i] * z * inv_std[k]
-                    g_ls += d_logp[i] * (z * z - f32(1.0))
-                if beta != 0.0:  # popnet.kl_backward's Gaussian derivatives
+                    g_out[i, k] = gaussian_logp_grad_mean(d_logp[i], z, inv_std[k])
+                    g_ls += gaussian_logp_grad_log_std(d_logp[i], z, ONE)
+                if beta != 0.0:  # the KL penalty's
                     inv_var = inv_std[k] * inv_std[k]
-                    g_kls = f32(0.0)
+                    var_old = np.exp(TWO * ls_old[p, k])
                     for i in range(M):
                         diff = ref[i, k]
-                        g_out[i, k] += g_kl * diff * inv_var
-                        g_kls += f32(1.0) - (np.exp(f32(2.0) * ls_old[p, k])
-                                             + diff * diff) * inv_var
-                    g_ls += g_kl * g_kls
+                        g_out[i, k] += gaussian_kl_grad_mean(g_kl, diff, inv_var)
+                        g_ls += gaussian_kl_grad_log_std(g_kl, diff, inv_var, var_old, ONE)
                 if ent_coef != 0.0:
-                    g_ls += d_ent * M
+                    g_ls += gaussian_entropy_grad_log_std(d_ent) * M
                 grad[ls_off + k] = g_ls
         dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
         for k in range(n):
