@@ -86,20 +86,25 @@ def std(x, axis):  # type: ignore[no-untyped-def]
     return np.std(x, axis, ddof=1)
 
 
+@_jit
+def _row_mean(row):  # type: ignore[no-untyped-def]
+    """The mean of a 1-d array, summed in float64."""
+    s = 0.0
+    for k in range(row.shape[0]):
+        s += row[k]
+    return s / row.shape[0]
+
+
 @overload(mean)
 def _mean_impl(x, axis):  # type: ignore[no-untyped-def]
     if x.ndim == 1:
         return lambda x, axis: np.mean(x)
 
     def impl(x, axis):  # type: ignore[no-untyped-def]
-        n = x.shape[-1]
-        rows = np.ascontiguousarray(x).reshape((-1, n))
+        rows = np.ascontiguousarray(x).reshape((-1, x.shape[-1]))
         out = np.empty(rows.shape[0], x.dtype)
         for i in range(rows.shape[0]):
-            s = 0.0
-            for k in range(n):
-                s += rows[i, k]
-            out[i] = s / n
+            out[i] = _row_mean(rows[i])
         return out.reshape(x.shape[:-1])
 
     return impl
@@ -112,10 +117,7 @@ def _std_impl(x, axis):  # type: ignore[no-untyped-def]
         rows = np.ascontiguousarray(x).reshape((-1, n))
         out = np.empty(rows.shape[0], x.dtype)
         for i in range(rows.shape[0]):
-            s = 0.0
-            for k in range(n):
-                s += rows[i, k]
-            mu = s / n
+            mu = _row_mean(rows[i])
             ss = 0.0
             for k in range(n):
                 ss += (rows[i, k] - mu) ** 2
