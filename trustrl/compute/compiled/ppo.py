@@ -5,17 +5,20 @@
 `minibatch_step` composes compiled one-source functions, for each member still active on its
 minibatch (the order is drawn by trustrl.maths.rng outside the call, as for the eager epoch):
 the advantages normalised over the minibatch (trustrl.maths.advantages.normalize_advantages),
-the actor's and the critic's forward passes and, later, their backward passes
-(trustrl.nets.popnet's chain rule, kernels.mlp_output and mlp_grads over each net's layer
-views), the action's log-probability, the entropy and their derivatives in the actor's output
-(trustrl.maths.distributions' categorical or diagonal Gaussian functions), the algorithm's
-objective and trustrl.maths.losses' value error combined into PPO's loss and its derivatives
-(losses.ppo_loss and ppo_loss_grads, the functions PPO.loss calls), the global gradient-norm
-clip (trustrl.maths.optim.clip_coefficient, common.clip_grad_norm's factor) and one Adam step
-(optim.adam_step), parameters and moments updated in place. What is written here is the
-gathering of the minibatch, the loops that call those functions per element, and where the
-results go; tests/test_compiled.py holds this call equal to the eager closed form's epoch to
-float rounding, tests/test_one_source.py each function it calls to its source.
+the hidden layers' forward and backward passes (trustrl.nets.popnet's chain rule:
+kernels.mlp_forward, mlp_backward_hidden), the action's log-probability, the entropy and their
+derivatives in the actor's output (trustrl.maths.distributions' categorical or diagonal
+Gaussian functions), the algorithm's objective and trustrl.maths.losses' value error combined
+into PPO's loss and its derivatives (losses.ppo_loss and ppo_loss_grads, the functions
+PPO.loss calls), the global gradient-norm clip (trustrl.maths.optim.clip_coefficient,
+common.clip_grad_norm's factor) and one Adam step (optim.adam_step), parameters and moments
+updated in place. What is written here is the gathering of the minibatch, the loops that call
+those functions per element, and the two output layers (actor and critic: their products and
+bias sums, forward and backward), which are still written out: run through popnet's chain
+rule (kernels.mlp_output, mlp_grads) they made the update slower (docs/compiled.md, "PPO's
+minibatch step: one source"). tests/test_compiled.py holds this call equal to the eager closed
+form's epoch to float rounding, tests/test_one_source.py each shared function it calls to its
+source.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from trustrl.compute.compiled.kernels import (
     categorical_kl,
     categorical_kl_grad,
     categorical_logp_grad,
+    dot_tn,
     gaussian_entropy_density,
     gaussian_entropy_grad_log_std,
     gaussian_kl_density,
@@ -53,10 +57,10 @@ from trustrl.compute.compiled.kernels import (
     gaussian_logp_grad_log_std,
     gaussian_logp_grad_mean,
     gaussian_var_ratio,
-    layer_views,
+    hidden_size,
     log_softmax,
-    mlp_grads,
-    mlp_output,
+    mlp_backward_hidden,
+    mlp_forward,
     ppo_diagnostics,
     sum_squares,
 )
@@ -112,9 +116,11 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
     kl_coef, old_out, ls_old = penalty
     P, M = idx.shape
     Lh = sizes.shape[0] - 2
-    d, n = sizes[0], sizes[Lh + 1]
-    csizes = sizes.copy()  # the critic's: the actor's hidden layers, one output
+    d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]
+    csizes = sizes.copy()
     csizes[Lh + 1] = 1
+    a_out = hidden_size(sizes)
+    c_out = c0 + hidden_size(csizes)
     f32 = np.float32
     metrics = np.zeros((P, 5), np.float32)
     for p in range(P):
@@ -122,10 +128,6 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             continue
         th = flat[p]
         grad = grad_all[p]
-        # each net's (W, b) views of the parameters and of the gradient, the chain rule's
-        # `layers` (views: they follow th as Adam moves it in place)
-        actor, critic = layer_views(th, sizes), layer_views(th[c0:], csizes)
-        actor_grads, critic_grads = layer_views(grad, sizes), layer_views(grad[c0:], csizes)
         x = np.empty((M, d), np.float32)
         a_i = np.empty(M, np.int64)
         a_f = np.empty((M, n), np.float32)
@@ -148,10 +150,16 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             V0[i] = values_old[p, j]
         if norm_adv:  # trustrl.maths.advantages.normalize_advantages, compiled
             A = normalize_advantages(A.reshape((1, M)), f32(1e-8)).reshape(M)
-        # the networks: trustrl.nets.popnet's chain rule, compiled (kernels.mlp_output)
-        out, acts = mlp_output(actor, x, relu)
-        value_col, acts_c = mlp_output(critic, x, relu)
-        value = value_col.reshape(M)
+        # the networks
+        acts = mlp_forward(th, sizes, relu, x)
+        W = th[a_out:a_out + h_L * n].reshape((h_L, n))
+        out = np.dot(acts[Lh], W)
+        for i in range(M):
+            for k in range(n):
+                out[i, k] += th[a_out + h_L * n + k]
+        acts_c = mlp_forward(th[c0:], csizes, relu, x)
+        wc = th[c_out:c_out + h_L]
+        value = np.dot(acts_c[Lh], wc) + th[c_out + h_L]
         # the distribution: log pi(a|s), the entropy and what their derivatives reuse
         logp = np.empty(M, np.float32)
         ent = np.empty(M, np.float32)
@@ -220,7 +228,7 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             ratio, OBJECTIVE_GRAD(ratio, A, *obj_args), v_err_grad, coefs)
         d_logp, d_value = d_logp64.astype(np.float32), d_value64.astype(np.float32)
         d_ent, g_kl = f32(d_ent64), f32(d_kl64)
-        # the chain rule: the distribution's derivatives in the actor's output (and log-std)
+        # the chain rule: distribution, output layers, hidden layers
         g_out = np.empty((M, n), np.float32)
         if discrete:
             for i in range(M):
@@ -249,9 +257,22 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                 if ent_coef != 0.0:
                     g_ls += gaussian_entropy_grad_log_std(d_ent) * M
                 grad[ls_off + k] = g_ls
-        # the chain rule back through each net (kernels.mlp_grads): every layer's gradient
-        mlp_grads(actor, acts, g_out, relu, actor_grads)
-        mlp_grads(critic, acts_c, d_value.reshape((M, 1)), relu, critic_grads)
+        dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
+        for k in range(n):
+            gb = f32(0.0)
+            for i in range(M):
+                gb += g_out[i, k]
+            grad[a_out + h_L * n + k] = gb
+        if Lh > 0:
+            mlp_backward_hidden(th, sizes, relu, acts, np.dot(g_out, W.T), grad)
+        grad[c_out:c_out + h_L] = np.dot(d_value, acts_c[Lh])
+        grad[c_out + h_L] = d_value.sum()
+        if Lh > 0:
+            g_hc = np.empty((M, h_L), np.float32)
+            for i in range(M):
+                for k in range(h_L):
+                    g_hc[i, k] = d_value[i] * wc[k]
+            mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
         # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
         norm = f32(math.sqrt(sum_squares(grad)))
         if max_grad_norm > 0:  # trustrl.maths.optim.clip_coefficient, compiled
