@@ -456,3 +456,119 @@ def test_every_file_compiled_code_is_built_from_is_watched_for_stale_caches():
     assert {"nets/popnet.py", "envs/step.py", "maths/losses.py"} <= seen  # the test sees them
     missing = sorted(seen - set(compiled._SOURCES))
     assert not missing, f"compiled code built from files not in _SOURCES: {missing}"
+PPO_LOSS = ("policy_ratio", "ppo_loss", "ppo_loss_grads")
+
+
+def test_ppo_loss_combination_bindings_run_the_source():
+    """PPO's minibatch loss from its terms (the ratio, the means, the coefficients, the clip
+    fraction, the KL penalty, and the derivatives in logp, V, H and the KL): PPO.loss calls
+    trustrl.maths.losses' functions in torch, and the compiled minibatch step (the one the
+    epoch kernel binds, per objective) calls them compiled from their source."""
+    from trustrl.algos import ppo as algos_ppo
+    from trustrl.maths import losses
+
+    for name in PPO_LOSS:
+        assert getattr(algos_ppo, name) is getattr(losses, name)
+        assert name in algos_ppo.PPO.loss.__code__.co_names, name
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import ppo
+
+    step = ppo.epochs_kernel(losses.clipped_surrogate_objective,
+                             losses.clipped_surrogate_objective_grad).py_func.__globals__["step"]
+    for name in PPO_LOSS:
+        assert getattr(ppo, name).py_func.__code__ is getattr(losses, name).__code__
+        assert name in ppo.minibatch_step.__code__.co_names, name
+        assert step.py_func.__globals__[name] is getattr(ppo, name)
+    assert step.py_func.__globals__["PPOCoefficients"] is losses.PPOCoefficients
+
+
+def test_advantage_normalisation_bindings_run_the_source():
+    """(A - mean) / (std + eps) over a minibatch: PPO.loss (through common's name for it) and
+    the compiled minibatch step run trustrl.maths.advantages.normalize_advantages; the compiled
+    one gives torch's numbers (float64 sums there, float32 in torch: to rounding)."""
+    import torch
+
+    from trustrl.algos import common
+    from trustrl.algos import ppo as algos_ppo
+
+    assert common.normalize_advantages is advantages.normalize_advantages
+    assert algos_ppo.normalize_advantages is advantages.normalize_advantages
+    assert "normalize_advantages" in algos_ppo.PPO.loss.__code__.co_names
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import ppo
+
+    f = ppo.normalize_advantages
+    assert f.py_func.__code__ is advantages.normalize_advantages.__code__
+    assert ppo.minibatch_step.__globals__["normalize_advantages"] is f
+    for seed in range(3):
+        a = np.random.default_rng(seed).normal(2.0, 3.0, (1, 37)).astype(np.float32)
+        want = advantages.normalize_advantages(torch.from_numpy(a)).numpy()
+        np.testing.assert_allclose(f(a, np.float32(1e-8)), want, rtol=1e-5, atol=1e-6)
+    one = np.ones((1, 1), np.float32)
+    assert f(one, np.float32(1e-8)) is one  # a single sample is left as it is
+
+
+def test_gradient_clip_bindings_run_the_source():
+    """The global-norm clip's factor min(max_norm / (norm + eps), 1): common.clip_grad_norm
+    and the compiled minibatch step run trustrl.maths.optim.clip_coefficient."""
+    import torch
+
+    from trustrl.algos import common
+    from trustrl.maths import optim
+
+    assert common.clip_coefficient is optim.clip_coefficient
+    assert "clip_coefficient" in common.clip_grad_norm.__code__.co_names
+    g = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    clipped, norm = common.clip_grad_norm(g, 1.0)
+    torch.testing.assert_close(norm, torch.tensor([5.0, 0.5]))
+    torch.testing.assert_close(clipped, torch.tensor([[0.6, 0.8], [0.3, 0.4]]), rtol=1e-5,
+                               atol=1e-6)
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import ppo
+
+    f = ppo.clip_coefficient
+    assert f.py_func.__code__ is optim.clip_coefficient.__code__
+    assert ppo.minibatch_step.__globals__["clip_coefficient"] is f
+    f32 = np.float32
+    assert f(f32(5.0), f32(1.0), f32(1e-6), f32(1.0)) == f32(1.0) / (f32(5.0) + f32(1e-6))
+    assert f(f32(0.5), f32(1.0), f32(1e-6), f32(1.0)) == f32(1.0)
+
+
+def test_gaussian_derivatives_bindings_run_the_source():
+    """The diagonal Gaussian's derivatives of the log-prob, the entropy and the KL in its mean
+    and log-std: the closed form's torch code (popnet) and PPO's compiled minibatch step call
+    trustrl.maths.distributions' functions, the compiled ones elementwise forms of the
+    source's code."""
+    from trustrl.maths import distributions
+    from trustrl.nets import popnet
+
+    uses = {"log_prob_backward": {"gaussian_logp_grad_mean", "gaussian_logp_grad_log_std"},
+            "entropy_backward": {"gaussian_entropy_grad_log_std"},
+            "kl_backward": {"gaussian_kl_grad_mean", "gaussian_kl_grad_log_std"}}
+    for method, names in uses.items():
+        assert names <= set(getattr(popnet.PopNet, method).__code__.co_names), method
+    for name in distributions.GAUSSIAN_GRADS:
+        assert getattr(popnet, name) is getattr(distributions, name)
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels, ppo
+
+    for name in distributions.GAUSSIAN_GRADS:
+        stub = getattr(kernels, name)
+        assert stub.__wrapped__.py_func.__code__ is getattr(distributions, name).__code__
+        assert name in ppo.minibatch_step.__code__.co_names, name
+        assert ppo.minibatch_step.__globals__[name] is stub
+
+
+def test_no_gaussian_derivative_written_out_in_the_policy_code():
+    """No hand-written copy of those derivatives beside their calls (popnet and PPO's
+    compiled step each had one): z^2 - 1, or var_old + diff^2."""
+    import re
+    from pathlib import Path
+
+    import trustrl
+
+    root = Path(trustrl.__file__).parent
+    files = [root / "nets" / "popnet.py", root / "compute" / "backends.py",
+             *sorted((root / "compute" / "compiled").glob("*.py"))]
+    written = re.compile(r"z \* z - |\+ diff \* diff")
+    assert [p.name for p in files if written.search(p.read_text())] == []

@@ -18,9 +18,10 @@ from torch import Tensor
 
 from trustrl.compute.backends import Backend, Heads, LossTerms
 from trustrl.maths import rng
+from trustrl.maths.advantages import normalize_advantages  # noqa: F401  (algos' name for it)
 from trustrl.maths.distributions import mask_logits
 from trustrl.maths.losses import value_error, value_error_grad
-from trustrl.maths.optim import PopAdam
+from trustrl.maths.optim import PopAdam, clip_coefficient
 from trustrl.nets.popnet import PopNet, seq_args
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -29,14 +30,6 @@ DIAGNOSTIC_COLUMNS = (
     "ratio_min", "ratio_q05", "ratio_q25", "ratio_q50", "ratio_q75", "ratio_q95", "ratio_max",
 )
 """The full-batch diagnostics every algorithm reports after its update."""
-
-
-def normalize_advantages(adv: Tensor, eps: float = 1e-8) -> Tensor:
-    """(A - mean) / (std + eps) over the last dimension (each member's batch or minibatch);
-    a single sample is left as it is."""
-    if adv.shape[-1] < 2:
-        return adv
-    return (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + eps)
 
 
 def quantiles(x: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
@@ -92,10 +85,11 @@ def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old
 
 def clip_grad_norm(g: Tensor, max_norm: float) -> tuple[Tensor, Tensor]:
     """Each member's gradient row scaled to norm <= max_norm (when > 0), as
-    torch.nn.utils.clip_grad_norm_ does for one model; returns (gradient, pre-clip norms)."""
+    torch.nn.utils.clip_grad_norm_ does for one model (the factor trustrl.maths.optim's
+    clip_coefficient, the compiled step's too); returns (gradient, pre-clip norms)."""
     norm = torch.linalg.vector_norm(g, dim=1)
     if max_norm > 0:
-        g = g * (max_norm / (norm + 1e-6)).clamp(max=1.0)[:, None]
+        g = g * clip_coefficient(norm, max_norm, 1e-6, 1.0)[:, None]
     return g, norm
 
 

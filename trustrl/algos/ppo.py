@@ -42,8 +42,12 @@ from trustrl.algos.common import (
 from trustrl.compute.backends import Backend, Heads, LossTerms
 from trustrl.maths.losses import (
     Objective,
+    PPOCoefficients,
     clipped_surrogate_objective,
     clipped_surrogate_objective_grad,
+    policy_ratio,
+    ppo_loss,
+    ppo_loss_grads,
     surrogate_objective,
     surrogate_objective_grad,
     value_error,
@@ -152,36 +156,33 @@ class PPO(Algorithm):
               f"{self.eager_reason}", file=sys.stderr, flush=True)
 
     def loss(self, h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
-        """-L_clip + c1 L_V - c2 H per member; with `want`, its derivatives in the heads."""
-        cfg, eps = self.cfg, self.clip_eps
-        M = mb["advantages"].shape[1]
+        """-L_clip + c1 L_V - c2 H per member (+ beta KL with a penalty), combined by
+        trustrl.maths.losses.ppo_loss (the compiled step's too); with `want`, its derivatives
+        in the heads (ppo_loss_grads)."""
+        cfg = self.cfg
         adv = normalize_advantages(mb["advantages"]) if cfg.norm_adv else mb["advantages"]
-        # logp_old is the stored one: never recompute it during the epochs
-        ratio = torch.exp(h.logp - mb["logp_old"])
-        pl = -self.surrogate(ratio, adv).mean(1)
-        v_old, v_eps = (mb["values_old"], eps) if self.clip_value_loss else (None, None)
-        vl = value_error(h.value, mb["returns"], v_old, v_eps).mean(1)
-        loss = pl + cfg.vf_coef * vl
-        if cfg.ent_coef != 0.0:
-            loss = loss - cfg.ent_coef * h.entropy.mean(1)
-        clipped = ((ratio > 1 + eps) | (ratio < 1 - eps)).float().mean(1)
-        stats = {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped}
+        ratio = policy_ratio(h.logp, mb["logp_old"])
+        v_old, v_eps = (mb["values_old"], self.clip_eps) if self.clip_value_loss else (None, None)
         kl = None
         if self.kl_coef is not None:  # beta * mean KL(pi_old || pi), exact
             kl = h.net.kl_from(mb["old_out"], h.out, mb["flat_old"], h.params)
-            kl_mean = kl.mean(1)
-            penalty = self.kl_coef.to(kl.dtype) * kl_mean
-            loss = loss + penalty
-            stats.update(policy_loss=pl + penalty, kl_penalty=kl_mean)
+        c = PPOCoefficients(self.clip_eps, cfg.vf_coef, cfg.ent_coef,
+                            0.0 if kl is None else self.kl_coef.to(kl.dtype))  # type: ignore[union-attr]  # noqa: E501
+        loss, pl, vl, clipped, kl_mean = ppo_loss(
+            ratio, self.surrogate(ratio, adv), value_error(h.value, mb["returns"], v_old, v_eps),
+            h.entropy if cfg.ent_coef != 0.0 else None, kl, c)
+        stats = {"policy_loss": pl, "value_loss": vl, "clip_fraction_mb": clipped}
+        if kl_mean is not None:
+            stats["kl_penalty"] = kl_mean
         t = LossTerms(loss, stats)
-        if want and kl is not None:
-            t.d_kl = (self.kl_coef.to(kl.dtype) / kl.shape[1])[:, None].expand_as(kl)  # type: ignore[union-attr]  # noqa: E501
-        if want:  # d rho / d logp = rho
-            t.d_logp = ratio * self.surrogate_grad(ratio, adv) * (-1.0 / M)
-            t.d_value = value_error_grad(h.value, mb["returns"], v_old, v_eps) * (
-                cfg.vf_coef / M)
+        if want:
+            t.d_logp, t.d_value, d_entropy, d_kl = ppo_loss_grads(
+                ratio, self.surrogate_grad(ratio, adv),
+                value_error_grad(h.value, mb["returns"], v_old, v_eps), c)
             if cfg.ent_coef != 0.0:
-                t.d_entropy = torch.full_like(ratio, -cfg.ent_coef / M)
+                t.d_entropy = torch.full_like(ratio, d_entropy)
+            if kl is not None:
+                t.d_kl = d_kl[:, None].expand_as(kl)
         return t
 
     # --- the K-epoch update ------------------------------------------------------------------

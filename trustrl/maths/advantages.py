@@ -52,6 +52,16 @@ def gae_into(adv: Any, rewards: Any, values: Any, next_values: Any, not_term: An
     return adv
 
 
+def normalize_advantages(adv: Any, eps: Any = 1e-8) -> Any:
+    """(A - mean) / (std + eps) over the last axis (each member's batch or minibatch), the
+    std unbiased (torch's default, as CleanRL's); fewer than two samples are left as they are.
+    PPO.loss runs it on [P, M] tensors, the compiled minibatch step on a member's [1, M]
+    (``o.mean`` and ``o.std`` over the last axis, eps of the array's dtype)."""
+    if adv.shape[-1] < 2:
+        return adv
+    return (adv - o.mean(adv, -1)[..., None]) / (o.std(adv, -1)[..., None] + eps)
+
+
 def done_masks(terminated: Any, truncated: Any, dtype: Any) -> tuple[Any, Any]:
     """not_term = 1 - terminated and not_done = 1 - (terminated | truncated) as arrays of
     `dtype` from boolean (or 0/1) flags, on torch or NumPy."""

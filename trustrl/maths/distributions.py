@@ -67,6 +67,48 @@ def gaussian_var_ratio(log_std_p: Any, log_std_q: Any, two: Any) -> Any:
     return o.exp(two * (log_std_p - log_std_q))
 
 
+# --- the diagonal Gaussian's derivatives in its mean and log-std, written once ---------------
+# Elementwise, per action dimension and sample, each scaled by the loss's derivative g in the
+# term: torch runs them on [P, B, n] tensors (trustrl.nets.popnet's log_prob_backward,
+# entropy_backward, kl_backward: the closed form), compiled code on float32 scalars in PPO's
+# minibatch step (trustrl.compute.compiled.ppo); the log-std's are summed over the samples by
+# the caller (tests/test_one_source.py; tests/test_backends.py holds them to autograd).
+
+def gaussian_logp_grad_mean(g: Any, z: Any, inv_std: Any) -> Any:
+    """g d log N(x; mean, std^2) / d mean = g z / std, with z = (x - mean) / std."""
+    return g * z * inv_std
+
+
+def gaussian_logp_grad_log_std(g: Any, z: Any, one: Any) -> Any:
+    """g d log N(x; mean, std^2) / d log std = g (z^2 - 1). The easy mistake: dropping the
+    -1 of d(-log std)."""
+    return g * (z * z - one)
+
+
+def gaussian_entropy_grad_log_std(g: Any) -> Any:
+    """g dH / d log std = g: the entropy 1/2 + log(2 pi) / 2 + log std has slope 1 (and none
+    in the mean)."""
+    return g
+
+
+def gaussian_kl_grad_mean(g: Any, diff: Any, inv_var: Any) -> Any:
+    """g d KL(p || q) / d mean_q = g (mean_q - mean_p) / var_q, with diff = mean_q - mean_p
+    (PPO's KL penalty: p is pi_old, q the policy being updated)."""
+    return g * diff * inv_var
+
+
+def gaussian_kl_grad_log_std(g: Any, diff: Any, inv_var: Any, var_p: Any, one: Any) -> Any:
+    """g d KL(p || q) / d log std_q = g (1 - (var_p + (mean_q - mean_p)^2) / var_q). The easy
+    mistake: differentiating in p's parameters."""
+    return g * (one - (var_p + diff * diff) * inv_var)
+
+
+GAUSSIAN_GRADS = ("gaussian_logp_grad_mean", "gaussian_logp_grad_log_std",
+                  "gaussian_entropy_grad_log_std", "gaussian_kl_grad_mean",
+                  "gaussian_kl_grad_log_std")
+"""The Gaussian's derivatives above, by name (the compiled binding's elementwise functions)."""
+
+
 # --- the categorical's log-softmax, entropy and KL, written once --------------------------------
 # Array functions over the last axis (the actions): compiled code runs them on a batch's rows
 # (trustrl.compute.compiled: both rollouts, PPO's epochs, the diagnostics) from this source
@@ -120,22 +162,6 @@ def categorical_kl_grad(g: Any, prob_q: Any, prob_p: Any) -> Any:
     """g d KL(p || q) / d logit_k of q's logits = g (q_k - p_k) (PPO's KL penalty: p is
     pi_old, q the policy being updated). The easy mistake: differentiating in p's logits."""
     return g * (prob_q - prob_p)
-
-
-# --- the diagonal Gaussian's derivatives, written once (elementwise, per dimension) ---------
-# With z = (a - mean) / std: torch runs them on [P, B, n] tensors (popnet's log_prob_backward),
-# compiled code on float32 scalars (trustrl.compute.compiled.kernels' policy gradient); `one`
-# is 1 in the arrays' float type (a float64 literal would promote float32 under Numba).
-
-def gaussian_logp_grad_mean(g: Any, z: Any, inv_std: Any) -> Any:
-    """g d log N(a; mean, std) / d mean = g z / std."""
-    return g * z * inv_std
-
-
-def gaussian_logp_grad_log_std(g: Any, z: Any, one: Any) -> Any:
-    """g d log N(a; mean, std) / d log std = g (z^2 - 1). The easy mistake: d / d std
-    (z^2 - 1) / std instead, where the parameter is the log-std."""
-    return g * (z * z - one)
 
 
 _NUMPY = rebound("_trustrl_distributions_numpy", "trustrl.maths.distributions over NumPy",

@@ -132,3 +132,59 @@ def value_loss(
 def entropy_bonus(entropy: Tensor) -> Tensor:
     """Mean policy entropy over the batch; enters the loss as -c2 * H.  [B] -> scalar."""
     return entropy.mean()
+
+
+# --- PPO's loss from its terms, written once -----------------------------------------------------
+# PPO.loss (torch: [P, M] tensors, one row per member) and the compiled minibatch step
+# (trustrl.compute.compiled.ppo: one member's [M] arrays) combine the per-sample terms above
+# with these two functions, over the last axis; tests/test_one_source.py holds the compiled
+# code objects to them.
+
+class PPOCoefficients(NamedTuple):
+    """PPO.loss's coefficients: the clip range (the clip fraction's band), c1 (value), c2
+    (entropy) and beta, the KL penalty's (per member: a [P] tensor in torch, a float for the
+    member compiled; 0 without a penalty)."""
+
+    clip_eps: Any
+    vf_coef: Any
+    ent_coef: Any
+    kl_coef: Any
+
+
+def policy_ratio(logp: Tensor, logp_old: Tensor) -> Tensor:
+    """rho = pi(a|s) / pi_old(a|s) = exp(log pi - log pi_old), elementwise (logp_old the
+    stored one: never recomputed during the epochs)."""
+    return o.exp(logp - logp_old)
+
+
+def ppo_loss(ratio: Any, surrogate: Any, value_err: Any, entropy: Any, kl: Any,
+             c: PPOCoefficients) -> tuple[Any, Any, Any, Any, Any]:
+    """PPO's minibatch loss -mean(L) + c1 mean(value error) - c2 mean(H) [+ beta mean(KL)]
+    over the last axis, from the per-sample objective `surrogate` (to maximise), `value_err`
+    (value_error's), the entropy (read only when c2 != 0) and the KL(pi_old || pi) per state
+    (None: no penalty). Returns (loss, policy loss with the penalty, value loss, clip fraction
+    (the ratio outside 1 +- clip_eps), mean KL or None)."""
+    pl = -o.mean(surrogate, -1)
+    vl = o.mean(value_err, -1)
+    loss = pl + c.vf_coef * vl
+    if c.ent_coef != 0.0:
+        loss = loss - c.ent_coef * o.mean(entropy, -1)
+    outside = (ratio > 1 + c.clip_eps) | (ratio < 1 - c.clip_eps)
+    clipped = o.mean(o.where(outside, 1.0, 0.0), -1)
+    if kl is None:
+        return loss, pl, vl, clipped, None
+    kl_mean = o.mean(kl, -1)
+    penalty = c.kl_coef * kl_mean
+    return loss + penalty, pl + penalty, vl, clipped, kl_mean
+
+
+def ppo_loss_grads(ratio: Any, surrogate_grad: Any, value_err_grad: Any, c: PPOCoefficients
+                   ) -> tuple[Any, Any, Any, Any]:
+    """`ppo_loss`'s derivatives per sample (the 1/M of the means included): in log pi(a|s)
+    (d rho / d logp = rho, times the objective's slope in rho), in V(s) (value_error_grad's),
+    and, the same for every sample, in the entropy and in the KL. Returns (d_logp, d_value,
+    d_entropy, d_kl)."""
+    M = ratio.shape[-1]
+    d_logp = ratio * surrogate_grad * (-1.0 / M)
+    d_value = value_err_grad * (c.vf_coef / M)
+    return d_logp, d_value, -c.ent_coef / M, c.kl_coef / M

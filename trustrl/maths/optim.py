@@ -50,6 +50,15 @@ def adam_step(param: Any, m: Any, v: Any, grad: Any, one_minus_b1: Any, b2: Any,
     return param - m / (o.sqrt(v) / bc2_sqrt + eps) * step_size, m, v
 
 
+def clip_coefficient(norm: Any, max_norm: Any, eps: Any, one: Any) -> Any:
+    """The factor that scales a gradient of global norm `norm` to a norm of at most max_norm:
+    max_norm / (norm + eps), at most one (torch.nn.utils.clip_grad_norm_'s), elementwise:
+    common.clip_grad_norm runs it on each member's norm [P], the compiled minibatch step on
+    the member's float32 norm (one = 1 of that dtype)."""
+    coef = max_norm / (norm + eps)
+    return o.where(coef < one, coef, one)
+
+
 _FUSED = hasattr(torch, "_fused_adam_")
 
 

@@ -32,7 +32,10 @@ from trustrl.maths.distributions import (
     categorical_kl_grad,
     categorical_logp_grad,
     gaussian_entropy_density,
+    gaussian_entropy_grad_log_std,
     gaussian_kl_density,
+    gaussian_kl_grad_log_std,
+    gaussian_kl_grad_mean,
     gaussian_log_density,
     gaussian_logp_grad_log_std,
     gaussian_logp_grad_mean,
@@ -341,7 +344,8 @@ class PopNet:
             prob, logp_all = parts["prob"], parts["logp_all"]
             ent = categorical_entropy(logp_all).unsqueeze(-1)
             return categorical_entropy_grad(g_ent.unsqueeze(-1), prob, logp_all, ent), None
-        return None, g_ent.sum(1, keepdim=True).expand(-1, self.n_out)
+        return None, gaussian_entropy_grad_log_std(g_ent).sum(1, keepdim=True).expand(
+            -1, self.n_out)
 
     def kl_backward(self, old_out: Tensor, new_out: Tensor, flat_old: Tensor,
                     params: dict[str, Tensor], g_kl: Tensor
@@ -357,8 +361,8 @@ class PopNet:
         ls_new, ls_old = params["log_std"], self.log_std(flat_old)
         inv_var = torch.exp(-2.0 * ls_new)
         diff = new_out - old_out
-        g_ls = g * (1.0 - (torch.exp(2.0 * ls_old) + diff * diff) * inv_var)
-        return g * diff * inv_var, g_ls.sum(1)
+        g_ls = gaussian_kl_grad_log_std(g, diff, inv_var, torch.exp(2.0 * ls_old), 1.0)
+        return gaussian_kl_grad_mean(g, diff, inv_var), g_ls.sum(1)
 
 
 class PopActorCritic(PopNet):

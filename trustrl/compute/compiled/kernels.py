@@ -222,7 +222,7 @@ _DISTRIBUTIONS = compiled_source(distributions, (
     "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
     "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"),
     ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad",
-     "gaussian_logp_grad_mean", "gaussian_logp_grad_log_std"))
+     *distributions.GAUSSIAN_GRADS))
 gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
 gaussian_entropy_density = _DISTRIBUTIONS.gaussian_entropy_density
 gaussian_kl_density = _DISTRIBUTIONS.gaussian_kl_density
@@ -239,8 +239,9 @@ compiled/rollout.py and compiled/ppo.py."""
 categorical_logp_grad = _DISTRIBUTIONS.categorical_logp_grad
 categorical_entropy_grad = _DISTRIBUTIONS.categorical_entropy_grad
 categorical_kl_grad = _DISTRIBUTIONS.categorical_kl_grad
-gaussian_logp_grad_mean = _DISTRIBUTIONS.gaussian_logp_grad_mean
-gaussian_logp_grad_log_std = _DISTRIBUTIONS.gaussian_logp_grad_log_std
+(gaussian_logp_grad_mean, gaussian_logp_grad_log_std, gaussian_entropy_grad_log_std,
+ gaussian_kl_grad_mean, gaussian_kl_grad_log_std) = (
+    getattr(_DISTRIBUTIONS, name) for name in distributions.GAUSSIAN_GRADS)
 """trustrl.maths.distributions' categorical derivatives in the logits and the Gaussian's in its
 mean and log-std, elementwise (trustrl.compute.compiled.xp.elementwise): called on float32
 scalars in PPO's epoch loop and the policy gradient."""

@@ -2,22 +2,23 @@
 `k_epochs` (the K-epoch loop with its KL stop, the code PPO.update runs eagerly) compiled by
 `epochs_kernel`, its `step` this module's `minibatch_step` and its `diagnose` `approx_kl`.
 
-`minibatch_step`, for each member still active on its minibatch (the order is drawn by
-trustrl.maths.rng outside the call, as for the eager epoch): the advantages normalised over the
-minibatch, the actor's and the critic's forward passes (kernels.mlp_forward), the action's
-log-probability and the entropy (trustrl.maths.distributions' categorical or diagonal Gaussian
-functions, compiled from their source), PPO's loss terms and their
-derivatives, the backward pass (kernels.mlp_backward_hidden), the global gradient-norm clip and
-one Adam step (trustrl.maths.optim's arithmetic), parameters and moments updated in place.
-
-The loss terms are trustrl.maths.losses' own functions — the surrogate (clipped or not), the value
-error (clipped or not) and their derivatives — compiled from the same source with ``o`` =
-trustrl.compute.compiled.xp (``L`` below). What is written here is the part of `PPO.loss` that
-combines
-them (ratio, means, coefficients) and the closed form's chain rule through the distribution and
-the networks (trustrl.compute.backends.ClosedForm, popnet's log_prob_backward and entropy_backward);
-tests/test_compiled.py holds this call equal to the eager closed form's epoch to float
-rounding.
+`minibatch_step` composes compiled one-source functions, for each member still active on its
+minibatch (the order is drawn by trustrl.maths.rng outside the call, as for the eager epoch):
+the advantages normalised over the minibatch (trustrl.maths.advantages.normalize_advantages),
+the hidden layers' forward and backward passes (trustrl.nets.popnet's chain rule:
+kernels.mlp_forward, mlp_backward_hidden), the action's log-probability, the entropy and their
+derivatives in the actor's output (trustrl.maths.distributions' categorical or diagonal
+Gaussian functions), the algorithm's objective and trustrl.maths.losses' value error combined
+into PPO's loss and its derivatives (losses.ppo_loss and ppo_loss_grads, the functions
+PPO.loss calls), the global gradient-norm clip (trustrl.maths.optim.clip_coefficient,
+common.clip_grad_norm's factor) and one Adam step (optim.adam_step), parameters and moments
+updated in place. What is written here is the gathering of the minibatch, the loops that call
+those functions per element, and the two output layers (actor and critic: their products and
+bias sums, forward and backward), which are still written out: run through popnet's chain
+rule (kernels.mlp_output, mlp_grads) they made the update slower (docs/compiled.md, "PPO's
+minibatch step: one source"). tests/test_compiled.py holds this call equal to the eager closed
+form's epoch to float rounding, tests/test_one_source.py each shared function it calls to its
+source.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from trustrl.compute.compiled import xp
 from trustrl.compute.compiled.kernels import (
     HALF,
     HALF_LOG_2PI,
+    ONE,
+    TWO,
     adam_,
     categorical_entropy,
     categorical_entropy_grad,
@@ -46,8 +49,13 @@ from trustrl.compute.compiled.kernels import (
     categorical_logp_grad,
     dot_tn,
     gaussian_entropy_density,
+    gaussian_entropy_grad_log_std,
     gaussian_kl_density,
+    gaussian_kl_grad_log_std,
+    gaussian_kl_grad_mean,
     gaussian_log_density,
+    gaussian_logp_grad_log_std,
+    gaussian_logp_grad_mean,
     gaussian_var_ratio,
     hidden_size,
     log_softmax,
@@ -57,14 +65,22 @@ from trustrl.compute.compiled.kernels import (
     sum_squares,
 )
 from trustrl.compute.compiled.xp import compiled_source
-from trustrl.maths import losses
+from trustrl.maths import advantages, losses, optim
+from trustrl.maths.losses import PPOCoefficients
 from trustrl.maths.trust import kl_control
 from trustrl.util.errors import NotCompilable
 
-_LOSS_TERMS = ("value_error", "value_error_grad")
+_LOSS_TERMS = ("value_error", "value_error_grad", "policy_ratio", "ppo_loss", "ppo_loss_grads")
 
 L = compiled_source(losses, _LOSS_TERMS)
-"""trustrl.maths.losses' value terms over ``o`` = trustrl.compute.compiled.xp, compiled."""
+"""trustrl.maths.losses' value terms and PPO's combination of the terms (ppo_loss,
+ppo_loss_grads) over ``o`` = trustrl.compute.compiled.xp, compiled."""
+policy_ratio, ppo_loss, ppo_loss_grads = L.policy_ratio, L.ppo_loss, L.ppo_loss_grads
+"""PPO.loss's ratio and its combination of the terms (the minibatch's loss, its derivatives)."""
+normalize_advantages = compiled_source(advantages, ("normalize_advantages",)).normalize_advantages
+"""trustrl.maths.advantages.normalize_advantages, compiled (PPO.loss's, on a member's [1, M])."""
+clip_coefficient = compiled_source(optim, ("clip_coefficient",)).clip_coefficient
+"""trustrl.maths.optim.clip_coefficient, compiled (common.clip_grad_norm's factor)."""
 
 
 def OBJECTIVE(ratio, advantages, *args):  # type: ignore[no-untyped-def]  # noqa: N802
@@ -132,18 +148,8 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             A[i] = adv[p, j]
             R[i] = returns[p, j]
             V0[i] = values_old[p, j]
-        if norm_adv and M >= 2:  # common.normalize_advantages: unbiased std
-            mean = 0.0
-            for i in range(M):
-                mean += A[i]
-            mean /= M
-            var = 0.0
-            for i in range(M):
-                var += (A[i] - mean) ** 2
-            mu = f32(mean)
-            sd = f32(math.sqrt(var / (M - 1))) + f32(1e-8)
-            for i in range(M):
-                A[i] = (A[i] - mu) / sd
+        if norm_adv:  # trustrl.maths.advantages.normalize_advantages, compiled
+            A = normalize_advantages(A.reshape((1, M)), f32(1e-8)).reshape(M)
         # the networks
         acts = mlp_forward(th, sizes, relu, x)
         W = th[a_out:a_out + h_L * n].reshape((h_L, n))
@@ -179,20 +185,16 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                                                inv_std[k], HALF, HALF_LOG_2PI)
                 logp[i] = lp
                 ent[i] = h
-        # PPO.loss: the terms (the algorithm's objective and trustrl.maths.losses' value
-        # error, compiled from their source) and their derivatives
-        ratio = np.exp(logp - lpo)
-        d_logp = np.empty(M, np.float32)
-        pl = -np.mean(OBJECTIVE(ratio, A, *obj_args))
-        d_logp[:] = ratio * OBJECTIVE_GRAD(ratio, A, *obj_args) * (-1.0 / M)
+        # PPO.loss's terms: the algorithm's objective and trustrl.maths.losses' value error,
+        # combined by losses.ppo_loss and ppo_loss_grads (all compiled from their source)
+        ratio = policy_ratio(logp, lpo)
         # the penalty beta * mean KL(pi_old || pi) (PPO.loss with kl_coef): the KL per
         # state and, for the chain rule, pi_old's probabilities (Discrete) or its
         # output minus the new one (Box)
         beta = f32(kl_coef[p])
-        kl_mean = f32(0.0)
+        kl = np.zeros(M, np.float32)
         ref = np.empty((M if beta != 0.0 else 0, n), np.float32)
         if beta != 0.0:
-            kl = np.zeros(M, np.float32)
             if discrete:
                 lo = np.empty((M, n), np.float32)
                 for i in range(M):
@@ -211,23 +213,21 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                             inv_std[k], gaussian_var_ratio(ls_old[p, k], ls_n, f32(2.0)),
                             HALF, f32(1.0), f32(2.0))
                         ref[i, k] = out[i, k] - old_out[p, j, k]
-            kl_mean = np.mean(kl)
-            pl += beta * kl_mean
-        g_kl = beta / f32(M)
-        d_value = np.empty(M, np.float32)
         # in float64: value_error_grad's branches then return one type under Numba
         V, R64, V064 = value.astype(np.float64), R.astype(np.float64), V0.astype(np.float64)
         if clip_value:
-            vl = np.mean(L.value_error(V, R64, V064, clip_eps))
-            d_value[:] = L.value_error_grad(V, R64, V064, clip_eps) * (vf_coef / M)
+            v_err = L.value_error(V, R64, V064, clip_eps)
+            v_err_grad = L.value_error_grad(V, R64, V064, clip_eps)
         else:
-            vl = np.mean(L.value_error(V, R64))
-            d_value[:] = L.value_error_grad(V, R64) * (vf_coef / M)
-        d_ent = f32(-ent_coef / M)
-        clipped = 0
-        for i in range(M):
-            if ratio[i] > 1.0 + clip_eps or ratio[i] < 1.0 - clip_eps:
-                clipped += 1
+            v_err = L.value_error(V, R64)
+            v_err_grad = L.value_error_grad(V, R64)
+        coefs = PPOCoefficients(clip_eps, vf_coef, ent_coef, beta)
+        _, pl, vl, clip_fraction, kl_mean = ppo_loss(
+            ratio, OBJECTIVE(ratio, A, *obj_args), v_err, ent, kl, coefs)
+        d_logp64, d_value64, d_ent64, d_kl64 = ppo_loss_grads(
+            ratio, OBJECTIVE_GRAD(ratio, A, *obj_args), v_err_grad, coefs)
+        d_logp, d_value = d_logp64.astype(np.float32), d_value64.astype(np.float32)
+        d_ent, g_kl = f32(d_ent64), f32(d_kl64)
         # the chain rule: distribution, output layers, hidden layers
         g_out = np.empty((M, n), np.float32)
         if discrete:
@@ -240,24 +240,22 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                     if beta != 0.0:  # d KL / d logits = p_new - p_old
                         g += categorical_kl_grad(g_kl, prob[i, k], ref[i, k])
                     g_out[i, k] = g
-        else:
+        else:  # trustrl.maths.distributions' Gaussian derivatives, compiled
             for k in range(n):
                 g_ls = f32(0.0)
                 for i in range(M):
                     z = lpa[i, k]
-                    g_out[i, k] = d_logp[i] * z * inv_std[k]
-                    g_ls += d_logp[i] * (z * z - f32(1.0))
-                if beta != 0.0:  # popnet.kl_backward's Gaussian derivatives
+                    g_out[i, k] = gaussian_logp_grad_mean(d_logp[i], z, inv_std[k])
+                    g_ls += gaussian_logp_grad_log_std(d_logp[i], z, ONE)
+                if beta != 0.0:  # the KL penalty's
                     inv_var = inv_std[k] * inv_std[k]
-                    g_kls = f32(0.0)
+                    var_old = np.exp(TWO * ls_old[p, k])
                     for i in range(M):
                         diff = ref[i, k]
-                        g_out[i, k] += g_kl * diff * inv_var
-                        g_kls += f32(1.0) - (np.exp(f32(2.0) * ls_old[p, k])
-                                             + diff * diff) * inv_var
-                    g_ls += g_kl * g_kls
+                        g_out[i, k] += gaussian_kl_grad_mean(g_kl, diff, inv_var)
+                        g_ls += gaussian_kl_grad_log_std(g_kl, diff, inv_var, var_old, ONE)
                 if ent_coef != 0.0:
-                    g_ls += d_ent * M
+                    g_ls += gaussian_entropy_grad_log_std(d_ent) * M
                 grad[ls_off + k] = g_ls
         dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
         for k in range(n):
@@ -277,8 +275,8 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
             mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
         # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
         norm = f32(math.sqrt(sum_squares(grad)))
-        if max_grad_norm > 0:
-            coef = min(f32(max_grad_norm) / (norm + f32(1e-6)), f32(1.0))
+        if max_grad_norm > 0:  # trustrl.maths.optim.clip_coefficient, compiled
+            coef = clip_coefficient(norm, f32(max_grad_norm), f32(1e-6), f32(1.0))
             if coef < 1.0:
                 grad *= coef
         t[p] += 1.0
@@ -286,7 +284,7 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
         metrics[p, 0] = pl
         metrics[p, 1] = vl
         metrics[p, 2] = norm
-        metrics[p, 3] = clipped / M
+        metrics[p, 3] = clip_fraction
         metrics[p, 4] = kl_mean
     return metrics
 

@@ -18,6 +18,7 @@ arithmetic stays float32 in compiled code (a float64 scalar would promote it).
 from __future__ import annotations
 
 import builtins
+import math
 import types as types_
 from typing import Any
 
@@ -69,6 +70,61 @@ def amax(x, axis):  # type: ignore[no-untyped-def]
             m = builtins.max(m, rows[i, k])
         out[i] = m
     return out.reshape(x.shape[:-1])
+
+
+def mean(x, axis):  # type: ignore[no-untyped-def]
+    """The mean over the last axis (`axis` -1, the only one the sources reduce a mean over:
+    trustrl.maths.losses.ppo_loss, trustrl.maths.advantages.normalize_advantages): of a 1-d
+    array np.mean's scalar; of more dimensions each row's [..., ] in x's dtype, summed in
+    float64. (Numba's np.mean takes no axis.)"""
+    return np.mean(x, axis)
+
+
+def std(x, axis):  # type: ignore[no-untyped-def]
+    """The unbiased standard deviation over the last axis (`axis` -1, torch's std), each row's
+    [...] in x's dtype, the mean and the squares summed in float64."""
+    return np.std(x, axis, ddof=1)
+
+
+@_jit
+def _row_mean(row):  # type: ignore[no-untyped-def]
+    """The mean of a 1-d array, summed in float64."""
+    s = 0.0
+    for k in range(row.shape[0]):
+        s += row[k]
+    return s / row.shape[0]
+
+
+@overload(mean)
+def _mean_impl(x, axis):  # type: ignore[no-untyped-def]
+    if x.ndim == 1:
+        return lambda x, axis: np.mean(x)
+
+    def impl(x, axis):  # type: ignore[no-untyped-def]
+        rows = np.ascontiguousarray(x).reshape((-1, x.shape[-1]))
+        out = np.empty(rows.shape[0], x.dtype)
+        for i in range(rows.shape[0]):
+            out[i] = _row_mean(rows[i])
+        return out.reshape(x.shape[:-1])
+
+    return impl
+
+
+@overload(std)
+def _std_impl(x, axis):  # type: ignore[no-untyped-def]
+    def impl(x, axis):  # type: ignore[no-untyped-def]
+        n = x.shape[-1]
+        rows = np.ascontiguousarray(x).reshape((-1, n))
+        out = np.empty(rows.shape[0], x.dtype)
+        for i in range(rows.shape[0]):
+            mu = _row_mean(rows[i])
+            ss = 0.0
+            for k in range(n):
+                ss += (rows[i, k] - mu) ** 2
+            out[i] = math.sqrt(ss / (n - 1))
+        return out.reshape(x.shape[:-1])
+
+    return impl
 
 
 @_jit
