@@ -289,6 +289,8 @@ SECTIONS: list[Section] = [
      rllib_beside),
     ("trustrl's runners on Ray beside RLlib's PPO, 2026-12-06", "rllib_2026-12-06",
      ("RESULT.json",), rllib_beside),
+    ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-06 (evening)",
+     "purejaxrl_cpu_2026-12-06b", ("full_run.json",), purejaxrl_cpu),
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-06",
      "purejaxrl_cpu_2026-12-06", ("full_run.json",), purejaxrl_cpu),
     ("trustrl against PureJaxRL, CleanRL and SB3 on one CPU core, 2026-12-03",
@@ -481,7 +483,7 @@ def purejaxrl_pairs(folder: Path) -> list[str]:
         rows.append([label, f"{spread(r['trustrl_sps'])} / {spread(r['purejaxrl_sps'])}",
                      cell, extra, f">= 1.0x: {verdict}"])
     return table(["row", "trustrl / PureJaxRL SPS, medians of 3 (range)", "ratio (pairs)",
-                  "5 more pairs, 04:06 (`--rows seeds one --repeats 5 --no-e2e`)", "goal"],
+                  "5 more pairs (`--rows seeds one --repeats 5 --no-e2e`)", "goal"],
                  rows)
 
 
