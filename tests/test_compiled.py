@@ -672,6 +672,24 @@ def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation,
     assert float(slow["clip_fraction"].max()) > 0  # the ratios are far from 1: the band counts
 
 
+def _members_and_samples(kind, hidden, activation, B):  # type: ignore[no-untyped-def]
+    """3 members (Discrete n=4 or Box dim 3, log-std -0.2 i), their observations [3, B, 5],
+    the actor's outputs and actions drawn near them, with the generator for more draws."""
+    action = ActionSpec("discrete", n=4) if kind == "discrete" else ActionSpec(
+        "box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
+    torch.manual_seed(B)
+    net = PopActorCritic.from_policies(
+        [ActorCritic(5, action, hidden, activation, log_std_init=-0.2 * i) for i in range(3)],
+        "cpu")
+    g = torch.Generator().manual_seed(B)
+    obs = torch.randn(3, B, 5, generator=g)
+    with torch.no_grad():
+        out = net.actor(obs)
+        actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
+                   else out + torch.randn(3, B, 3, generator=g))
+    return net, g, obs, out, actions
+
+
 @pytest.mark.parametrize("kind, hidden, activation, B", [
     ("discrete", (16, 8), "tanh", 57), ("box", (16,), "tanh", 40), ("box", (8, 8), "relu", 3)])
 def test_trpos_compiled_line_search_evaluation_equals_the_eager_one(kind, hidden, activation,
@@ -684,18 +702,8 @@ def test_trpos_compiled_line_search_evaluation_equals_the_eager_one(kind, hidden
     from trustrl.compute.backends import ClosedForm
     from trustrl.settings.config import make_config
 
-    action = ActionSpec("discrete", n=4) if kind == "discrete" else ActionSpec(
-        "box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
-    torch.manual_seed(B)
-    net = PopActorCritic.from_policies(
-        [ActorCritic(5, action, hidden, activation, log_std_init=-0.2 * i) for i in range(3)],
-        "cpu")
-    g = torch.Generator().manual_seed(B)
-    obs = torch.randn(3, B, 5, generator=g)
+    net, g, obs, old_out, actions = _members_and_samples(kind, hidden, activation, B)
     with torch.no_grad():
-        old_out = net.actor(obs)
-        actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
-                   else old_out + torch.randn(3, B, 3, generator=g))
         batch = {"obs": obs, "actions": actions, "logp_old": net.log_prob(old_out, actions)}
     flat_old = net.flat.detach().clone()
     cand = flat_old + 0.3 * torch.randn(flat_old.shape, generator=g)
@@ -721,18 +729,8 @@ def test_trpos_compiled_policy_gradient_equals_the_closed_form(kind, hidden, act
     columns."""
     from trustrl.compute.backends import ClosedForm
 
-    action = ActionSpec("discrete", n=4) if kind == "discrete" else ActionSpec(
-        "box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
-    torch.manual_seed(B)
-    net = PopActorCritic.from_policies(
-        [ActorCritic(5, action, hidden, activation, log_std_init=-0.2 * i) for i in range(3)],
-        "cpu")
-    g = torch.Generator().manual_seed(B)
-    obs = torch.randn(3, B, 5, generator=g)
+    net, g, obs, out, actions = _members_and_samples(kind, hidden, activation, B)
     with torch.no_grad():
-        out = net.actor(obs)
-        actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
-                   else out + torch.randn(3, B, 3, generator=g))
         logp_old = net.log_prob(out, actions) + 0.3 * torch.randn(3, B, generator=g)
     adv = torch.randn(3, B, generator=g)
     flat_old = net.flat.detach().clone()
