@@ -457,7 +457,7 @@ class Compiled(ClosedForm):
         hidden outputs at theta_old computed once, by the compiled forward pass), and the
         conjugate gradient on these products as one compiled call (its `solve`). As the
         closed form's, it reads no mask: on a masked batch old_out holds pi_old's masked
-        logits, so M = diag(p) - p p^T is 0 on the invalid actions (tests/test_masking_trpo.py
+        logits, so M = diag(p) - p p^T is 0 on the invalid actions (tests/test_masking_compiled.py
         holds it to the autograd Hessian of the masked KL)."""
         if not net.hidden_sizes:
             return super().fisher_product(net, obs, old_out, flat_old, damping)
