@@ -180,20 +180,6 @@ def test_masked_step_with_vanishing_trust_region_is_the_identity():
             assert row["ratio_max"] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_masked_run_says_it_leaves_the_compiled_kernels(capsys):
-    """Where an unmasked run would take the compiled kernels (grad_backend auto, Numba
-    installed), a masked one trains eagerly and says so in one line; unmasked, no note."""
-    pytest.importorskip("numba")
-    pytest.importorskip("scipy")
-    GymLearner(trpo(0, action_mask="off"))
-    assert "note" not in capsys.readouterr().err
-    lr = GymLearner(trpo(0))
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"trustrl: note: action masks: training on the {lr.algo.backend.name} "
-                   "backend, not the compiled kernels (they do not mask yet)"]
-    assert lr.algo.backend.name == "closed-form"
-
-
 @pytest.mark.slow
 def test_trpo_learns_masked_pick(tmp_path):
     """A user's masked TRPO run (defaults, 8,192 steps; about 7 s a seed): no invalid move in

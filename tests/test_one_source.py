@@ -162,6 +162,29 @@ def test_categorical_bindings_run_the_source():
         assert epochs[name] is getattr(kernels, name)
 
 
+def test_action_masks_bindings_run_the_source():
+    """The masking of a batch's logits (invalid actions at MASKED_LOGIT): torch's callers (the
+    backends, TRPO's line search, the diagnostics) call distributions.mask_logits, and the
+    compiled kernels (PPO's minibatch step, the diagnostics, TRPO's policy gradient and line
+    search) its own code compiled over the compiled namespace: no copy of the masking in
+    compiled/."""
+    from trustrl.algos import common, trpo
+    from trustrl.compute import backends
+    from trustrl.maths import distributions
+
+    for module in (backends, trpo, common):
+        assert module.mask_logits is distributions.mask_logits, module.__name__
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels, ppo, xp
+
+    assert kernels.mask_logits.py_func.__code__ is distributions.mask_logits.__code__
+    assert kernels.mask_logits.py_func.__globals__["o"] is xp
+    assert kernels.masked.py_func.__globals__["mask_logits"] is kernels.mask_logits
+    for kernel in (kernels.actor_log_probs, kernels.policy_gradient):
+        assert kernel.py_func.__globals__["masked"] is kernels.masked
+    assert ppo.minibatch_step.__globals__["mask_logits"] is kernels.mask_logits
+
+
 CATEGORICAL_GRADS = ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad")
 
 

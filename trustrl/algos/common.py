@@ -54,10 +54,11 @@ def diagnostics(net: PopNet, batch: dict[str, Tensor], old_out: Tensor, flat_old
     KL(pi_old || pi); clip fraction with the band clip_eps (reported even by methods that do
     not clip); ratio quantiles; entropy of the updated policy. On a masked batch (an
     "action_mask" entry) every term is over the valid actions of its sample. A backend with
-    a `diagnostics` of its own (the compiled backend's kernel) computes them where it can.
+    a `diagnostics` of its own (the compiled backend's kernel, masked or not) computes them
+    where it can.
     """
     compiled = getattr(backend, "diagnostics", None)
-    if compiled is not None and "action_mask" not in batch:
+    if compiled is not None:
         d = compiled(net, batch, old_out, flat_old, clip_eps, QUANTILES)
         if d is not None:
             return d

@@ -43,8 +43,7 @@ from trustrl.nets.popnet import PopNet
 
 
 def _masked(mask: Tensor | None) -> dict[str, Tensor]:
-    """The backends' action_mask argument, passed only on a masked run (the compiled
-    backend, never given masks, does not take it)."""
+    """The backends' action_mask argument, passed only on a masked run."""
     return {} if mask is None else {"action_mask": mask}
 
 
@@ -70,11 +69,11 @@ class TRPO(Algorithm):
     def _surrogate_kl(self, batch: dict[str, Tensor], adv: Tensor, old_out: Tensor,
                       flat_old: Tensor, cand: Tensor) -> tuple[Tensor, Tensor]:
         """L(theta) = mean(rho A) and mean KL(pi_old || pi_theta) per member, at cand [P, D]:
-        the backend's compiled evaluation where it has one (an unmasked MLP on the CPU), else
-        torch."""
+        the backend's compiled evaluation where it has one (an MLP on the CPU, masked or not),
+        else torch."""
         net = self.net
         compiled = getattr(self.backend, "surrogate_kl", None)
-        if compiled is not None and "action_mask" not in batch:
+        if compiled is not None:
             got = compiled(net, batch, adv, old_out, flat_old, cand)
             if got is not None:
                 return got

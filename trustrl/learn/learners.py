@@ -178,9 +178,6 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
     if masked and cfg.algo not in MASKED_ALGOS:
         raise ConfigError(f"the env gives action masks and {cfg.algo} does not use them yet "
                           f"(masked: {', '.join(MASKED_ALGOS)}); set action_mask off")
-    if masked and cfg.grad_backend == "compiled":
-        raise ConfigError("action masks run on grad_backend 'closed-form' or 'autograd', not "
-                          "'compiled' (its kernels do not mask yet)")
     if cfg.grad_backend in ("closed-form", "compiled") and not net.closed_form:
         raise ConfigError(f"grad_backend '{cfg.grad_backend}' needs the default MLPs with "
                           "Discrete or Box actions and no image (this network runs on "
@@ -189,22 +186,11 @@ def _algorithm(cfg: Any, net: PopNet, seeds: list[int], masked: bool = False,
         raise ConfigError(f"{cfg.algo} needs separate actor and critic parameters: a policy "
                           "module gives them by actor_parameters() and critic_parameters() "
                           "(docs/custom_networks.md)")
-    backend = (backends.pick if masked else compiled.pick)(
-        net, cfg.grad_backend, compile=cfg.jit == "compile")
+    backend = compiled.pick(net, cfg.grad_backend, compile=cfg.jit == "compile")
     algo = make_algorithm(cfg, net, backend, rng.shuffle_keys(seeds, net.flat.device))
     if prepare:
         _prepare(algo, net)
     return algo
-
-
-def masked_fallback_note(cfg: Any, algo: Algorithm) -> str | None:
-    """The note (for stderr) of a masked run that trains eagerly where an unmasked one would
-    take the compiled kernels (`grad_backend` 'auto' with Numba installed), or None."""
-    unmasked = compiled.pick(algo.net, cfg.grad_backend, cfg.jit == "compile")
-    if unmasked.name != "compiled" or algo.backend.name == "compiled":
-        return None
-    return (f"action masks: training on the {algo.backend.name} backend, not the compiled "
-            "kernels (they do not mask yet)")
 
 
 def _prepare(algo: Algorithm, net: PopNet) -> None:
@@ -280,9 +266,6 @@ class GymLearner:
         self._agent = Agent(policy, self.spec, norm, cfg.device)
         self.collector = self._make_collector()
         self._iteration = 0
-        note = None if self.mask_source is None else masked_fallback_note(cfg, self.algo)
-        if note is not None:  # once the envs have given valid masks
-            print(f"trustrl: note: {note}", file=sys.stderr, flush=True)
 
     def _make_collector(self) -> Any:
         """The collector: the vector env of all num_envs envs in this process (a subclass

@@ -183,11 +183,14 @@ def mask_logits(logits: Tensor, mask: Tensor | None) -> Tensor:
     unchanged. logits [..., n]; mask [..., n] bool, broadcastable (a MultiDiscrete mask is
     the per-dimension masks concatenated, sum(nvec) booleans, as its logits are). The
     gradient with respect to an invalid logit is 0. The easy mistake: a row with no valid
-    action (a uniform distribution over the invalid ones); the collectors refuse it."""
+    action (a uniform distribution over the invalid ones); the collectors refuse it.
+    Written over ``o``: torch runs it as it is (the collectors, the backends, the
+    diagnostics), compiled code on a member's [B, n] logits (trustrl.compute.compiled's
+    kernels; tests/test_one_source.py)."""
     if mask is None:
         return logits
-    fill = max(MASKED_LOGIT, torch.finfo(logits.dtype).min / 2)  # finite in float16 too
-    return torch.where(mask.bool(), logits, torch.full_like(logits, fill))
+    fill = max(MASKED_LOGIT, o.finfo(logits.dtype).min / 2)  # finite in float16 too
+    return o.where(mask, logits, o.full_like(logits, fill))
 
 
 def masked_log_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -205,10 +205,10 @@ class Compiled(ClosedForm):
             else torch.zeros((1, 2, n))), np.zeros((1, 2), f32), np.zeros((1, 2), f32))
         if "surrogate_kl" in kernels and net.hidden_sizes:
             ks["surrogate_kl"](policy, *batch, np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
-                               np.zeros((1, 2)))
+                               np.zeros((1, 2)), _mask(None))
         if "policy_gradient" in kernels and net.hidden_sizes:
             ks["policy_gradient"](policy, *batch, np.zeros((1, D), f32),
-                                  np.zeros((1, 2, n), f32), np.zeros(1))
+                                  np.zeros((1, 2, n), f32), np.zeros(1), _mask(None))
         if cold:
             print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
                   flush=True)
@@ -254,7 +254,8 @@ class Compiled(ClosedForm):
         penalty algo.kl_coef on KL(pi_old || pi) per member reads batch["old_out"] and
         batch["flat_old"]. Returns [P] tensors: the last epoch's mean policy_loss,
         value_loss, grad_norm and algo.mb_stat, epochs_run and, with a KL target, the
-        diagnostics (`quantiles`: the ratio's quantiles they report)."""
+        diagnostics (`quantiles`: the ratio's quantiles they report). A masked batch (an
+        "action_mask" entry [P, N, n]) is masked in the kernel, as the closed form masks it."""
         net, opt, cfg = algo.net, algo.opt, algo.cfg
         flat = net.flat.detach()
         if not (flat.is_contiguous() and flat.dtype == torch.float32
@@ -295,7 +296,8 @@ class Compiled(ClosedForm):
                     np.zeros((1, 1, 1), f32) if net.discrete
                     else np.ascontiguousarray(_np(acts), f32),
                     *(np.ascontiguousarray(_np(batch[k]), f32)
-                      for k in ("logp_old", "advantages", "returns", "values_old"))),
+                      for k in ("logp_old", "advantages", "returns", "values_old")),
+                    _mask(batch.get("action_mask"))),
                 _loss(cfg, objective, algo.clip_eps), records.Penalty(*kl_args),
                 np.zeros(flat.shape, f32), np.ascontiguousarray(_np(old_out), f32),
                 np.ascontiguousarray(_np(flat_old), f32), np.array(quantiles, np.float64),
@@ -372,8 +374,9 @@ class Compiled(ClosedForm):
                         logp_old: Tensor, adv: Tensor, flat_old: Tensor,
                         action_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """`ClosedForm.policy_gradient` in one compiled call (kernels.policy_gradient) for an
-        unmasked MLP with hidden layers; the closed form in torch otherwise."""
-        if action_mask is not None or not _mlp_on_cpu(net) or not net.hidden_sizes:
+        MLP with hidden layers, masked by `action_mask` [P, B, n] where given (old_out then
+        the masked logits); the closed form in torch otherwise."""
+        if not _mlp_on_cpu(net) or not net.hidden_sizes:
             return super().policy_gradient(net, obs, actions, logp_old, adv, flat_old,
                                            action_mask)
         f32 = np.float32
@@ -384,7 +387,7 @@ class Compiled(ClosedForm):
         policy = _policy(net)._replace(flat=np.ascontiguousarray(_np(flat_old), f32))
         args = (policy, np.ascontiguousarray(_np(obs), f32), *self._actions_in(net, actions),
                 np.ascontiguousarray(_np(logp_old), f32), np.ascontiguousarray(_np(adv), f32),
-                grad, old_out, res)
+                grad, old_out, res, _mask(action_mask))
         _first_call_announced("policy_gradient", "compiling the policy gradient (once per "
                               "machine, about 10 s; cached on disk)",
                               _kernels()["policy_gradient"], *args)
@@ -396,8 +399,9 @@ class Compiled(ClosedForm):
                      old_out: Tensor, flat_old: Tensor, cand: Tensor
                      ) -> tuple[Tensor, Tensor] | None:
         """TRPO's line-search evaluation at the parameters cand [P, D] in one compiled call
-        (kernels.surrogate_kl): (mean(rho A), mean KL(pi_old || pi)) per member, float32; None
-        where the kernels do not apply (the caller computes them with torch)."""
+        (kernels.surrogate_kl): (mean(rho A), mean KL(pi_old || pi)) per member, float32,
+        over the valid actions of a masked batch (its "action_mask"); None where the kernels
+        do not apply (the caller computes them with torch)."""
         if not _mlp_on_cpu(net) or not net.hidden_sizes:
             return None
         f32 = np.float32
@@ -408,7 +412,7 @@ class Compiled(ClosedForm):
                 *self._actions_in(net, batch["actions"]),
                 np.ascontiguousarray(_np(batch["logp_old"]), f32),
                 np.ascontiguousarray(_np(adv), f32), np.ascontiguousarray(_np(old_out), f32),
-                np.ascontiguousarray(_np(flat_old), f32), res)
+                np.ascontiguousarray(_np(flat_old), f32), res, _mask(batch.get("action_mask")))
         _first_call_announced("surrogate_kl", "compiling TRPO's line-search evaluation (once "
                               "per machine, about 10 s; cached on disk)",
                               _kernels()["surrogate_kl"], *args)
@@ -424,7 +428,8 @@ class Compiled(ClosedForm):
         order statistics), for MLP networks with a Discrete or Box action; None for another
         network (the caller then computes them with torch). Loaded (or compiled, saying so)
         at its first call in a process. `quantiles`: the ratio's quantiles to report
-        (those of algos.common)."""
+        (those of algos.common). A masked batch (an "action_mask" entry) is masked in the
+        kernel."""
         if not _mlp_on_cpu(net):
             return None
         kernel = _kernels()["ppo_diagnostics"]
@@ -438,17 +443,22 @@ class Compiled(ClosedForm):
                 np.zeros((1, 1, 1), f32) if net.discrete else np.ascontiguousarray(_np(acts), f32),
                 np.ascontiguousarray(_np(batch["logp_old"]), f32),
                 np.ascontiguousarray(_np(old_out), f32), np.ascontiguousarray(_np(flat_old), f32),
-                float(clip_eps), np.array(quantiles, np.float64), res)
+                float(clip_eps), np.array(quantiles, np.float64), res,
+                _mask(batch.get("action_mask")))
         _first_call_announced("ppo_diagnostics", "compiling the diagnostics (once per machine, "
                               "about 10 s; cached on disk)", kernel, *args)
         return _diagnostics(res, clip_eps, quantiles)
 
     @torch.no_grad()
     def fisher_product(self, net: PopActorCritic, obs: Tensor, old_out: Tensor,
-                       flat_old: Tensor, damping: float) -> Callable[[Tensor], Tensor]:
+                       flat_old: Tensor, damping: float, action_mask: Tensor | None = None
+                       ) -> Callable[[Tensor], Tensor]:
         """`ClosedForm.fisher_product` with each product one compiled call (the actor's
         hidden outputs at theta_old computed once, by the compiled forward pass), and the
-        conjugate gradient on these products as one compiled call (its `solve`)."""
+        conjugate gradient on these products as one compiled call (its `solve`). As the
+        closed form's, it reads no mask: on a masked batch old_out holds pi_old's masked
+        logits, so M = diag(p) - p p^T is 0 on the invalid actions (tests/test_masking_compiled.py
+        holds it to the autograd Hessian of the masked KL)."""
         if not net.hidden_sizes:
             return super().fisher_product(net, obs, old_out, flat_old, damping)
         from numba.typed import List
@@ -514,6 +524,16 @@ def _diagnostics(res: np.ndarray, clip_eps: float, quantiles: tuple[float, ...]
     for j, q in enumerate(quantiles):
         d[f"ratio_q{int(round(q * 100)):02d}"] = r[:, 7 + j]
     return d
+
+
+def _mask(mask: Tensor | None) -> np.ndarray:
+    """The kernels' `mask`: a masked batch's valid actions [P, B, n] as a C-contiguous bool
+    array, or the zero-size sentinel of an unmasked one (kernels.NO_MASK, the same type)."""
+    if mask is None:
+        from trustrl.compute.compiled.kernels import NO_MASK
+
+        return NO_MASK
+    return np.ascontiguousarray(_np(mask), np.bool_)
 
 
 def _policy(net: PopActorCritic) -> records.Policy:

@@ -119,7 +119,9 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     means = np.zeros((P, 5), f32)
     # the penalty's coefficient: none (its algorithm runs unfused)
     no_kl = Penalty(np.zeros(P), np.zeros((1, 1, 1), f32), np.zeros((1, 1), f32))
-    update = Update(policy, adam, Batch(obs_f, act_i_f, act_f_f, logp_f, adv_f, ret_f, val_f),
+    no_mask = np.zeros((0, 0, 0), np.bool_)  # the batched collector's envs give no masks
+    update = Update(policy, adam, Batch(obs_f, act_i_f, act_f_f, logp_f, adv_f, ret_f, val_f,
+                                        no_mask),
                     loss, no_kl, np.zeros_like(flat), out_f, flat_old, qs, diag)
     epochs_run[:] = 0.0
     ppo_epochs(update, np.ascontiguousarray(order), mb, active, use_mask, f32(target_kl), True,
@@ -127,7 +129,7 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     last[:] = means[:, :4]
     if not use_mask:  # with the KL stop, the last epoch's diagnostics are the final policy's
         ppo_diagnostics(policy, obs_f, act_i_f, act_f_f, logp_f, out_f, flat_old, clip_eps,
-                        qs, diag)
+                        qs, diag, no_mask)
     # the learner's metrics: the episodes that ended, the critic before the update
     n_ep, ret_mean, len_mean = episode_stats(term_b | trunc_b, fin_ret,
                                              fin_len.astype(np.float64), np.nan)

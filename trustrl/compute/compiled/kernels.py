@@ -220,7 +220,8 @@ def adam_(theta, m, v, grad, t, lr, b1, b2, eps):  # type: ignore[no-untyped-def
 
 _DISTRIBUTIONS = compiled_source(distributions, (
     "gaussian_log_density", "gaussian_entropy_density", "gaussian_kl_density",
-    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl"),
+    "gaussian_var_ratio", "log_softmax", "categorical_entropy", "categorical_kl",
+    "mask_logits"),
     ("categorical_logp_grad", "categorical_entropy_grad", "categorical_kl_grad",
      *distributions.GAUSSIAN_GRADS))
 gaussian_log_density = _DISTRIBUTIONS.gaussian_log_density
@@ -236,6 +237,25 @@ categorical_kl = _DISTRIBUTIONS.categorical_kl
 """trustrl.maths.distributions' categorical log-softmax, entropy and KL compiled over
 trustrl.compute.compiled.xp, called on a batch's rows of logits [..., n] (float32) below and in
 compiled/rollout.py and compiled/ppo.py."""
+mask_logits = _DISTRIBUTIONS.mask_logits
+"""trustrl.maths.distributions.mask_logits compiled over trustrl.compute.compiled.xp: a member's
+logits [B, n] with the invalid actions' (mask [B, n] False) at MASKED_LOGIT, before any
+log-softmax of a masked batch (below and in compiled/ppo.py)."""
+
+
+@njit(cache=True, error_model="numpy")
+def masked(out, mask, p):  # type: ignore[no-untyped-def]
+    """Member p's logits `out` [B, n] masked by its rows of `mask` [P, B, n] (bool;
+    `mask_logits`), or `out` itself where `mask` is the unmasked batch's zero-size sentinel
+    (NO_MASK): one test per member on an unmasked batch."""
+    if mask.shape[0] == 0:
+        return out
+    return mask_logits(out, mask[p])
+
+
+NO_MASK = np.zeros((0, 0, 0), np.bool_)
+"""The kernels' `mask` on an unmasked batch: zero-size, of the masks' own type (bool, 3-d), so
+that masked and unmasked batches run the same compiled code."""
 categorical_logp_grad = _DISTRIBUTIONS.categorical_logp_grad
 categorical_entropy_grad = _DISTRIBUTIONS.categorical_entropy_grad
 categorical_kl_grad = _DISTRIBUTIONS.categorical_kl_grad
@@ -402,13 +422,15 @@ torch and NumPy paths run (float32 scalars in, so float32 arithmetic, the same b
 
 
 @njit(cache=True, error_model="numpy")
-def actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old):  # type: ignore[no-untyped-def]  # noqa: E501
+def actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old, mask):  # type: ignore[no-untyped-def]  # noqa: E501
     """Member p's actor on its whole batch (mlp_out), then per sample (float32): log pi(a|s),
     the entropy and the exact KL(pi_old || pi) from old_out and flat_old's log-std
     (trustrl.maths.distributions' categorical or diagonal Gaussian functions, compiled).
     `policy` a records.Policy: flat [P, *] holds the actor's parameters from column 0 (the
     log-std at ls_off for a Gaussian); act_i [P, B] the actions of a softmax, act_f [P, B, n]
-    a Gaussian's. What ppo_diagnostics and surrogate_kl read."""
+    a Gaussian's; mask [P, B, n] the valid actions of a masked softmax batch (NO_MASK: none),
+    its logits masked before the log-softmax (`masked`; old_out then holds pi_old's masked
+    logits). What ppo_diagnostics and surrogate_kl read."""
     flat, sizes, relu, discrete, _, ls_off = policy
     B = obs.shape[1]
     n = sizes[sizes.shape[0] - 1]
@@ -416,7 +438,7 @@ def actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old):  # type: i
     out = mlp_out(flat[p], sizes, relu, np.ascontiguousarray(obs[p]))
     logp = np.empty(B, f32)
     if discrete:  # on the member's whole batch
-        lsm = log_softmax(out)
+        lsm = log_softmax(masked(out, mask, p))
         for i in range(B):
             logp[i] = lsm[i, act_i[p, i]]
         return logp, categorical_entropy(lsm), categorical_kl(log_softmax(old_out[p]), lsm)
@@ -443,17 +465,18 @@ def actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old):  # type: i
 
 
 @njit(cache=True, error_model="numpy")
-def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip_eps, qs, res):  # type: ignore[no-untyped-def]  # noqa: E501
+def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip_eps, qs, res, mask):  # type: ignore[no-untyped-def]  # noqa: E501
     """algos.common.diagnostics for P members in one call: per member, `actor_log_probs` (log
     pi(a|s), the entropy, the exact KL(pi_old || pi)), log_ratio = logp - logp_old and the
     ratio (float32, as torch), and res [P, 7 + len(qs)]: entropy, approx_kl (k3: expm1(r) -
     r), approx_kl_k1, kl_exact, clip_fraction (outside 1 +- clip_eps), ratio_min, ratio_max,
     then the ratio's quantiles qs (linear interpolation of the sorted ratios in float64, as
-    common.quantiles). Means accumulate in float64."""
+    common.quantiles). Means accumulate in float64. mask: the batch's valid actions (NO_MASK:
+    none), as `actor_log_probs` takes them."""
     P, B = logp_old.shape
     f32 = np.float32
     for p in range(P):
-        logp, ent, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old)
+        logp, ent, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old, mask)
         ratio = np.empty(B, np.float64)
         s_ent = 0.0
         s_k3 = 0.0
@@ -491,22 +514,22 @@ trustrl.compute.compiled.xp."""
 
 
 @njit(cache=True, error_model="numpy")
-def surrogate_kl(policy, obs, act_i, act_f, logp_old, adv, old_out, flat_old, res):  # type: ignore[no-untyped-def]  # noqa: E501
+def surrogate_kl(policy, obs, act_i, act_f, logp_old, adv, old_out, flat_old, res, mask):  # type: ignore[no-untyped-def]  # noqa: E501
     """TRPO's line-search evaluation (algos.trpo.TRPO.surrogate_kl) for P members in one
     call, at the parameters of `policy` (a candidate): per member, res[p] = (the surrogate
     mean(rho A), losses.surrogate_objective's mean, and the mean exact KL(pi_old || pi)),
     from `actor_log_probs`; rho = exp(logp - logp_old) in float32, as torch, the means in
-    float64."""
+    float64. mask: the batch's valid actions (NO_MASK: none)."""
     P = logp_old.shape[0]
     for p in range(P):
-        logp, _, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old)
+        logp, _, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old, mask)
         surr = surrogate_objective(np.exp(logp - logp_old[p]), adv[p])
         res[p, 0] = surr.astype(np.float64).mean()
         res[p, 1] = kl.astype(np.float64).mean()
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res):  # type: ignore[no-untyped-def]  # noqa: E501
+def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res, mask):  # type: ignore[no-untyped-def]  # noqa: E501
     """TRPO's and NPG's policy gradient (backends.ClosedForm.policy_gradient) for P members in
     one call, at the parameters of `policy` (theta_old): the actor's output into old_out [P,
     B, n] (popnet's mlp_output), rho = exp(logp - logp_old), the surrogate rho A
@@ -514,7 +537,9 @@ def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res
     into grad [P, D] (zero outside the actor's columns): g = rho A / B per sample in log pi,
     through the distribution (distributions' categorical_logp_grad, or the Gaussian's
     gaussian_logp_grad_mean and _log_std, the log-std's summed over the batch) and the actor
-    (popnet's mlp_grads)."""
+    (popnet's mlp_grads). mask [P, B, n]: a masked softmax batch's valid actions (NO_MASK:
+    none), the output masked first (`masked`): old_out gets the masked logits, and an
+    invalid logit's gradient is 0 (its probability is)."""
     flat, sizes, relu, discrete, _, ls_off = policy
     P, B = logp_old.shape
     n = sizes[sizes.shape[0] - 1]
@@ -525,6 +550,8 @@ def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res
     for p in range(P):
         layers = layer_views(flat[p], sizes)
         out, acts = mlp_output(layers, np.ascontiguousarray(obs[p]), relu)
+        if discrete:
+            out = masked(out, mask, p)
         old_out[p] = out
         g_out = np.empty((B, n), f32)
         s = 0.0

@@ -59,6 +59,7 @@ from trustrl.compute.compiled.kernels import (
     gaussian_var_ratio,
     hidden_size,
     log_softmax,
+    mask_logits,
     mlp_backward_hidden,
     mlp_forward,
     ppo_diagnostics,
@@ -95,23 +96,23 @@ OBJECTIVE_GRAD = OBJECTIVE
 
 def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
     """trustrl.maths.trust.kl_control.k_epochs's `step`, compiled: one minibatch step of every
-    active
-    member on its samples idx [P, M], with the records of `args` (a records.Update):
-    `policy` (flat [P, D] float32: the actor from column 0, the critic, with the same hidden
-    sizes and one output, from critic_at; the log-std at log_std_at for Box), `adam` (its
-    moments and step counts, advanced here), `batch` [P, N, ...] (act_i for discrete actions,
-    act_f [P, N, n] for Box), `loss` (objective_args: the objective's arguments after the
-    ratio and the advantages, a tuple of floats: PPO-clip's (clip_eps,)), `penalty` (kl_coef
-    [P] float64, beta on the exact KL(pi_old || pi) per member, PPO.kl_coef: 0 for no
-    penalty, with pi_old's outputs and log-std; placeholders where no member has a penalty)
-    and `grad` [P, D] (room for the gradients). active [P] bool. Returns, per member [P, 5],
-    the minibatch's policy loss (with the penalty), value loss, pre-clip gradient norm, clip
+    active member on its samples idx [P, M], with the records of `args` (a records.Update): `policy`
+    (flat [P, D] float32: the actor from column 0, the critic, with the same hidden sizes and one
+    output, from critic_at; the log-std at log_std_at for Box), `adam` (its moments and step counts,
+    advanced here), `batch` [P, N, ...] (act_i for discrete actions, act_f [P, N, n] for Box;
+    action_mask [P, N, n] a masked batch's valid actions, the logits masked by
+    distributions.mask_logits before the log-softmax, or kernels.NO_MASK), `loss` (objective_args:
+    the objective's arguments after the ratio and the advantages, a tuple of floats: PPO-clip's
+    (clip_eps,)), `penalty` (kl_coef [P] float64, beta on the exact KL(pi_old || pi) per member,
+    PPO.kl_coef: 0 for no penalty, with pi_old's outputs and log-std; placeholders where no member
+    has a penalty) and `grad` [P, D] (room for the gradients). active [P] bool. Returns, per member
+    [P, 5], the minibatch's policy loss (with the penalty), value loss, pre-clip gradient norm, clip
     fraction and mean KL."""
     policy, adam, batch, loss, penalty, grad_all = (args.policy, args.adam, args.batch,
                                                      args.loss, args.penalty, args.grad)
     flat, sizes, relu, discrete, c0, ls_off = policy
     m, v, t, lr, b1, b2, adam_eps = adam
-    obs, act_i, act_f, logp_old, adv, returns, values_old = batch
+    obs, act_i, act_f, logp_old, adv, returns, values_old, action_mask = batch
     clip_eps, vf_coef, ent_coef, norm_adv, obj_args, clip_value, max_grad_norm = loss
     kl_coef, old_out, ls_old = penalty
     P, M = idx.shape
@@ -167,6 +168,12 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
         prob = np.empty((M, n), np.float32)
         inv_std = np.empty(n, np.float32)
         if discrete:  # trustrl.maths.distributions' log-softmax and entropy, compiled
+            if action_mask.shape[0] > 0:  # a masked batch: the minibatch's valid actions
+                valid = np.empty((M, n), np.bool_)
+                for i in range(M):
+                    for k in range(n):
+                        valid[i, k] = action_mask[p, idx[p, i], k]
+                out = mask_logits(out, valid)  # an invalid logit's p, and gradient, are 0
             lpa = log_softmax(out)
             prob = np.exp(lpa)
             ent = categorical_entropy(lpa)
@@ -328,7 +335,7 @@ def approx_kl(args):  # type: ignore[no-untyped-def]
     approx KL from them, in float32 (the value torch compares with the target)."""
     b = args.batch
     ppo_diagnostics(args.policy, b.obs, b.act_i, b.act_f, b.logp_old, args.old_out,
-                    args.flat_old, args.loss.clip_eps, args.quantiles, args.diag)
+                    args.flat_old, args.loss.clip_eps, args.quantiles, args.diag, b.action_mask)
     return args.diag[:, 1].astype(np.float32)
 
 

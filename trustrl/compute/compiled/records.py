@@ -96,6 +96,8 @@ class Batch(NamedTuple):
     advantages: Any  # [P, B] float32
     returns: Any  # [P, B] float32
     values_old: Any  # [P, B] float32
+    action_mask: Any  # [P, B, n] bool the valid actions of a masked softmax batch (kernels.
+    # NO_MASK, zero-size, on an unmasked one)
 
 
 class Loss(NamedTuple):

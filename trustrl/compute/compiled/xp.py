@@ -32,6 +32,7 @@ sin, cos, square, abs, remainder = np.sin, np.cos, np.square, np.abs, np.remaind
 minimum, maximum, zeros_like = np.minimum, np.maximum, np.zeros_like  # torch's names too
 exp, log, sqrt = np.exp, np.log, np.sqrt  # trustrl.maths.distributions' and trustrl.maths.optim's
 argmax, take_along_axis = np.argmax, np.take_along_axis  # trustrl.envs.step's
+finfo, full_like = np.finfo, np.full_like  # trustrl.maths.distributions.mask_logits'
 
 _jit = jit = njit(cache=True, error_model="numpy")
 """How trustrl.envs.classic's functions are compiled over this namespace (``bind``'s wrap)."""
