@@ -47,7 +47,6 @@ from trustrl.compute.compiled.kernels import (
     categorical_kl,
     categorical_kl_grad,
     categorical_logp_grad,
-    dot_tn,
     gaussian_entropy_density,
     gaussian_entropy_grad_log_std,
     gaussian_kl_density,
@@ -57,10 +56,10 @@ from trustrl.compute.compiled.kernels import (
     gaussian_logp_grad_log_std,
     gaussian_logp_grad_mean,
     gaussian_var_ratio,
-    hidden_size,
+    layer_views,
     log_softmax,
-    mlp_backward_hidden,
-    mlp_forward,
+    mlp_grads,
+    mlp_output,
     ppo_diagnostics,
     sum_squares,
 )
@@ -116,11 +115,9 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
     kl_coef, old_out, ls_old = penalty
     P, M = idx.shape
     Lh = sizes.shape[0] - 2
-    d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]
+    d, n = sizes[0], sizes[Lh + 1]
     csizes = sizes.copy()
     csizes[Lh + 1] = 1
-    a_out = hidden_size(sizes)
-    c_out = c0 + hidden_size(csizes)
     f32 = np.float32
     metrics = np.zeros((P, 5), np.float32)
     for p in range(P):
@@ -151,15 +148,10 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
         if norm_adv:  # trustrl.maths.advantages.normalize_advantages, compiled
             A = normalize_advantages(A.reshape((1, M)), f32(1e-8)).reshape(M)
         # the networks
-        acts = mlp_forward(th, sizes, relu, x)
-        W = th[a_out:a_out + h_L * n].reshape((h_L, n))
-        out = np.dot(acts[Lh], W)
-        for i in range(M):
-            for k in range(n):
-                out[i, k] += th[a_out + h_L * n + k]
-        acts_c = mlp_forward(th[c0:], csizes, relu, x)
-        wc = th[c_out:c_out + h_L]
-        value = np.dot(acts_c[Lh], wc) + th[c_out + h_L]
+        layers, critic = layer_views(th, sizes), layer_views(th[c0:], csizes)
+        out, acts = mlp_output(layers, x, relu)  # trustrl.nets.popnet's chain rule
+        v_out, acts_c = mlp_output(critic, x, relu)
+        value = v_out.reshape(M)
         # the distribution: log pi(a|s), the entropy and what their derivatives reuse
         logp = np.empty(M, np.float32)
         ent = np.empty(M, np.float32)
@@ -257,22 +249,9 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                 if ent_coef != 0.0:
                     g_ls += gaussian_entropy_grad_log_std(d_ent) * M
                 grad[ls_off + k] = g_ls
-        dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
-        for k in range(n):
-            gb = f32(0.0)
-            for i in range(M):
-                gb += g_out[i, k]
-            grad[a_out + h_L * n + k] = gb
-        if Lh > 0:
-            mlp_backward_hidden(th, sizes, relu, acts, np.dot(g_out, W.T), grad)
-        grad[c_out:c_out + h_L] = np.dot(d_value, acts_c[Lh])
-        grad[c_out + h_L] = d_value.sum()
-        if Lh > 0:
-            g_hc = np.empty((M, h_L), np.float32)
-            for i in range(M):
-                for k in range(h_L):
-                    g_hc[i, k] = d_value[i] * wc[k]
-            mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
+        mlp_grads(layers, acts, g_out, relu, layer_views(grad, sizes))
+        mlp_grads(critic, acts_c, d_value.reshape((M, 1)), relu,
+                  layer_views(grad[c0:], csizes))
         # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
         norm = f32(math.sqrt(sum_squares(grad)))
         if max_grad_norm > 0:  # trustrl.maths.optim.clip_coefficient, compiled
