@@ -253,9 +253,14 @@ def test_mlp_chain_rule_bindings_run_the_source():
         assert names <= set(kernel.py_func.__code__.co_names), kernel.py_func.__name__
         for name in names:
             assert kernel.py_func.__globals__[name] is getattr(kernels._MLP, name)
-    epochs = ppo.minibatch_step.__globals__
-    assert epochs["mlp_forward"] is kernels.mlp_forward
-    assert epochs["mlp_backward_hidden"] is kernels.mlp_backward_hidden
+    # PPO's minibatch step runs both networks, output layers included, through the chain
+    # rule: no product of its own (np.dot, dot_tn) is left in it
+    step = ppo.minibatch_step
+    assert {"mlp_output", "mlp_grads"} <= set(step.__code__.co_names)
+    for name in ("mlp_output", "mlp_grads"):
+        assert step.__globals__[name] is getattr(kernels._MLP, name)
+    assert not {"dot", "dot_tn", "mlp_forward", "mlp_backward_hidden"} & set(
+        step.__code__.co_names)
 
 
 def test_no_activation_derivative_written_out_beside_the_chain_rule():

@@ -5,18 +5,16 @@
 `minibatch_step` composes compiled one-source functions, for each member still active on its
 minibatch (the order is drawn by trustrl.maths.rng outside the call, as for the eager epoch):
 the advantages normalised over the minibatch (trustrl.maths.advantages.normalize_advantages),
-the hidden layers' forward and backward passes (trustrl.nets.popnet's chain rule:
-kernels.mlp_forward, mlp_backward_hidden), the action's log-probability, the entropy and their
+both networks' forward and backward passes, output layers included (trustrl.nets.popnet's
+chain rule: kernels.mlp_output, mlp_grads), the action's log-probability, the entropy and their
 derivatives in the actor's output (trustrl.maths.distributions' categorical or diagonal
-Gaussian functions), the algorithm's objective and trustrl.maths.losses' value error combined
-into PPO's loss and its derivatives (losses.ppo_loss and ppo_loss_grads, the functions
-PPO.loss calls), the global gradient-norm clip (trustrl.maths.optim.clip_coefficient,
-common.clip_grad_norm's factor) and one Adam step (optim.adam_step), parameters and moments
-updated in place. What is written here is the gathering of the minibatch, the loops that call
-those functions per element, and the two output layers (actor and critic: their products and
-bias sums, forward and backward), which are still written out: run through popnet's chain
-rule (kernels.mlp_output, mlp_grads) they made the update slower (docs/compiled.md, "PPO's
-minibatch step: one source"). tests/test_compiled.py holds this call equal to the eager closed
+Gaussian functions, the logits masked by distributions.mask_logits on a masked batch), the
+algorithm's objective and trustrl.maths.losses' value error combined into PPO's loss and its
+derivatives (losses.ppo_loss and ppo_loss_grads, the functions PPO.loss calls), the global
+gradient-norm clip (trustrl.maths.optim.clip_coefficient, common.clip_grad_norm's factor) and
+one Adam step (optim.adam_step), parameters and moments updated in place. What is written here
+is the gathering of the minibatch and the loops that call those functions per element.
+tests/test_compiled.py holds this call equal to the eager closed
 form's epoch to float rounding, tests/test_one_source.py each shared function it calls to its
 source.
 """
@@ -47,7 +45,6 @@ from trustrl.compute.compiled.kernels import (
     categorical_kl,
     categorical_kl_grad,
     categorical_logp_grad,
-    dot_tn,
     gaussian_entropy_density,
     gaussian_entropy_grad_log_std,
     gaussian_kl_density,
@@ -57,11 +54,11 @@ from trustrl.compute.compiled.kernels import (
     gaussian_logp_grad_log_std,
     gaussian_logp_grad_mean,
     gaussian_var_ratio,
-    hidden_size,
+    layer_views,
     log_softmax,
     mask_logits,
-    mlp_backward_hidden,
-    mlp_forward,
+    mlp_grads,
+    mlp_output,
     ppo_diagnostics,
     sum_squares,
 )
@@ -117,11 +114,9 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
     kl_coef, old_out, ls_old = penalty
     P, M = idx.shape
     Lh = sizes.shape[0] - 2
-    d, h_L, n = sizes[0], sizes[Lh], sizes[Lh + 1]
+    d, n = sizes[0], sizes[Lh + 1]
     csizes = sizes.copy()
     csizes[Lh + 1] = 1
-    a_out = hidden_size(sizes)
-    c_out = c0 + hidden_size(csizes)
     f32 = np.float32
     metrics = np.zeros((P, 5), np.float32)
     for p in range(P):
@@ -152,15 +147,10 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
         if norm_adv:  # trustrl.maths.advantages.normalize_advantages, compiled
             A = normalize_advantages(A.reshape((1, M)), f32(1e-8)).reshape(M)
         # the networks
-        acts = mlp_forward(th, sizes, relu, x)
-        W = th[a_out:a_out + h_L * n].reshape((h_L, n))
-        out = np.dot(acts[Lh], W)
-        for i in range(M):
-            for k in range(n):
-                out[i, k] += th[a_out + h_L * n + k]
-        acts_c = mlp_forward(th[c0:], csizes, relu, x)
-        wc = th[c_out:c_out + h_L]
-        value = np.dot(acts_c[Lh], wc) + th[c_out + h_L]
+        layers, critic = layer_views(th, sizes), layer_views(th[c0:], csizes)
+        out, acts = mlp_output(layers, x, relu)  # trustrl.nets.popnet's chain rule
+        v_out, acts_c = mlp_output(critic, x, relu)
+        value = v_out.reshape(M)
         # the distribution: log pi(a|s), the entropy and what their derivatives reuse
         logp = np.empty(M, np.float32)
         ent = np.empty(M, np.float32)
@@ -264,22 +254,9 @@ def minibatch_step(args, idx, active):  # type: ignore[no-untyped-def]
                 if ent_coef != 0.0:
                     g_ls += gaussian_entropy_grad_log_std(d_ent) * M
                 grad[ls_off + k] = g_ls
-        dot_tn(acts[Lh], g_out, grad[a_out:a_out + h_L * n].reshape((h_L, n)))
-        for k in range(n):
-            gb = f32(0.0)
-            for i in range(M):
-                gb += g_out[i, k]
-            grad[a_out + h_L * n + k] = gb
-        if Lh > 0:
-            mlp_backward_hidden(th, sizes, relu, acts, np.dot(g_out, W.T), grad)
-        grad[c_out:c_out + h_L] = np.dot(d_value, acts_c[Lh])
-        grad[c_out + h_L] = d_value.sum()
-        if Lh > 0:
-            g_hc = np.empty((M, h_L), np.float32)
-            for i in range(M):
-                for k in range(h_L):
-                    g_hc[i, k] = d_value[i] * wc[k]
-            mlp_backward_hidden(th[c0:], csizes, relu, acts_c, g_hc, grad[c0:])
+        mlp_grads(layers, acts, g_out, relu, layer_views(grad, sizes))
+        mlp_grads(critic, acts_c, d_value.reshape((M, 1)), relu,
+                  layer_views(grad[c0:], csizes))
         # common.clip_grad_norm, then one Adam step (trustrl.maths.optim's arithmetic)
         norm = f32(math.sqrt(sum_squares(grad)))
         if max_grad_norm > 0:  # trustrl.maths.optim.clip_coefficient, compiled
