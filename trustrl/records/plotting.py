@@ -104,9 +104,9 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
         if missing:
             raise TrustrlError(f"{path} has no column {missing[0]}: not a trustrl metrics file")
         try:
-            for k in (*need, c.evals, c.spread, c.top):
-                if k:
-                    _floats(rows, k)
+            for col in (*need, c.evals, c.spread, c.top):
+                if col:
+                    _floats(rows, col)
         except (TypeError, ValueError):
             raise TrustrlError(f"{path} holds a value that is not a number") from None
         tables.append(rows)
