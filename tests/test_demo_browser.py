@@ -481,7 +481,8 @@ def lm_page(browser, lm_runs_root):
 def test_dashboard_shows_a_language_model_run(lm_page, lm_runs_root, shots_dir, algo, columns):
     """The core's dashboard on a `trustrl rlhf ... --model` run: listed with its model, seed and
     plan; each chart of the core plots the same quantity under the run's (TRL's) name; the KL to
-    pi_ref has its chart; the latest values are the last row's."""
+    pi_ref has its chart, the learning rate and epochs theirs; the latest values are the last
+    row's."""
     page = lm_page
     (run,) = [p for p in lm_runs_root.iterdir() if f"__{algo}__" in p.name]
     rows = list(__import__("csv").DictReader(open(run / "metrics.csv", newline="")))
@@ -499,9 +500,10 @@ def test_dashboard_shows_a_language_model_run(lm_page, lm_runs_root, shots_dir, 
     if algo == "ppo":
         assert_shows(got["explained_variance"], float(last["val/explained_variance"]), "EV")
     assert json.loads(page.get_attribute("#chart-return", "data-rows")) == {run.name: 3}
-    for chart in ("approx_kl", "clip_fraction", "entropy", "explained_variance", "kl_ref"):
+    lm = {"kl_ref": "kl_ref/exact", "lr": "lr", "epochs_run": "epochs_run"}  # every LM run's
+    for chart in ("approx_kl", "clip_fraction", "entropy", "explained_variance", *lm):
         plotted = json.loads(page.get_attribute(f"#chart-{chart}", "data-columns"))
-        want = columns.get(chart, "kl_ref/exact" if chart == "kl_ref" else None)
+        want = columns.get(chart, lm.get(chart))
         assert plotted == ({run.name: want} if want else {}), chart
         rows_drawn = json.loads(page.get_attribute(f"#chart-{chart}", "data-rows"))
         assert rows_drawn == {run.name: 3 if want else 0}, chart

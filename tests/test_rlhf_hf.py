@@ -876,3 +876,185 @@ def test_the_modes_from_the_command_line_and_their_bounds_checked(tiny, tmp_path
     assert (saved["sampler_correction"], saved["sampler_cap"], saved["sampler_cap_min"]) == \
         ("sequence_mask", 2.5, 0.25)
     assert math.isfinite(float(rows(run)[0]["sampling/importance_sampling_ratio/mean"]))
+
+
+# --- the run folder as the core's: learning curve, completions log, best/, lr and epochs --------
+def test_a_run_folder_has_the_cores_files(tiny, tmp_path):
+    """GRPO evaluated every iteration: learning_curve.png; completions.csv with 3 answers per
+    iteration whose logged reward is the reward function's on the logged completion text and
+    whose advantage is the batch's; lr, epochs_run and optimizer_steps in metrics.csv; best/
+    holds the policy of the highest eval/reward, and evaluating that folder gives its score."""
+    import dataclasses
+
+    from trustrl.rlhf.hf import EVAL_SEED
+    from trustrl.rlhf.hf_run import evaluate
+
+    cfg = small("grpo", tmp_path, iterations=3)
+    hcfg = hf_cfg(tiny, eval_prompts=8, eval_data=str(tiny["eval"]), eval_every=1,
+                  log_completions=3)
+    run = train_hf("grpo", cfg, hcfg, echo=lambda s: None)
+    got = rows(run)
+    steps = cfg.epochs * math.ceil(cfg.prompts_per_iter * cfg.group_size / cfg.minibatch_size)
+    assert [(float(r["lr"]), int(r["epochs_run"]), int(r["optimizer_steps"])) for r in got] \
+        == [(cfg.lr, cfg.epochs, steps)] * 3
+    png = (run / "learning_curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    with open(run / "completions.csv", newline="") as f:
+        logged = list(csv.DictReader(f))
+    assert [r["iteration"] for r in logged] == ["1"] * 3 + ["2"] * 3 + ["3"] * 3
+    assert list(logged[0]) == ["iteration", "step", "prompt", "completion", "reward",
+                               "rewards/small_digits_reward", "advantage"]
+    want = hf_sort.small_digits_reward([r["prompt"] for r in logged],
+                                       [r["completion"] for r in logged])
+    assert [float(r["reward"]) for r in logged] == pytest.approx(want, abs=1e-6)
+    assert [float(r["rewards/small_digits_reward"]) for r in logged] == pytest.approx(want)
+    assert all(math.isfinite(float(r["advantage"])) for r in logged)
+    for it in range(3):  # one group of 4 answers, 3 logged: its advantages have the group's sign
+        group = [float(r["reward"]) for r in logged[3 * it: 3 * it + 3]]
+        adv = [float(r["advantage"]) for r in logged[3 * it: 3 * it + 3]]
+        if max(group) > min(group):
+            assert adv[group.index(max(group))] > adv[group.index(min(group))]
+    evals = [float(r["eval/reward"]) for r in got]
+    best = json.loads((run / "best" / "eval.json").read_text())
+    assert best["reward"] == max(evals) and best["iteration"] == evals.index(max(evals)) + 1
+    assert (run / "best" / "config.json").is_file() and (run / "best" /
+                                                        "tokenizer_config.json").is_file()
+    parts = build("grpo", cfg, dataclasses.replace(hcfg, model=str(run / "best")),
+                  resolve_rewards(hcfg.reward))
+    source = PromptSource(load_rows(str(tiny["eval"])), parts.tokenizer, "prompt", 512,
+                          parts.tokenizer.pad_token_id, parts.io.device)
+    again = evaluate(parts, source, 8, cfg.seed + EVAL_SEED, cfg.temperature, 6)
+    assert again["reward"] == pytest.approx(best["reward"], abs=1e-6)
+
+
+def test_best_keeps_the_policy_of_the_highest_eval_reward(tiny, tmp_path, monkeypatch):
+    """With evaluations scripted to peak at iteration 2 of 3 (start, 1, 2, 3, final: 0.1, 0.3,
+    0.7, 0.5, 0.5), best/ holds iteration 2's policy (not the final one in model/) and its
+    record; a reward that does not beat the best keeps best/ as it is."""
+    from safetensors.torch import load_file
+
+    from trustrl.rlhf import hf_run
+
+    script = iter([0.1, 0.3, 0.7, 0.5, 0.5])
+    monkeypatch.setattr(hf_run, "evaluate", lambda *a, **k: {
+        "prompts": 4.0, "reward": next(script), "kl_ref_seq_exact": 0.0})
+    cfg = small("grpo", tmp_path, iterations=3, lr=1e-2)
+    run = train_hf("grpo", cfg, hf_cfg(tiny, eval_prompts=4, eval_every=1), echo=lambda s: None)
+    assert [float(r["eval/reward"]) for r in rows(run)] == [0.3, 0.7, 0.5]
+    record = json.loads((run / "best" / "eval.json").read_text())
+    assert (record["iteration"], record["reward"]) == (2, 0.7)
+    best, final = (load_file(run / d / "model.safetensors") for d in ("best", "model"))
+    assert best.keys() == final.keys()
+    assert any(not torch.equal(best[k], final[k]) for k in best)
+
+
+def test_the_completions_log_survives_a_resume(tiny, tmp_path, capsys):
+    """Rows a stopped process wrote after its checkpoint (and a half-written line) are dropped
+    on resume, none are lost or doubled: the resumed log is the uninterrupted run's."""
+    from trustrl.cli import main
+
+    base = ["rlhf", "grpo", "--quiet", "--runs-dir", str(tmp_path / "runs"), "--model",
+            str(tiny["model"]), "--data", str(tiny["data"]), "--reward",
+            "hf_sort:small_digits_reward", "--max-new-tokens", "5", "--set",
+            "prompts_per_iter=2", "--set", "group_size=2", "--set", "minibatch_size=4",
+            "--set", "log_completions=2", "--seed", "4"]
+    assert main(base + ["--iterations", "3"]) == 0
+    whole = Path(capsys.readouterr().out.split("run: ")[-1].strip())
+    assert main(base + ["--iterations", "2"]) == 0
+    half = Path(capsys.readouterr().out.split("run: ")[-1].strip())
+    log = half / "completions.csv"
+    with open(log, newline="") as f:
+        stale = list(csv.DictReader(f))[-2:]
+    with open(log, "a", newline="") as f:  # as if a process had logged iteration 3, then died
+        w = csv.DictWriter(f, fieldnames=list(stale[0]))
+        w.writerows([{**r, "iteration": "3"} for r in stale])
+        f.write('3,12,"half a li')
+    assert main(["rlhf", "grpo", "--quiet", "--resume", str(half), "--iterations", "3",
+                 "--reward", "hf_sort:small_digits_reward"]) == 0
+    assert log.read_text() == (whole / "completions.csv").read_text()
+    with open(log, newline="") as f:
+        assert [r["iteration"] for r in csv.DictReader(f)] == ["1", "1", "2", "2", "3", "3"]
+    assert (half / "learning_curve.png").is_file()
+
+
+def test_a_run_from_before_the_new_columns_resumes_with_its_rows(tiny, tmp_path):
+    """A run folder whose metrics.csv lacks lr / epochs_run / optimizer_steps (written before
+    they were logged) resumes with its rows kept, under its own header."""
+    run = train_hf("grpo", small("grpo", tmp_path, iterations=1), hf_cfg(tiny),
+                   echo=lambda s: None)
+    with open(run / "metrics.csv", newline="") as f:
+        old = list(csv.DictReader(f))
+    cols = [c for c in old[0] if c not in ("lr", "epochs_run", "optimizer_steps")]
+    with open(run / "metrics.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(old)
+    train_hf("grpo", small("grpo", tmp_path, iterations=2), hf_cfg(tiny), echo=lambda s: None,
+             resume=str(run))
+    got = rows(run)
+    assert [r["iteration"] for r in got] == ["1", "2"] and list(got[0]) == cols
+    assert got[0] == {k: old[0][k] for k in cols}
+
+
+def test_log_completions_zero_writes_none(tiny, tmp_path):
+    run = train_hf("ppo", small("ppo", tmp_path, iterations=1), hf_cfg(tiny, log_completions=0),
+                   echo=lambda s: None)
+    assert not (run / "completions.csv").exists() and (run / "learning_curve.png").is_file()
+    assert not (run / "best").exists()
+
+
+def test_eval_every_needs_eval_prompts(tiny, tmp_path):
+    with pytest.raises(ConfigError, match="eval_every needs"):
+        train_hf("grpo", small("grpo", tmp_path), hf_cfg(tiny, eval_every=1))
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_no_upper_cap_is_trls_clip_max_none(mode, seed):
+    """sampler_cap None (TRL's clip_max None): the weights are the definition with C_max =
+    infinity, so ratios above 3 pass unchanged (token modes: some do on these draws), where the
+    default cap of 3 would cut them."""
+    from trustrl.rlhf.steps import sampler_correction
+
+    old, mu, mask = _random_case(seed)
+    mu[2, 0] = old[2, 0] - 2.0  # a first token (always valid) with pi_old / mu = e^2 > 3
+    for cap_min in (0.5, 0.9) if mode.endswith("truncate") else (0.0, 0.5):
+        weight, stats = sampler_correction(old, mu, mask, mode, None, cap_min)
+        want = _by_definition(old, mu, mask, mode, math.inf, cap_min)
+        ws = []
+        for i, pairs in enumerate(want):
+            got = weight[i][mask[i].bool()].tolist()
+            assert got == pytest.approx([w for _, w in pairs], rel=1e-5, abs=1e-7), i
+            ws += [w for _, w in pairs]
+        outside = [r for pairs in want for r, _ in pairs]
+        if mode.startswith("token"):
+            assert max(ws) > 3.0
+            assert stats["sampling/importance_sampling_ratio/clipped_frac"] == pytest.approx(
+                sum(r < cap_min for r in outside) / len(outside))
+
+
+def test_no_upper_cap_is_refused_where_trl_refuses_it(tiny, tmp_path, capsys):
+    """A truncate mode with neither bound is refused in one line (TRL's GRPOConfig refuses it);
+    a mask mode takes `--sampler-cap none`, stored as null in config.json."""
+    from trustrl.cli import main
+    from trustrl.rlhf.steps import check_sampler_option
+
+    for mode in ("token_truncate", "tis", "sequence_truncate"):
+        with pytest.raises(ConfigError, match="needs sampler_cap_min > 0"):
+            check_sampler_option(mode, None, cap_min=0.0)
+        check_sampler_option(mode, None, cap_min=0.5)
+    for mode in ("none", "token_mask", "sequence_mask"):
+        check_sampler_option(mode, None, cap_min=0.0)
+    base = ["rlhf", "grpo", "--quiet", "--runs-dir", str(tmp_path / "runs"), "--model",
+            str(tiny["model"]), "--data", str(tiny["data"]), "--reward",
+            "hf_sort:small_digits_reward", "--max-new-tokens", "4", "--iterations", "1",
+            "--set", "prompts_per_iter=2", "--set", "group_size=2", "--set", "minibatch_size=4",
+            "--generate-dtype", "bf16", "--sampler-cap", "none"]
+    assert main(base + ["--sampler-correction", "token_truncate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sampler_cap_min > 0" in err, err
+    assert not (tmp_path / "runs").exists()
+    assert main(base + ["--sampler-correction", "token_mask"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run / "config.json").read_text())["config"]["sampler_cap"] is None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,12 +55,41 @@ def moving_average(x: np.ndarray, window: int = 5) -> np.ndarray:
     return out
 
 
-def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = None) -> Path:
+@dataclass(frozen=True)
+class Curve:
+    """Which metrics.csv columns a learning curve draws (the default: a `trustrl train` run's
+    return; a language-model run names its reward, spread and KL)."""
+
+    x: str = "global_step"
+    x_label: str = "environment steps"
+    y: str = "ep_return_mean"
+    y_label: str = "episode return"
+    raw_label: str = "per-batch return (raw)"
+    evals: str = "eval_return_mean"
+    eval_label: str = "greedy evaluation"
+    initial: str = "eval_initial.json"
+    """A file beside metrics.csv whose "mean" is the evaluation at x = 0 ('' = none)."""
+    spread: str = ""
+    """A column drawn as y +- it around the raw curve of one run ('' = none)."""
+    spread_label: str = ""
+    below: tuple[tuple[str, str], ...] = ()
+    """(column, label) of further panels under the first, sharing its x axis."""
+    top: str = ""
+    """A column proportional to x (e.g. iteration) shown as a second x axis on top."""
+
+
+RETURN_CURVE = Curve()
+
+
+def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = None,
+              curve: Curve = RETURN_CURVE) -> Path:
     """One run: raw per-batch return, 5-iteration moving average and greedy evaluations (like
     the blog's graph 1). Several runs: their moving averages and greedy points overlaid.
-    A metrics.csv with no rows or without the columns, or a figure path that cannot be
-    written, is a TrustrlError (one line)."""
+    `curve` names other columns (and panels) to draw the same way. A metrics.csv with no rows
+    or without the columns, or a figure path that cannot be written, is a TrustrlError (one
+    line)."""
     out = check_figure_path(out)
+    c = curve
     tables = []
     for rd in run_dirs:
         path = Path(rd) / "metrics.csv"
@@ -66,14 +97,16 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
             rows = read_csv(path)
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise TrustrlError(f"cannot read {path}: {str(e).splitlines()[0][:120]}") from None
-        missing = [c for c in ("global_step", "ep_return_mean") if not rows or c not in rows[0]]
+        need = (c.x, c.y, *(k for k, _ in c.below))
+        missing = [k for k in need if not rows or k not in rows[0]]
         if not rows:
             raise TrustrlError(f"{path} has no rows yet: nothing to plot")
         if missing:
             raise TrustrlError(f"{path} has no column {missing[0]}: not a trustrl metrics file")
         try:
-            _floats(rows, "global_step"), _floats(rows, "ep_return_mean")
-            _floats(rows, "eval_return_mean")
+            for col in (*need, c.evals, c.spread, c.top):
+                if col:
+                    _floats(rows, col)
         except (TypeError, ValueError):
             raise TrustrlError(f"{path} holds a value that is not a number") from None
         tables.append(rows)
@@ -82,31 +115,46 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    panels = 1 + len(c.below)
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 4.5 + 2.5 * (panels - 1)), sharex=True,
+                             squeeze=False)
+    ax = axes[0, 0]
     single = len(run_dirs) == 1
     for k, (rd, rows) in enumerate(zip(run_dirs, tables, strict=True)):
-        step = _floats(rows, "global_step")
-        raw = _floats(rows, "ep_return_mean")
-        ev = _floats(rows, "eval_return_mean")
+        step = _floats(rows, c.x)
+        raw = _floats(rows, c.y)
+        ev = _floats(rows, c.evals) if c.evals else np.full(len(rows), np.nan)
         color = f"C{k % 10}"
         label = Path(rd).name
         if single:
-            ax.plot(step, raw, color=color, alpha=0.3, lw=1, label="per-batch return (raw)")
+            ax.plot(step, raw, color=color, alpha=0.3, lw=1, label=c.raw_label)
             ax.plot(step, moving_average(raw), color=color, lw=2.2,
                     label="5-iteration moving average")
+            if c.spread:
+                s = _floats(rows, c.spread)
+                ax.fill_between(step, raw - s, raw + s, color=color, alpha=0.12, lw=0,
+                                label=c.spread_label or f"+- {c.spread}")
         else:
             ax.plot(step, moving_average(raw), color=color, lw=2, label=label)
-        init = Path(rd) / "eval_initial.json"
-        first = _initial_eval(init) if init.is_file() else None
+        for j, (col, _) in enumerate(c.below, start=1):
+            axes[j, 0].plot(step, _floats(rows, col), color=color, lw=1.5,
+                            label=col if single else label)
+        init = Path(rd) / c.initial if c.initial else None
+        first = _initial_eval(init) if init is not None and init.is_file() else None
         if first is not None:
             step = np.concatenate([[0.0], step])
             ev = np.concatenate([[first], ev])
         m = np.isfinite(ev)
         if m.any():
             ax.plot(step[m], ev[m], color="k" if single else color, ls="--", marker="o", ms=3,
-                    lw=1.2, label="greedy evaluation" if single else None)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return")
+                    lw=1.2, label=c.eval_label if single else None)
+    axes[-1, 0].set_xlabel(c.x_label)
+    ax.set_ylabel(c.y_label)
+    for j, (_, ylabel) in enumerate(c.below, start=1):
+        axes[j, 0].set_ylabel(ylabel)
+        axes[j, 0].grid(alpha=0.3)
+    if c.top:
+        _top_axis(ax, _floats(tables[0], c.x), _floats(tables[0], c.top), c.top)
     ax.set_title(title or (Path(run_dirs[0]).name if single else "learning curves"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
@@ -119,6 +167,18 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
     finally:
         plt.close(fig)
     return out
+
+
+def _top_axis(ax: Any, x: np.ndarray, top: np.ndarray, label: str) -> None:
+    """A second x axis on top showing `top` where `top` = x / per (per from the first row)."""
+    ok = np.isfinite(x) & np.isfinite(top) & (top > 0)
+    if not ok.any():
+        return
+    per = float(x[ok][0] / top[ok][0])
+    if not per > 0:
+        return
+    sec = ax.secondary_xaxis("top", functions=(lambda v: v / per, lambda v: v * per))
+    sec.set_xlabel(label)
 
 
 def _initial_eval(path: Path) -> float | None:

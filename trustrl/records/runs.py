@@ -97,6 +97,7 @@ class RunDir:
         self._buffer_secs: float | None = None
         self._pending: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
         self.rows_logged = 0  # metrics.csv's rows (a checkpoint records it: check_logs)
+        self.tables: dict[str, list[str]] = {}  # other per-iteration CSVs (log_table)
         self._last_flush = 0.0
 
     def _take_lock(self) -> None:
@@ -244,6 +245,12 @@ class RunDir:
     def log_episodes(self, rows: list[dict[str, Any]]) -> None:
         self._append("episodes.csv", EPISODE_COLUMNS, rows)
 
+    def log_table(self, name: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
+        """Rows of another per-iteration CSV of the run (each with an `iteration`), written as
+        metrics.csv's and cut with it on resume (truncate_logs)."""
+        self.tables[name] = columns
+        self._append(name, columns, rows)
+
     def read_metrics(self) -> list[dict[str, str]]:
         return read_csv(self.path / "metrics.csv")
 
@@ -275,7 +282,7 @@ class RunDir:
         half-written last line of a killed process."""
         self.flush_logs()
         for name, columns in (("metrics.csv", self.metric_columns),
-                              ("episodes.csv", EPISODE_COLUMNS)):
+                              ("episodes.csv", EPISODE_COLUMNS), *self.tables.items()):
             path = self.path / name
             if not path.exists():
                 continue

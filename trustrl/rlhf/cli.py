@@ -36,6 +36,11 @@ def _number(text: str) -> float:
     return v
 
 
+def _cap(text: str) -> float:
+    """--sampler-cap: a finite number, or none (no upper bound; inf until the config is set)."""
+    return math.inf if text.strip().lower() == "none" else _number(text)
+
+
 def _convert(name: str, type_name: str, text: str) -> Any:
     """A --set value as the field's type ('none' for optional fields)."""
     t = type_name.replace(" ", "")
@@ -112,7 +117,8 @@ def add_hf_arguments(q: argparse.ArgumentParser, algo: str) -> None:
                    "vllm_importance_sampling_mode: per token or per answer, truncated to "
                    "[cap-min, cap] or masked outside it (tis = token_truncate; needs "
                    "--generate-dtype)")
-    h.add_argument("--sampler-cap", type=_number, help="C_max of the weights (3.0)")
+    h.add_argument("--sampler-cap", type=_cap, help="C_max of the weights (3.0; none: no "
+                   "upper bound, as TRL's clip_max None)")
     h.add_argument("--sampler-cap-min", type=_number, help="C_min of the weights (0: none)")
     h.add_argument("--device", help="cpu (default), cuda, cuda:N or auto")
     h.add_argument("--max-new-tokens", type=_positive_int, help="answer tokens at most (64)")
@@ -273,6 +279,8 @@ def cmd_hf(algo: str, args: argparse.Namespace) -> int:
         replace_fields(cfg, {"seed": args.seed, "runs_dir": args.runs_dir, **flags})
         if algo == "ppo" and args.no_clip:
             cfg.clip_eps = None
+        if args.sampler_cap == math.inf:
+            cfg.sampler_cap = None
         hf_flags = {"model": args.model, "data": args.data,
                     "prompt_column": args.prompt_column, "reward": args.reward,
                     "reward_weights": args.reward_weights, "reward_model": args.reward_model,

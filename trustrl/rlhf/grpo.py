@@ -65,6 +65,7 @@ from trustrl.rlhf.steps import (
     micro_batches,
     micro_weight,
     minibatches,
+    opt_stats,
     sampler_correction,
     sampling_stats,
     score_answers,
@@ -143,8 +144,9 @@ class GRPOConfig:
     sampler_cap] (*_truncate) or 0 outside it (*_mask); tis = token_truncate. Needs a sampler
     that records its log-probs (a Hugging Face model's `generate_dtype`); the sort task has
     none."""
-    sampler_cap: float = 3.0
-    """C_max of the sampler correction (TRL's vllm_importance_sampling_clip_max, 3.0)."""
+    sampler_cap: float | None = 3.0
+    """C_max of the sampler correction (TRL's vllm_importance_sampling_clip_max, 3.0); None =
+    no upper bound (TRL's None; a truncate mode then needs sampler_cap_min > 0)."""
     sampler_cap_min: float = 0.0
     """C_min of the sampler correction (TRL's vllm_importance_sampling_clip_min; 0 = none)."""
     eval_prompts: int = 1024
@@ -288,6 +290,7 @@ class GRPOTrainer:
         check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler,
                              cfg.sampler_cap_min)
         self.sampler = sampler
+        self.last_batch: GroupBatch | None = None  # the last step's (completions log)
         self.cfg, self.policy, self.ref, self.reward = cfg, policy, ref, reward
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.prompt_fn, self.max_new, self.gold_fn, self.lm = prompt_fn, max_new, gold_fn, lm
@@ -425,7 +428,8 @@ class GRPOTrainer:
                 self.opt.step()
                 losses.append(total)
         return {"clip_ratio/low_mean": _avg(lows), "clip_ratio/high_mean": _avg(highs),
-                "clip_ratio/region_mean": _avg(regions), "loss": _avg(losses), **diag.result()}
+                "clip_ratio/region_mean": _avg(regions), "loss": _avg(losses), **diag.result(),
+                **opt_stats(self.opt, cfg.epochs, len(losses))}
 
     def step(self) -> dict[str, float]:
         if self.one_pass():
@@ -434,6 +438,7 @@ class GRPOTrainer:
             batch, row = self.collect()
             row.update(self.update(batch))
         self.iteration += 1
+        self.last_batch = batch
         n = len(batch.prompts)
         return {"iteration": self.iteration, "global_step": self.iteration * n, **row}
 

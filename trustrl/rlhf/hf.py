@@ -98,6 +98,12 @@ class HFConfig:
     """Held-out prompts for eval.json (default: the training prompts)."""
     eval_prompts: int = 0
     """Prompts evaluated (one answer each) before and after training; 0 = no evaluation."""
+    eval_every: int = 0
+    """Also evaluate every this many iterations (logged as eval/ columns) and keep the best
+    policy by mean eval reward in best/; 0 = before and after training only."""
+    log_completions: int = 8
+    """Answers written to completions.csv per iteration (the batch's first: GRPO's first
+    groups) with their prompt, rewards and advantage; 0 = none."""
 
     def validate(self, algo: str) -> None:
         if not self.model:
@@ -120,6 +126,10 @@ class HFConfig:
             check_positive(name, getattr(self, name))
         check_positive("lora_r", self.lora_r, allow_zero=True)
         check_positive("eval_prompts", self.eval_prompts, allow_zero=True)
+        check_positive("eval_every", self.eval_every, allow_zero=True)
+        check_positive("log_completions", self.log_completions, allow_zero=True)
+        if self.eval_every and not self.eval_prompts:
+            raise ConfigError("eval_every needs --eval-prompts N (the prompts evaluated)")
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
 
@@ -475,6 +485,9 @@ class TextReward:
         n = len(funcs) + (self.rm is not None)
         self.weights = list(weights) if weights is not None else [1.0] * n
         self.last_stats: dict[str, float] = {}
+        self.last: dict[str, list[Any]] = {}
+        """The last call's per-answer values: prompt and completion texts, the total reward
+        and each source's ('rewards/<name>')."""
 
     def completions(self, responses: Tensor) -> tuple[list[list[int]], list[str]]:
         mask = self.io.response_mask(responses).cpu()
@@ -509,6 +522,9 @@ class TextReward:
             stats[f"rewards/{short}/mean"] = float(r.nanmean())
             stats[f"rewards/{short}/std"] = float(r[~r.isnan()].std()) if len(r) > 1 else 0.0
         self.last_stats = stats
+        self.last = {"prompt": list(prompts.texts), "completion": texts,
+                     "reward": total.tolist(),
+                     **{f"rewards/{n.rsplit(':', 1)[-1]}": r.tolist() for n, r in parts}}
         return total.float()
 
 

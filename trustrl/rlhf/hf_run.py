@@ -6,6 +6,12 @@
         checkpoints/latest.pt   trainable weights, Adam, the generator: resume = never stopped
         model/             the trained policy (save_pretrained; LoRA: the adapter) + tokenizer
         eval.json          reward and KL to pi_ref on held-out prompts, before and after
+        best/              with eval_every: the policy of the best mean eval reward so far
+                           (as model/) and its evaluation in best/eval.json
+        completions.csv    per iteration, the first log_completions answers: prompt,
+                           completion, rewards, advantage (TRL's completions table)
+        learning_curve.png reward (and its group spread) and the exact KL to pi_ref against
+                           completions seen and iterations (the core's plot_runs)
         tb/                TensorBoard events of every row, where tensorboard is installed
         status.json
 
@@ -16,8 +22,11 @@ line.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -26,6 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from trustrl.records.plotting import Curve, plot_runs
 from trustrl.records.runs import RunDir, atomic_write_text
 from trustrl.rlhf.common import seed_everything
 from trustrl.rlhf.grpo import GRPO_COLUMNS, GRPOConfig, GRPOTrainer
@@ -48,10 +58,12 @@ from trustrl.rlhf.hf import (
 )
 from trustrl.rlhf.kl import exact_kl
 from trustrl.rlhf.ppo import PPO_COLUMNS, PPOConfig, PPOTrainer, run_rl_loop, write_eval
-from trustrl.rlhf.steps import SAMPLER_COLUMNS
+from trustrl.rlhf.steps import OPT_COLUMNS, SAMPLER_COLUMNS
 from trustrl.util.errors import ConfigError, RunError
 
 GOLD_FREE = ("gold/",)
+EVAL_COLUMNS = ["eval/reward", "eval/kl_ref_seq_exact"]
+COMPLETIONS = "completions.csv"
 
 
 def algo_config(algo: str) -> GRPOConfig | PPOConfig:
@@ -204,14 +216,120 @@ def evaluate(parts: Parts, source: PromptSource, n: int, seed: int, temperature:
 
 
 # --- the run -----------------------------------------------------------------------------------
+def _reward_names(funcs: list[tuple[str, Callable]], reward_model: str) -> list[str]:
+    return [p.rsplit(":", 1)[-1] for p, _ in funcs] + (["reward_model"] if reward_model else [])
+
+
 def columns(algo: str, funcs: list[tuple[str, Callable]], reward_model: str,
-            recorded: bool = False) -> list[str]:
-    """metrics.csv's columns (recorded: the sampler records its log-probs)."""
+            recorded: bool = False, evals: bool = False) -> list[str]:
+    """metrics.csv's columns (recorded: the sampler records its log-probs; evals: evaluated
+    every eval_every iterations)."""
     base = PPO_COLUMNS if algo == "ppo" else GRPO_COLUMNS
-    names = [p.rsplit(":", 1)[-1] for p, _ in funcs] + (["reward_model"] if reward_model else [])
-    extra = [f"rewards/{n}/{s}" for n in names for s in ("mean", "std")]
-    return ([c for c in base if not c.startswith(GOLD_FREE)] + extra
-            + (SAMPLER_COLUMNS if recorded else []))
+    extra = [f"rewards/{n}/{s}" for n in _reward_names(funcs, reward_model)
+             for s in ("mean", "std")]
+    return ([c for c in base if not c.startswith(GOLD_FREE)] + extra + OPT_COLUMNS
+            + (SAMPLER_COLUMNS if recorded else []) + (EVAL_COLUMNS if evals else []))
+
+
+def completion_columns(funcs: list[tuple[str, Callable]], reward_model: str) -> list[str]:
+    """completions.csv's columns: TRL's completions table (step, prompt, completion, each
+    reward, advantage) with the iteration and the weighted total reward."""
+    return ["iteration", "step", "prompt", "completion", "reward",
+            *[f"rewards/{n}" for n in _reward_names(funcs, reward_model)], "advantage"]
+
+
+def completion_rows(parts: Parts, n: int, iteration: int, step: int) -> list[dict[str, Any]]:
+    """The first n answers of the last training batch (the reward's last call), each with its
+    prompt text, completion text, rewards and advantage (GRPO / RLOO; empty for PPO, whose
+    advantages are per token)."""
+    last = parts.reward.last
+    batch = getattr(parts.trainer, "last_batch", None)
+    adv = (batch.advantages.detach().cpu() if batch is not None
+           and batch.advantages.dim() == 1 else None)
+    k = min(n, len(last.get("completion", [])))
+    return [{"iteration": iteration, "step": step, **{key: v[i] for key, v in last.items()},
+             "advantage": None if adv is None else float(adv[i])} for i in range(k)]
+
+
+def lm_curve(algo: str, evals: bool) -> Curve:
+    """learning_curve.png of a language-model run: the reward (GRPO / RLOO with the mean
+    within-group std around it) over completions seen and iterations, the exact KL to pi_ref
+    below; eval/reward's points with eval_every."""
+    ppo = algo == "ppo"
+    return Curve(x="global_step", x_label="completions seen", top="iteration",
+                 y="objective/scores" if ppo else "reward", y_label="mean reward",
+                 raw_label="per-batch mean reward (raw)",
+                 evals="eval/reward" if evals else "", eval_label="held-out evaluation",
+                 initial="", spread="" if ppo else "reward_std",
+                 spread_label="+- mean within-group std",
+                 below=(("kl_ref/exact", "KL(pi || pi_ref) per token"),))
+
+
+class Iteration:
+    """run_rl_loop's trainer for a Hugging Face run: the trainer's step, then what the run
+    folder adds to it: the completions log and, every eval_every iterations, the held-out
+    evaluation (eval/ columns of the row) and best/."""
+
+    def __init__(self, parts: Parts, run: RunDir, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
+                 eval_source: PromptSource | None, completions: list[str], start: int):
+        self.parts, self.run, self.cfg, self.hcfg = parts, run, cfg, hcfg
+        self.eval_source, self.completions = eval_source, completions
+        self.best = _saved_best(run.path, start)
+
+    def step(self) -> dict[str, Any]:
+        row = self.parts.trainer.step()
+        it, hcfg = int(row["iteration"]), self.hcfg
+        if hcfg.log_completions:
+            self.run.log_table(COMPLETIONS, self.completions, completion_rows(
+                self.parts, hcfg.log_completions, it, int(row["global_step"])))
+        if self.eval_source is not None and hcfg.eval_every and it % hcfg.eval_every == 0:
+            ev = evaluate(self.parts, self.eval_source, hcfg.eval_prompts,
+                          self.cfg.seed + EVAL_SEED, self.cfg.temperature,
+                          hcfg.max_new_tokens, hcfg.score_chunk)
+            row["eval/reward"], row["eval/kl_ref_seq_exact"] = (ev["reward"],
+                                                                 ev["kl_ref_seq_exact"])
+            if ev["reward"] > self.best:
+                self.best = ev["reward"]
+                save_best(self.parts, self.run.path, {
+                    "iteration": it, "global_step": int(row["global_step"]), **ev})
+        return row
+
+
+def save_best(parts: Parts, path: Path, record: dict[str, Any]) -> None:
+    """best/: the policy (save_pretrained; LoRA: the adapter) and tokenizer, with its
+    evaluation in best/eval.json; written beside and then moved in place."""
+    tmp, best = path / ".best.tmp", path / "best"
+    shutil.rmtree(tmp, ignore_errors=True)
+    parts.policy.save_pretrained(tmp)
+    parts.tokenizer.save_pretrained(tmp)
+    atomic_write_text(tmp / "eval.json", json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(best, ignore_errors=True)
+    os.replace(tmp, best)
+
+
+def _saved_best(path: Path, before: int) -> float:
+    """The mean eval reward of best/eval.json (-inf: none, or one written after iteration
+    `before`, which a resume from that checkpoint trains again), as the core's."""
+    try:
+        d = json.loads((path / "best" / "eval.json").read_text())
+        if int(d["iteration"]) > before:
+            return -math.inf
+        v = float(d["reward"])
+        return v if math.isfinite(v) else -math.inf
+    except (OSError, ValueError, KeyError, TypeError):
+        return -math.inf
+
+
+def _header(path: Path) -> list[str] | None:
+    """The columns of an existing CSV (None when it has none): a resumed run goes on writing
+    the columns it started with (a run from before a column was added keeps its rows)."""
+    try:
+        with open(path, newline="") as f:
+            line = f.readline()
+    except OSError:
+        return None
+    cols = next(iter(csv.reader([line])), []) if line.strip() else []
+    return cols or None
 
 
 def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
@@ -241,9 +359,12 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
                                    hcfg.max_prompt_length, parts.tokenizer.pad_token_id,
                                    parts.io.device)
     start, elapsed = 0, 0.0
+    metric_columns = columns(algo, funcs, hcfg.reward_model, bool(hcfg.generate_dtype),
+                             bool(hcfg.eval_every))
+    completions = completion_columns(funcs, hcfg.reward_model)
     if run is not None and state is not None:
-        run.metric_columns = columns(algo, funcs, hcfg.reward_model,
-                                     bool(hcfg.generate_dtype))
+        run.metric_columns = _header(run.path / "metrics.csv") or metric_columns
+        run.tables[COMPLETIONS] = completions  # cut with metrics.csv
         start = restore(parts, state)
         run.truncate_logs(start)
         elapsed = _wall_time_at(run, start)
@@ -256,8 +377,7 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
         config = {"algo": algo, "config": asdict(cfg), "hf": asdict(hcfg)}
         run = RunDir.create(cfg.runs_dir, Path(hcfg.model).name or "model", algo, cfg.seed,
                             config)
-        run.metric_columns = columns(algo, funcs, hcfg.reward_model,
-                                     bool(hcfg.generate_dtype))
+        run.metric_columns = metric_columns
     if hcfg.tensorboard:  # a resumed run drops the events the stopped one wrote after its
         run.open_tensorboard(purge_step=_step_after(run, start))  # checkpoint
     run_eval: dict[str, Any] = {}
@@ -284,11 +404,15 @@ def train_hf(algo: str, cfg: GRPOConfig | PPOConfig, hcfg: HFConfig,
                                          cfg.seed + EVAL_SEED, cfg.temperature,
                                          hcfg.max_new_tokens, hcfg.score_chunk)
             write_eval(run.path, run_eval)
+        run.flush_logs()
+        plot_runs([run.path], run.path / "learning_curve.png",
+                  curve=lm_curve(algo, "eval/reward" in run.metric_columns))
 
     key = "objective/scores" if algo == "ppo" else "reward"
     kl = "objective/kl" if algo == "ppo" else "kl"
     try:
-        return run_rl_loop(algo, parts.trainer, run, cfg.iterations, echo, log_every, finish,
+        iteration = Iteration(parts, run, cfg, hcfg, eval_source, completions, start)
+        return run_rl_loop(algo, iteration, run, cfg.iterations, echo, log_every, finish,
                            lambda r: f"reward {r[key]:+.3f} {kl} {r[kl]:.3f} "
                            f"kl_ref/exact {r['kl_ref/exact']:.4f} "
                            f"kl_old/k3 {r['kl_old/k3']:.4f} "

@@ -61,6 +61,7 @@ from trustrl.rlhf.steps import (
     micro_batches,
     micro_weight,
     minibatches,
+    opt_stats,
     sampler_correction,
     sampling_stats,
     score_answers,
@@ -134,8 +135,8 @@ class PPOConfig:
     """none or a TRL mode (token_truncate, token_mask, sequence_truncate, sequence_mask; tis =
     token_truncate): weight each token's policy loss by pi_old / mu, as GRPO's (needs a Hugging
     Face model's generate_dtype)."""
-    sampler_cap: float = 3.0
-    """C_max of the sampler correction's weights."""
+    sampler_cap: float | None = 3.0
+    """C_max of the sampler correction's weights; None = no upper bound (TRL's None)."""
     sampler_cap_min: float = 0.0
     """C_min of the sampler correction's weights (0 = none)."""
     eval_prompts: int = 1024
@@ -239,6 +240,7 @@ class PPOTrainer:
         check_sampler_option(cfg.sampler_correction, cfg.sampler_cap, sampler,
                              cfg.sampler_cap_min)
         self.sampler = sampler
+        self.last_batch: Batch | None = None  # the last step's (completions log)
         self.cfg, self.policy, self.ref, self.critic = cfg, policy, ref, critic
         self.score_chunk = score_chunk  # answers per forward pass when scoring a batch
         self.score_fn, self.prompt_fn, self.gold_fn = score_fn, prompt_fn, gold_fn
@@ -302,6 +304,7 @@ class PPOTrainer:
         eps_diag = cfg.clip_eps if cfg.clip_eps is not None else 0.2
         kls, clipfracs, vclipfracs, pls, vls = [], [], [], [], []
         diag = UpdateDiagnostics()
+        steps = 0
         for _ in range(cfg.epochs):
             for idx in minibatches(n, cfg.minibatch_size, self.gen):
                 self.opt.zero_grad(set_to_none=True)
@@ -341,17 +344,20 @@ class PPOTrainer:
                     vls.append(float(v_loss.detach()))
                 nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.opt.step()
+                steps += 1
 
         def avg(x: list[float]) -> float:
             return sum(x) / len(x) if x else float("nan")
 
         return {"policy/approxkl_avg": avg(kls), "policy/clipfrac_avg": avg(clipfracs),
                 "val/clipfrac_avg": avg(vclipfracs), "loss/policy_avg": avg(pls),
-                "loss/value_avg": avg(vls), **diag.result()}
+                "loss/value_avg": avg(vls), **diag.result(),
+                **opt_stats(self.opt, cfg.epochs, steps)}
 
     def step(self) -> dict[str, float]:
         """One PPO iteration; returns its metrics (beta is the one used for this batch)."""
         batch, stats = self.collect()
+        self.last_batch = batch
         row = {"beta": self.beta, **stats, **self.update(batch)}
         if self.kl_ctl is not None:
             self.beta = self.kl_ctl.update(stats["objective/kl"], self.cfg.batch_size)

@@ -41,6 +41,17 @@ DIAG_COLUMNS = [
 ]
 
 
+OPT_COLUMNS = ["lr", "epochs_run", "optimizer_steps"]
+"""The update's schedule, as the core logs lr and epochs_run: the learning rate and the passes
+over the batch (epochs) and optimiser steps this iteration made (language-model runs' columns)."""
+
+
+def opt_stats(opt: torch.optim.Optimizer, epochs: int, steps: int) -> dict[str, float]:
+    """The OPT_COLUMNS of an update: the optimiser's learning rate, its epochs and steps."""
+    return {"lr": float(opt.param_groups[0]["lr"]), "epochs_run": epochs,
+            "optimizer_steps": steps}
+
+
 SAMPLER_COLUMNS = [
     "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max",
     "sampling/importance_sampling_ratio/min", "sampling/importance_sampling_ratio/mean",
@@ -72,25 +83,27 @@ class Sampler(Protocol):
 
 @torch.no_grad()
 def sampler_ratios(logp_old: Tensor, logp_mu: Tensor, mask: Tensor | None = None,
-                   correction: str = "token_truncate", cap: float = 3.0,
+                   correction: str = "token_truncate", cap: float | None = 3.0,
                    cap_min: float = 0.0) -> tuple[Tensor, Tensor]:
     """(raw, weight) of the mode `correction` names: raw the ratio pi_old / mu of each token
     ([B, T]; token_*) or of each answer, the product over its valid tokens ([B, 1]; sequence_*);
     weight the raw ratio clamped to [cap_min, cap] (*_truncate) or set to 0 outside it (*_mask),
-    as TRL's modes. A token whose sampling log-prob is NaN (not given) or that lies outside
-    mask (after the answer's end) counts as pi_old / mu = 1."""
+    as TRL's modes; cap None: no upper bound (TRL's clip_max None). A token whose sampling
+    log-prob is NaN (not given) or that lies outside mask (after the answer's end) counts as
+    pi_old / mu = 1."""
+    hi = math.inf if cap is None else cap
     diff = torch.nan_to_num(logp_old.float() - logp_mu.float(), nan=0.0)
     if mask is not None:
         diff = diff * mask
     mode = _mode(correction)
     raw = (diff.sum(1, keepdim=True) if mode.startswith("sequence") else diff).exp()
     if mode.endswith("mask"):
-        return raw, raw.masked_fill((raw < cap_min) | (raw > cap), 0.0)
-    return raw, raw.clamp(min=cap_min, max=cap)
+        return raw, raw.masked_fill((raw < cap_min) | (raw > hi), 0.0)
+    return raw, raw.clamp(min=cap_min, max=hi)
 
 
 @torch.no_grad()
-def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float,
+def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float | None,
                     correction: str = "token_truncate", mask: Tensor | None = None,
                     cap_min: float = 0.0) -> Tensor:
     """[B, T] the weights of `sampler_ratios` on every token (an answer's weight on each of its
@@ -100,7 +113,7 @@ def sampler_weights(logp_old: Tensor, logp_mu: Tensor, cap: float,
 
 
 @torch.no_grad()
-def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor, cap: float,
+def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor, cap: float | None,
                   correction: str = "token_truncate", cap_min: float = 0.0) -> dict[str, float]:
     """The mismatch between the sampler mu and pi_old over the valid answer tokens: |log pi_old
     - log mu| (mean, max), the weights of the mode (min, mean, max over the valid tokens, or
@@ -121,7 +134,7 @@ def sampler_stats(logp_old: Tensor, logp_mu: Tensor, mask: Tensor, cap: float,
         "sampling/importance_sampling_ratio/mean": float(w.mean()),
         "sampling/importance_sampling_ratio/max": float(w.max()),
         "sampling/importance_sampling_ratio/clipped_frac": float(
-            ((raw > cap) | (raw < cap_min)).float().mean()),
+            ((raw > (math.inf if cap is None else cap)) | (raw < cap_min)).float().mean()),
         "sampling/kl_mu_old/k1": approx_kl(diff, "k1"),
         "sampling/kl_mu_old/k3": approx_kl(diff, "k3"),
     }
@@ -137,19 +150,27 @@ def draw(lm: LMAdapter, sampler: Sampler | None, policy: nn.Module, prompts: Any
     return lm.sample(policy, prompts, max_new, temperature, generator), None
 
 
-def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown",
+def check_sampler_option(correction: str, cap: float | None, sampler: Any = "unknown",
                          cap_min: float = 0.0) -> None:
-    """ConfigError for an unknown correction, a cap that is not > 0, a cap_min outside [0, cap),
-    or a correction with no sampler that records its log-probs (sampler None; the default
-    skips that check)."""
+    """ConfigError for an unknown correction, a cap that is neither None (no upper bound, as
+    TRL's clip_max None) nor > 0, a cap_min outside [0, cap), a truncate mode with neither
+    bound (TRL refuses it), or a correction with no sampler that records its log-probs (sampler
+    None; the default skips that check)."""
     if correction not in SAMPLER_CORRECTIONS:
         raise ConfigError(f"unknown sampler_correction {correction!r}; use one of "
                           f"{', '.join(SAMPLER_CORRECTIONS)}")
-    if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
-        raise ConfigError(f"sampler_cap must be a finite number > 0, got {cap}")
-    if not (isinstance(cap_min, (int, float)) and 0 <= cap_min < cap):
+    if cap is not None and not (isinstance(cap, (int, float)) and not isinstance(cap, bool)
+                                and math.isfinite(cap) and cap > 0):
+        raise ConfigError(f"sampler_cap must be a finite number > 0 or none, got {cap}")
+    hi = math.inf if cap is None else cap
+    if not (isinstance(cap_min, (int, float)) and 0 <= cap_min < hi):
         raise ConfigError(f"sampler_cap_min must be >= 0 and below sampler_cap ({cap}), got "
                           f"{cap_min}")
+    if cap is None and cap_min == 0 and _mode(correction).endswith("truncate") \
+            and correction != "none":
+        raise ConfigError(f"sampler_correction {correction} with sampler_cap none needs "
+                          "sampler_cap_min > 0 (a truncation with neither bound; TRL refuses "
+                          "it too)")
     if correction != "none" and sampler is None:
         raise ConfigError(f"sampler_correction {correction} needs a sampler that records its "
                           "log-probs (a Hugging Face model's generate_dtype)")
@@ -157,7 +178,7 @@ def check_sampler_option(correction: str, cap: float, sampler: Any = "unknown",
 
 @torch.no_grad()
 def sampler_correction(logp_old: Tensor, logp_mu: Tensor | None, mask: Tensor, correction: str,
-                       cap: float, cap_min: float = 0.0) -> tuple[Tensor | None,
+                       cap: float | None, cap_min: float = 0.0) -> tuple[Tensor | None,
                                                                   dict[str, float]]:
     """The correction's [B, T] weights (None when correction is none or the sampler's log-probs
     are not given; 1 after an answer's end, where no token was sampled) and the mismatch's
