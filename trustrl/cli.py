@@ -337,7 +337,7 @@ def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from trustrl.records.plotting import check_figure_path, plot_runs
+    from trustrl.records.plotting import RETURN_CURVE, check_figure_path, metrics_header, plot_runs
 
     for r in args.runs:
         if not (Path(r) / "metrics.csv").is_file():
@@ -345,7 +345,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     out = args.out or (Path(args.runs[0]) / "learning_curve.png" if len(args.runs) == 1
                        else Path(args.runs[0]).parent / "compare.png")
     check_figure_path(out)
-    print(plot_runs(args.runs, out))
+    heads = [metrics_header(r) for r in args.runs]
+    curve = RETURN_CURVE
+    if not all(RETURN_CURVE.y in h for h in heads):  # language-model runs (torch only then)
+        from trustrl.rlhf.hf_run import curves_of
+
+        kinds = {RETURN_CURVE if RETURN_CURVE.y in h else c or RETURN_CURVE
+                 for h, c in zip(heads, curves_of(heads), strict=True)}
+        if len(kinds) > 1:
+            raise TrustrlError("these runs draw different curves (trustrl train and "
+                               "language-model runs, or PPO and GRPO rewards): plot them apart")
+        curve = kinds.pop()
+    print(plot_runs(args.runs, out, curve=curve))
     return 0
 
 

@@ -68,7 +68,9 @@ class Curve:
     evals: str = "eval_return_mean"
     eval_label: str = "greedy evaluation"
     initial: str = "eval_initial.json"
-    """A file beside metrics.csv whose "mean" is the evaluation at x = 0 ('' = none)."""
+    """A JSON file beside metrics.csv holding the evaluation at x = 0 ('' = none)."""
+    initial_key: tuple[str, ...] = ("mean",)
+    """The keys leading to that evaluation's number in the file."""
     spread: str = ""
     """A column drawn as y +- it around the raw curve of one run ('' = none)."""
     spread_label: str = ""
@@ -140,7 +142,8 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
             axes[j, 0].plot(step, _floats(rows, col), color=color, lw=1.5,
                             label=col if single else label)
         init = Path(rd) / c.initial if c.initial else None
-        first = _initial_eval(init) if init is not None and init.is_file() else None
+        first = (_initial_eval(init, c.initial_key) if init is not None and init.is_file()
+                 else None)
         if first is not None:
             step = np.concatenate([[0.0], step])
             ev = np.concatenate([[first], ev])
@@ -181,12 +184,26 @@ def _top_axis(ax: Any, x: np.ndarray, top: np.ndarray, label: str) -> None:
     sec.set_xlabel(label)
 
 
-def _initial_eval(path: Path) -> float | None:
-    """The step-0 greedy mean from eval_initial.json (None when the file is not usable)."""
+def _initial_eval(path: Path, keys: tuple[str, ...]) -> float | None:
+    """The step-0 evaluation under `keys` in a JSON file such as eval_initial.json (None when
+    the file is not usable)."""
     import json
 
     try:
-        v = json.loads(path.read_text())["mean"]
+        v = json.loads(path.read_text())
+        for k in keys:
+            v = v[k]
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def metrics_header(run_dir: str | Path) -> list[str]:
+    """The column names of a run folder's metrics.csv (its first line; [] when empty); a
+    TrustrlError (one line) when it cannot be read."""
+    path = Path(run_dir) / "metrics.csv"
+    try:
+        with open(path, newline="") as f:
+            return next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise TrustrlError(f"cannot read {path}: {str(e).splitlines()[0][:120]}") from None
