@@ -643,42 +643,6 @@ def test_gymnasium_iterations_with_the_compiled_step_equal_the_eager_ones(algo, 
     torch.testing.assert_close(lc.net.flat, le.net.flat, rtol=1e-3, atol=5e-4)
 
 
-@pytest.mark.parametrize("kind, hidden, activation, B", [
-    ("discrete", (16, 8), "tanh", 57), ("discrete", (), "relu", 2), ("box", (16,), "tanh", 40),
-    ("box", (8, 8), "relu", 1)])
-def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation, B):
-    """algos.common.diagnostics through the compiled backend's kernel and with torch, 3
-    members whose policies moved from pi_old (another network, another log-std): every
-    column to float rounding (means accumulate in float64 there, float32 here)."""
-    from trustrl.algos.common import diagnostics
-
-    action = ActionSpec("discrete", n=4) if kind == "discrete" else ActionSpec(
-        "box", dim=3, low=(-1.0,) * 3, high=(1.0,) * 3)
-    torch.manual_seed(B)
-    old = PopActorCritic.from_policies(
-        [ActorCritic(5, action, hidden, activation, log_std_init=-0.2 * i) for i in range(3)],
-        "cpu")
-    net = PopActorCritic.from_policies(
-        [ActorCritic(5, action, hidden, activation, log_std_init=0.1 * i) for i in range(3)],
-        "cpu")
-    g = torch.Generator().manual_seed(B)
-    obs = torch.randn(3, B, 5, generator=g)
-    with torch.no_grad():
-        net.flat.add_(0.5 * torch.randn(net.flat.shape, generator=g))  # far from pi_old
-        old_out = old.actor(obs)
-        actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
-                   else old_out + torch.randn(3, B, 3, generator=g))
-        batch = {"obs": obs, "actions": actions, "logp_old": old.log_prob(old_out, actions)}
-    flat_old = old.flat.detach()
-    fast = diagnostics(net, batch, old_out, flat_old, 0.2, compiled.Compiled())
-    slow = diagnostics(net, batch, old_out, flat_old, 0.2)
-    assert fast.keys() == slow.keys()
-    for k in slow:
-        assert fast[k].dtype == slow[k].dtype, k
-        torch.testing.assert_close(fast[k], slow[k], rtol=2e-5, atol=2e-6, msg=k)
-    assert float(slow["clip_fraction"].max()) > 0  # the ratios are far from 1: the band counts
-
-
 def _members_and_samples(kind, hidden, activation, B):  # type: ignore[no-untyped-def]
     """3 members (Discrete n=4 or Box dim 3, log-std -0.2 i), their observations [3, B, 5],
     the actor's outputs and actions drawn near them, with the generator for more draws."""
@@ -695,6 +659,32 @@ def _members_and_samples(kind, hidden, activation, B):  # type: ignore[no-untype
         actions = (torch.randint(0, 4, (3, B), generator=g) if kind == "discrete"
                    else out + torch.randn(3, B, 3, generator=g))
     return net, g, obs, out, actions
+
+
+@pytest.mark.parametrize("kind, hidden, activation, B", [
+    ("discrete", (16, 8), "tanh", 57), ("discrete", (), "relu", 2), ("box", (16,), "tanh", 40),
+    ("box", (8, 8), "relu", 1)])
+def test_the_compiled_diagnostics_equal_the_eager_ones(kind, hidden, activation, B):
+    """algos.common.diagnostics through the compiled backend's kernel and with torch, 3
+    members whose policies moved from pi_old (another network, another log-std): every
+    column to float rounding (means accumulate in float64 there, float32 here)."""
+    from trustrl.algos.common import diagnostics
+
+    old, g, obs, old_out, actions = _members_and_samples(kind, hidden, activation, B)
+    net = PopActorCritic.from_policies(
+        [ActorCritic(5, old.action, hidden, activation, log_std_init=0.1 * i)
+         for i in range(3)], "cpu")
+    with torch.no_grad():
+        net.flat.add_(0.5 * torch.randn(net.flat.shape, generator=g))  # far from pi_old
+        batch = {"obs": obs, "actions": actions, "logp_old": old.log_prob(old_out, actions)}
+    flat_old = old.flat.detach()
+    fast = diagnostics(net, batch, old_out, flat_old, 0.2, compiled.Compiled())
+    slow = diagnostics(net, batch, old_out, flat_old, 0.2)
+    assert fast.keys() == slow.keys()
+    for k in slow:
+        assert fast[k].dtype == slow[k].dtype, k
+        torch.testing.assert_close(fast[k], slow[k], rtol=2e-5, atol=2e-6, msg=k)
+    assert float(slow["clip_fraction"].max()) > 0  # the ratios are far from 1: the band counts
 
 
 @pytest.mark.parametrize("kind, hidden, activation, B", [
