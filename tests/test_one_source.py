@@ -8,6 +8,9 @@ in a binding fails here, whatever numbers it computes.
 
 from __future__ import annotations
 
+import ast
+import inspect
+
 import numpy as np
 import pytest
 
@@ -88,6 +91,44 @@ def test_trpos_compiled_line_search_runs_the_surrogates_source():
     assert g["actor_log_probs"] is kernels.actor_log_probs
     assert kernels.ppo_diagnostics.py_func.__globals__["actor_log_probs"] is (
         kernels.actor_log_probs)
+
+
+def test_trpos_ratio_and_surrogate_are_the_losses_functions_everywhere():
+    """TRPO's and NPG's rho = exp(logp - logp_old) and rho A, in every path that computes
+    them: the torch line search (TRPO._surrogate_kl), both gradient backends'
+    policy_gradient, and the compiled kernels (surrogate_kl, policy_gradient) call
+    trustrl.maths.losses' policy_ratio and surrogate_objective (compiled from their code), and
+    none of them writes an exp of its own."""
+    from trustrl.algos import trpo
+    from trustrl.compute import backends
+    from trustrl.maths import losses
+
+    torch_paths = (trpo.TRPO._surrogate_kl, backends.Autograd.policy_gradient,
+                   backends.ClosedForm.policy_gradient)
+    for f in map(inspect.unwrap, torch_paths):  # through torch.no_grad's wrapper
+        names = f.__code__.co_names
+        assert "policy_ratio" in names and "surrogate_objective" in names, f.__qualname__
+        assert "exp" not in names, f.__qualname__
+        assert f.__globals__["policy_ratio"] is losses.policy_ratio
+        assert f.__globals__["surrogate_objective"] is losses.surrogate_objective
+    pytest.importorskip("numba")
+    from trustrl.compute.compiled import kernels
+
+    for name in ("policy_ratio", "surrogate_objective"):
+        assert getattr(kernels, name).py_func.__code__ is getattr(losses, name).__code__
+    for kernel in (kernels.surrogate_kl, kernels.policy_gradient):
+        g = kernel.py_func.__globals__
+        assert g["policy_ratio"] is kernels.policy_ratio
+        assert g["surrogate_objective"] is kernels.surrogate_objective
+        code = kernel.py_func.__code__
+        assert "policy_ratio" in code.co_names, code.co_name
+        # the kernels' own exps are others (inv_std, the softmax's probabilities), never
+        # of anything with logp_old in it
+        tree = ast.parse(inspect.getsource(kernel.py_func))
+        exps = [c for c in ast.walk(tree) if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute | ast.Name)
+                and getattr(c.func, "attr", getattr(c.func, "id", "")) == "exp"]
+        assert not any("logp_old" in ast.unparse(c) for c in exps), code.co_name
 
 
 def test_the_policy_gradients_gaussian_derivatives_are_written_once():

@@ -35,7 +35,7 @@ from trustrl.algos.common import (
 )
 from trustrl.compute.backends import Backend
 from trustrl.maths.distributions import mask_logits
-from trustrl.maths.losses import surrogate_objective
+from trustrl.maths.losses import policy_ratio, surrogate_objective
 from trustrl.maths.optim import PopAdam
 from trustrl.maths.trust.cg import conjugate_gradient
 from trustrl.maths.trust.line_search import population_line_search
@@ -81,7 +81,7 @@ class TRPO(Algorithm):
         out = net.actor(batch["obs"], params)  # type: ignore[attr-defined]
         out = mask_logits(out, batch.get("action_mask"))  # a masked run: the valid actions
         logp = net.log_prob(out, batch["actions"], params)
-        L = surrogate_objective(torch.exp(logp - batch["logp_old"]), adv).mean(1)
+        L = surrogate_objective(policy_ratio(logp, batch["logp_old"]), adv).mean(1)
         return L, net.kl_from(old_out, out, flat_old, params).mean(1)
 
     @torch.no_grad()

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from trustrl.maths.distributions import mask_logits
+from trustrl.maths.losses import policy_ratio, surrogate_objective
 from trustrl.nets.popnet import PopActorCritic, PopNet, seq_args
 
 
@@ -112,7 +113,8 @@ class Autograd:
         x = flat_old.clone().requires_grad_(True)
         with torch.enable_grad():
             out = mask_logits(net.actor(obs, x), action_mask)  # type: ignore[attr-defined]
-            L = (torch.exp(net.log_prob(out, actions, x) - logp_old) * adv).mean(1)
+            L = surrogate_objective(policy_ratio(net.log_prob(out, actions, x), logp_old),
+                                      adv).mean(1)
             (g,) = torch.autograd.grad(L.sum(), x)
         return g * net.actor_mask, L.detach(), out.detach()  # type: ignore[attr-defined]
 
@@ -198,7 +200,7 @@ class ClosedForm:
         old_out, acts = net.mlp_forward("actor", obs, params)
         old_out = mask_logits(old_out, action_mask)  # d/d(an invalid logit) = 0: p = 0 there
         parts = net.log_prob_parts(old_out, actions, params)
-        surr = torch.exp(parts["logp"] - logp_old) * adv
+        surr = surrogate_objective(policy_ratio(parts["logp"], logp_old), adv)
         g_out, g_ls = net.log_prob_backward(parts, actions, surr / obs.shape[1])
         g = net.assemble_actor(net.mlp_backward("actor", acts, g_out, params), g_ls)
         return g, surr.mean(1), old_out

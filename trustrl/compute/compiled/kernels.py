@@ -528,7 +528,11 @@ def ppo_diagnostics(policy, obs, act_i, act_f, logp_old, old_out, flat_old, clip
             res[p, 7 + j] = s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-surrogate_objective = compiled_source(losses, ("surrogate_objective",)).surrogate_objective
+_SURROGATE = compiled_source(losses, ("policy_ratio", "surrogate_objective"))
+policy_ratio = _SURROGATE.policy_ratio
+"""trustrl.maths.losses.policy_ratio (rho = exp(logp - logp_old)) compiled over
+trustrl.compute.compiled.xp."""
+surrogate_objective = _SURROGATE.surrogate_objective
 """trustrl.maths.losses.surrogate_objective (rho A per sample) compiled over
 trustrl.compute.compiled.xp."""
 
@@ -543,7 +547,7 @@ def surrogate_kl(policy, obs, act_i, act_f, logp_old, adv, old_out, flat_old, re
     P = logp_old.shape[0]
     for p in range(P):
         logp, _, kl = actor_log_probs(policy, p, obs, act_i, act_f, old_out, flat_old, mask)
-        surr = surrogate_objective(np.exp(logp - logp_old[p]), adv[p])
+        surr = surrogate_objective(policy_ratio(logp, logp_old[p]), adv[p])
         res[p, 0] = surr.astype(np.float64).mean()
         res[p, 1] = kl.astype(np.float64).mean()
 
@@ -579,7 +583,7 @@ def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res
             lsm = log_softmax(out)
             for i in range(B):
                 a = act_i[p, i]
-                surr = surrogate_objective(np.exp(lsm[i, a] - logp_old[p, i]), adv[p, i])
+                surr = surrogate_objective(policy_ratio(lsm[i, a], logp_old[p, i]), adv[p, i])
                 s += surr
                 g = surr / b
                 for k in range(n):
@@ -594,7 +598,7 @@ def policy_gradient(policy, obs, act_i, act_f, logp_old, adv, grad, old_out, res
                 for k in range(n):
                     lp += gaussian_log_density(act_f[p, i, k], out[i, k], flat[p, ls_off + k],
                                                inv_std[k], HALF, HALF_LOG_2PI)
-                surr = surrogate_objective(np.exp(lp - logp_old[p, i]), adv[p, i])
+                surr = surrogate_objective(policy_ratio(lp, logp_old[p, i]), adv[p, i])
                 s += surr
                 g = surr / b
                 for k in range(n):
