@@ -226,7 +226,7 @@ def test_sigterm_stops_an_rlhf_run_marked_stopped_and_says_where(stage, tmp_path
     st = json.loads((run / "status.json").read_text())
     last = int(_rows(run / "metrics.csv")[-1].split(",")[1 if stage == "sft" else 0])
     assert st["status"] == "stopped" and "SIGTERM" in st["message"], st
-    # the iterations done (SFT steps: a row every eval_every of them) and not more
+    # the iterations done (SFT steps: a row each) and not more
     assert last <= st["iteration"] < last + 2 and f"at iteration {st['iteration']}:" in line, \
         (st, line)
 

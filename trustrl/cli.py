@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import the code a run or agent file not signed with your key names "
                    "(its env, wrappers, network); only for files you trust")
 
-    pl = sub.add_parser("plot", help="plot learning curves of one or more runs")
+    pl = sub.add_parser("plot", help="plot learning curves of one or more runs (trustrl train "
+                        "runs, or RLHF runs of one kind: SFT, reward model, PPO, GRPO / RLOO)")
     pl.add_argument("runs", nargs="+", help="run folders")
     pl.add_argument("--out", help="PNG path (default: learning_curve.png or runs/compare.png)")
     add_lab_parser(sub)
@@ -347,15 +348,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     check_figure_path(out)
     heads = [metrics_header(r) for r in args.runs]
     curve = RETURN_CURVE
-    if not all(RETURN_CURVE.y in h for h in heads):  # language-model runs (torch only then)
-        from trustrl.rlhf.hf_run import curves_of
+    if not all(RETURN_CURVE.y in h for h in heads):  # RLHF runs, told by their columns
+        from trustrl.rlhf.curves import curves_of
 
-        kinds = {RETURN_CURVE if RETURN_CURVE.y in h else c or RETURN_CURVE
-                 for h, c in zip(heads, curves_of(heads), strict=True)}
+        drawn = [RETURN_CURVE if RETURN_CURVE.y in h else c
+                 for h, c in zip(heads, curves_of(heads), strict=True)]
+        kinds = list(dict.fromkeys(c.kind if c else "unknown columns" for c in drawn))
         if len(kinds) > 1:
-            raise TrustrlError("these runs draw different curves (trustrl train and "
-                               "language-model runs, or PPO and GRPO rewards): plot them apart")
-        curve = kinds.pop()
+            raise TrustrlError(f"these runs draw different curves ({', '.join(kinds)}): "
+                               "plot them apart")
+        curve = drawn[0] or RETURN_CURVE  # unknown columns: plot_runs says which is missing
     print(plot_runs(args.runs, out, curve=curve))
     return 0
 

@@ -58,8 +58,10 @@ def moving_average(x: np.ndarray, window: int = 5) -> np.ndarray:
 @dataclass(frozen=True)
 class Curve:
     """Which metrics.csv columns a learning curve draws (the default: a `trustrl train` run's
-    return; a language-model run names its reward, spread and KL)."""
+    return; a language-model run names its reward, spread and KL, an RLHF stage its loss)."""
 
+    kind: str = "trustrl train"
+    """The kind of run it draws, as `trustrl plot` names it when refusing a mixture."""
     x: str = "global_step"
     x_label: str = "environment steps"
     y: str = "ep_return_mean"
@@ -75,7 +77,8 @@ class Curve:
     """A column drawn as y +- it around the raw curve of one run ('' = none)."""
     spread_label: str = ""
     below: tuple[tuple[str, str], ...] = ()
-    """(column, label) of further panels under the first, sharing its x axis."""
+    """(column, label) of further panels under the first, sharing its x axis; a column empty
+    on some rows (an evaluation every few steps) is drawn at its rows, as points."""
     top: str = ""
     """A column proportional to x (e.g. iteration) shown as a second x axis on top."""
 
@@ -139,8 +142,10 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, title: str | None = N
         else:
             ax.plot(step, moving_average(raw), color=color, lw=2, label=label)
         for j, (col, _) in enumerate(c.below, start=1):
-            axes[j, 0].plot(step, _floats(rows, col), color=color, lw=1.5,
-                            label=col if single else label)
+            y = _floats(rows, col)
+            m = np.isfinite(y)
+            axes[j, 0].plot(step[m], y[m], color=color, lw=1.5, marker=None if m.all() else "o",
+                            ms=3, label=col if single else label)
         init = Path(rd) / c.initial if c.initial else None
         first = (_initial_eval(init, c.initial_key) if init is not None and init.is_file()
                  else None)

@@ -35,9 +35,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trustrl.records.plotting import Curve, plot_runs
+from trustrl.records.plotting import plot_runs
 from trustrl.records.runs import RunDir, atomic_write_text
 from trustrl.rlhf.common import seed_everything
+from trustrl.rlhf.curves import lm_curve
 from trustrl.rlhf.grpo import GRPO_COLUMNS, GRPOConfig, GRPOTrainer
 from trustrl.rlhf.hf import (
     EVAL_SEED,
@@ -249,31 +250,6 @@ def completion_rows(parts: Parts, n: int, iteration: int, step: int) -> list[dic
     k = min(n, len(last.get("completion", [])))
     return [{"iteration": iteration, "step": step, **{key: v[i] for key, v in last.items()},
              "advantage": None if adv is None else float(adv[i])} for i in range(k)]
-
-
-def lm_curve(algo: str, evals: bool) -> Curve:
-    """learning_curve.png of a language-model run: the reward (GRPO / RLOO with the mean
-    within-group std around it) over completions seen and iterations, the exact KL to pi_ref
-    below; eval/reward's points with eval_every, led by eval.json's start evaluation at 0."""
-    ppo = algo == "ppo"
-    return Curve(x="global_step", x_label="completions seen", top="iteration",
-                 y="objective/scores" if ppo else "reward", y_label="mean reward",
-                 raw_label="per-batch mean reward (raw)",
-                 evals="eval/reward" if evals else "", eval_label="held-out evaluation",
-                 initial="eval.json" if evals else "", initial_key=("start", "reward"),
-                 spread="" if ppo else "reward_std",
-                 spread_label="+- mean within-group std",
-                 below=(("kl_ref/exact", "KL(pi || pi_ref) per token"),))
-
-
-def curves_of(headers: list[list[str]]) -> list[Curve | None]:
-    """The learning curve of each language-model run (a Hugging Face or sort-study run) from
-    its metrics.csv columns, as data (None: not a language-model run's columns); held-out
-    evaluations drawn for all when one run has them, as one figure."""
-    evals = any(EVAL_COLUMNS[0] in h for h in headers)
-    return [lm_curve("ppo" if "objective/scores" in h else "grpo", evals)
-            if "kl_ref/exact" in h and {"objective/scores", "reward"} & set(h) else None
-            for h in headers]
 
 
 class Iteration:

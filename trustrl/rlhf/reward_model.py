@@ -29,6 +29,8 @@ from trustrl.util.errors import ConfigError
 
 RM_COLUMNS = ["epoch", "iteration", "global_step", "wall_time", "loss", "train_accuracy",
               "heldout_accuracy"]
+"""One row per Adam step (iteration; global_step: pairs seen), its batch's loss; the pair
+accuracies on the epoch's last step, empty on the others."""
 
 
 @dataclass
@@ -44,7 +46,7 @@ class RewardModelConfig:
     label_noise: float = 0.1
     """Probability that a training preference is flipped."""
     epochs: int = 3
-    """Passes over the training pairs."""
+    """Passes over the training pairs (one metrics row per Adam step)."""
     batch_size: int = 64
     """Pairs per Adam step."""
     lr: float = 5e-4
@@ -145,17 +147,19 @@ def train_reward_model(cfg: RewardModelConfig, echo=print) -> Path:
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
-            rm.eval()
-            heldout = pair_accuracy(rm, h_prompts, h_chosen, h_rejected)
-            row = {"epoch": epoch, "iteration": epoch, "global_step": epoch * m,
-                   "wall_time": time.perf_counter() - t0, "loss": sum(losses) / len(losses),
-                   "train_accuracy": pair_accuracy(rm, prompts, chosen, rejected),
-                   "heldout_accuracy": heldout}
-            rm.train()
-            run.log_metrics(row)
-            echo(f"reward model epoch {epoch}: loss {row['loss']:.3f} train acc "
-                 f"{row['train_accuracy']:.3f} held-out acc {heldout:.3f}")
-            done = epoch
+                row = {"epoch": epoch, "iteration": done + 1,
+                       "global_step": (epoch - 1) * m + i + len(idx),
+                       "wall_time": time.perf_counter() - t0, "loss": losses[-1]}
+                if i + cfg.batch_size >= m:  # the epoch's last step: the accuracies
+                    rm.eval()
+                    heldout = pair_accuracy(rm, h_prompts, h_chosen, h_rejected)
+                    row.update(train_accuracy=pair_accuracy(rm, prompts, chosen, rejected),
+                               heldout_accuracy=heldout)
+                    rm.train()
+                run.log_metrics(row)
+                done += 1
+            echo(f"reward model epoch {epoch}: mean loss {sum(losses) / len(losses):.3f} "
+                 f"train acc {row['train_accuracy']:.3f} held-out acc {heldout:.3f}")
         rm.eval()
         with torch.no_grad():
             p = task.sample_prompts(2048, gen)
@@ -163,5 +167,5 @@ def train_reward_model(cfg: RewardModelConfig, echo=print) -> Path:
         save_model(rm, str(run.path / "reward_model.pt"),
                    {"task_n": task.n, "score_mean": float(s.mean()), "score_std": float(s.std()),
                     "heldout_accuracy": heldout})
-    run.set_status("finished", cfg.epochs)
+    run.set_status("finished", done)
     return run.path

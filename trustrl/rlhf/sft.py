@@ -51,7 +51,8 @@ class SFTConfig:
     p_correct: float = 0.5
     """Probability that the teacher answers exactly right."""
     eval_every: int = 250
-    """Steps between gold evaluations (sampled at temperature 1 on held-out prompts)."""
+    """Steps between gold evaluations (sampled at temperature 1 on held-out prompts); the loss
+    is logged every step, the gold/ columns only at these."""
     eval_prompts: int = 512
     """Held-out prompts per evaluation."""
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -106,13 +107,15 @@ def train_sft(cfg: SFTConfig, echo=print) -> Path:
             loss.backward()
             opt.step()
             sched.step()
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            row = {"step": step, "iteration": step, "global_step": step * cfg.batch_size,
+                   "wall_time": time.perf_counter() - t0, "loss": float(loss.detach())}
+            evaluated = step % cfg.eval_every == 0 or step == cfg.steps
+            if evaluated:  # the gold columns: every eval_every steps, empty in between
                 model.eval()
-                row = {"step": step, "iteration": step, "global_step": step * cfg.batch_size,
-                       "wall_time": time.perf_counter() - t0, "loss": float(loss.detach()),
-                       **evaluate_gold(model, task, cfg.eval_prompts, cfg.seed + EVAL_SEED)}
+                row.update(evaluate_gold(model, task, cfg.eval_prompts, cfg.seed + EVAL_SEED))
                 model.train()
-                run.log_metrics(row)
+            run.log_metrics(row)
+            if evaluated:
                 echo(f"sft step {step}: loss {row['loss']:.3f} gold/exact {row['gold/exact']:.3f} "
                      f"gold/perm {row['gold/perm']:.3f}")
             done = step
