@@ -181,6 +181,42 @@ def sequence_minibatch(batch: dict[str, Tensor], envs: Tensor) -> dict[str, Tens
     return mb
 
 
+def cut_sequences(net: PopNet, batch: dict[str, Tensor], length: int) -> dict[str, Tensor]:
+    """A recurrent batch of N env segments of T steps cut into N T / length sequences of
+    `length` steps (a divisor of T), each with the state pi_old had at its first step, for
+    truncated backpropagation through time over shorter sequences (as sb3-contrib's
+    RecurrentPPO and RLlib's max_seq_len take them). The start states are those of the
+    rollout: each segment is unrolled once at the current parameters (pi_old's, before the
+    update; no gradient) from its start state, through its episode starts, and the state is
+    kept every `length` steps. Sequence c N + e holds steps [c length, (c + 1) length) of env
+    e; the rows stay time-major (row t (N T / length) + sequence), so every function of a
+    recurrent batch takes it as it is. A batch of segments of `length` steps or fewer is
+    returned as it is."""
+    P, n = batch["starts"].shape
+    s0 = batch["state0"]
+    N = s0.shape[1]
+    T = n // N
+    if length >= T:
+        return batch
+    if T % length:
+        raise ValueError(f"sequence length {length} does not divide the segment's {T} steps")
+    C = T // length
+    states = [s0]
+    with torch.no_grad():
+        for c in range(C - 1):  # the state at the start of sequence c + 1 of every env
+            rows = slice(c * length * N, (c + 1) * length * N)
+            states.append(net.step(batch["obs"][:, rows], None, batch["starts"][:, rows],  # type: ignore[attr-defined]  # noqa: E501
+                                   states[-1])[2])
+    dev = batch["starts"].device
+    t = torch.arange(length, device=dev)[:, None, None]
+    c = torch.arange(C, device=dev)[None, :, None]
+    e = torch.arange(N, device=dev)[None, None, :]
+    rows = ((c * length + t) * N + e).reshape(1, -1).expand(P, -1)  # new row -> old row
+    out = take(batch, rows)
+    out["state0"] = torch.stack(states, 1).reshape(P, C * N, s0.shape[-1])
+    return out
+
+
 def minibatch_units(batch: dict[str, Tensor], size: int) -> tuple[int, int]:
     """What an epoch shuffles, and how many of them a minibatch of `size` samples takes:
     (n samples, size), or, for a recurrent batch (a "state0" entry), (N env sequences of T

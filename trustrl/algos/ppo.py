@@ -33,6 +33,7 @@ from trustrl.algos.common import (
     Algorithm,
     annealed,
     clip_grad_norm,
+    cut_sequences,
     diagnostics,
     epoch_order,
     minibatch,
@@ -193,6 +194,9 @@ class PPO(Algorithm):
         (mean minibatch losses, its statistic, the pre-clip gradient norm), epochs_run,
         early_stopped (= epochs_run < K) and full-batch diagnostics against pi_old."""
         net = self.net
+        if "state0" in batch and getattr(self.cfg, "sequence_length", 0):
+            # a recurrent batch trained on shorter sequences than its segments
+            batch = cut_sequences(net, batch, self.cfg.sequence_length)
         with torch.no_grad():
             # pi_old's outputs: the collector's, from its rollout, or one pass of the actor
             old_out = batch["old_out"] if "old_out" in batch else net.actor(  # type: ignore[attr-defined]

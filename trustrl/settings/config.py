@@ -106,7 +106,7 @@ RANGES: dict[str, Range] = {
     "eval_max_steps": Range(1, MAX_EVAL_MAX_STEPS), "checkpoint_every": Range(1, 10**9),
     "checkpoint_secs": Range(0, 1e9), "checkpoint_keep": Range(0, 10**6),
     "torch_threads": Range(1, MAX_TORCH_THREADS), "runners": Range(0, MAX_ENVS),
-    "recurrent_hidden": Range(1, 4096),
+    "recurrent_hidden": Range(1, 4096), "sequence_length": Range(0, MAX_TORCH_BATCH),
     # SGD methods
     "lr": Range(0, 1, lo_open=True), "anneal_steps": Range(1, MAX_TOTAL_STEPS),
     "adam_eps": Range(0, 1, lo_open=True),
@@ -328,6 +328,13 @@ class RunConfig:
     (vector 'torch': populations too), autograd, jit 'none'."""
     recurrent_hidden: int = 64
     """Units of the recurrent cell (recurrent 'lstm' or 'gru')."""
+    sequence_length: int = 0
+    """Steps per training sequence of a recurrent policy. 0 (the default): whole env segments
+    of num_steps steps, as CleanRL's ppo_atari_lstm. A divisor L of num_steps: each segment is
+    cut into num_steps / L sequences of L steps, each starting from the state pi_old reached
+    there (one unroll of the batch at pi_old's parameters per update), as sb3-contrib's
+    RecurrentPPO and RLlib's max_seq_len train (shorter backpropagation through time, more
+    minibatches per epoch); minibatch_size is then a multiple of L. Recurrent policies only."""
 
     normalize_obs: bool = False
     """Running mean/std observation normalisation, saved with the agent, frozen at evaluation;
@@ -586,6 +593,9 @@ class RunConfig:
                                   f"{self.runners} (each runner steps num_envs / runners envs)")
         if self.recurrent != "none":
             self._check_recurrent()
+        elif self.sequence_length:
+            raise ConfigError(f"sequence_length {self.sequence_length} is for recurrent "
+                              "policies (--set recurrent=lstm or gru)")
         if self.jit == "cuda-graph" and not self.device.startswith("cuda"):
             raise ConfigError("jit 'cuda-graph' needs device 'cuda'")
         if self.grad_backend in ("closed-form", "compiled") and self.shared_trunk:
@@ -652,12 +662,24 @@ class RunConfig:
         if self.policy:
             raise ConfigError("recurrent builds trustrl's own networks; a policy module of "
                               "your own runs with recurrent none")
+        L = self.sequence_length
+        if L and self.num_steps % L:
+            raise ConfigError(f"sequence_length {L} must divide num_steps {self.num_steps} "
+                              "(each env's segment is cut into sequences of that many steps)")
         mb = getattr(self, "minibatch_size", None)
-        if mb is not None and self.algo != "pg" and (mb % self.num_steps or mb > self.batch_size):
+        if L and L < self.num_steps:
+            if mb is not None and self.algo != "pg" and (mb % L or mb > self.batch_size):
+                raise ConfigError(f"recurrent minibatches are whole sequences of "
+                                  f"sequence_length {L} steps: minibatch_size {mb} must be a "
+                                  f"multiple of {L} up to num_envs*num_steps = "
+                                  f"{self.batch_size}")
+        elif mb is not None and self.algo != "pg" and (mb % self.num_steps
+                                                       or mb > self.batch_size):
             raise ConfigError(f"recurrent minibatches are whole env sequences of num_steps "
                               f"{self.num_steps} steps: minibatch_size {mb} must be a multiple "
                               f"of num_steps up to num_envs*num_steps = {self.batch_size} "
-                              f"(e.g. --set minibatch_size={self.batch_size})")
+                              f"(e.g. --set minibatch_size={self.batch_size}, or a "
+                              "sequence_length that divides num_steps)")
 
     def _check_minibatch(self, name: str) -> None:
         if getattr(self, name) > self.batch_size:
