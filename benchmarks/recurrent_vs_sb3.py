@@ -83,9 +83,9 @@ def run_sb3(seed: int, total: int) -> dict[str, Any]:
         policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU, lstm_hidden_size=64,
                            enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])),
         seed=seed, device="cpu", verbose=0)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     model.learn(total)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
     env.training, env.norm_reward = False, False
     eval_env = VecNormalize(make_vec_env(ENV_ID, n_envs=1), training=False, norm_reward=False)
     eval_env.obs_rms = env.obs_rms
@@ -101,7 +101,7 @@ def run_sb3(seed: int, total: int) -> dict[str, Any]:
             done, start = bool(d[0]), d
         returns.append(ret)
     env.close()
-    return {"seconds": seconds, "returns": returns}
+    return {"seconds": seconds, "cpu_seconds": cpu, "returns": returns}
 
 
 def run_trustrl(seed: int, total: int, recurrent: str) -> dict[str, Any]:
@@ -111,12 +111,12 @@ def run_trustrl(seed: int, total: int, recurrent: str) -> dict[str, Any]:
         model = PPO(ENV_ID, seed=seed, recurrent=recurrent, recurrent_hidden=64, vector="sync",
                     eval_every=0, eval_episodes=1, tensorboard=False, runs_dir=runs,
                     torch_threads=1, preset="none", **SETTINGS)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         model.learn(total)
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.process_time() - c
         returns = model.agent.evaluate(ENV_ID, EVAL_EPISODES, deterministic=True,
                                        seed=EVAL_SEED)
-    return {"seconds": seconds, "returns": [float(x) for x in returns]}
+    return {"seconds": seconds, "cpu_seconds": cpu, "returns": [float(x) for x in returns]}
 
 
 def run_one(tool: str, seed: int, total: int) -> dict[str, Any]:
@@ -125,26 +125,37 @@ def run_one(tool: str, seed: int, total: int) -> dict[str, Any]:
     else:
         r = run_trustrl(seed, total, "lstm" if tool == "trustrl-lstm" else "none")
     r.update(tool=tool, seed=seed, total_steps=total, sps=total / r["seconds"],
-             final_return=float(np.mean(r["returns"])))
+             cpu_sps=total / r["cpu_seconds"], final_return=float(np.mean(r["returns"])))
     return r
 
 
 def table(results: dict[str, Any]) -> str:
     runs = results["runs"]
     total = runs[0]["total_steps"]
-    lines = [f"{ENV_ID}, {total:,} steps (the zoo trains 100,000), seeds {results['seeds']}: "
-             f"mean [min, max] over seeds. Final return: the greedy mean over {EVAL_EPISODES} "
-             "evaluation episodes (500 is the most). SPS = steps / seconds of learn().",
-             "", "| tool | final greedy return | train SPS | SPS / sb3-recurrent |",
-             "|---|---|---|---|"]
-    sps_peer = statistics.fmean(r["sps"] for r in runs if r["tool"] == "sb3-recurrent")
+    cpu = all("cpu_sps" in r for r in runs)  # results before 2026-12-07 have wall time only
+    lines = [f"{ENV_ID}, {total:,} steps (the zoo trains 100,000), seeds "
+             f"{sorted({r['seed'] for r in runs})}: mean [min, max] over seeds. Final return: "
+             f"the greedy mean over {EVAL_EPISODES} evaluation episodes (500 is the most). SPS "
+             "= steps / seconds of learn()"
+             + (" (wall time), CPU SPS = steps / CPU seconds of learn() (process time, one "
+                "thread: the work, whatever else the machine runs)." if cpu else "."),
+             "", "| tool | final greedy return | train SPS | SPS / sb3-recurrent |"
+             + (" CPU SPS | CPU SPS / sb3-recurrent |" if cpu else ""),
+             "|---|---|---|---|" + ("---|---|" if cpu else "")]
+    peer = [r for r in runs if r["tool"] == "sb3-recurrent"]
+    sps_peer = statistics.fmean(r["sps"] for r in peer)
     for tool in TOOLS:
         rs = [r for r in runs if r["tool"] == tool]
         if not rs:
             continue
         sps = [r["sps"] for r in rs]
-        lines.append(f"| {tool} | {spread([r['final_return'] for r in rs], '.1f')} | "
-                     f"{spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
+        row = (f"| {tool} | {spread([r['final_return'] for r in rs], '.1f')} | "
+               f"{spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
+        if cpu:
+            c = [r["cpu_sps"] for r in rs]
+            row += (f" {spread(c, ',.0f')} | "
+                    f"{statistics.fmean(c) / statistics.fmean(r['cpu_sps'] for r in peer):.2f}x |")
+        lines.append(row)
     v = results["versions"]
     lines += ["", f"Measured {results['date']} on {results['machine']}; "
               + ", ".join(f"{k} {x}" for k, x in v.items()) + ". Command: `"
@@ -165,16 +176,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path,
                    default=HERE / "results" / f"recurrent_{time.strftime('%Y-%m-%d')}")
     p.add_argument("--report-only", action="store_true")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs in OUT/results.json and run only the missing ones")
+    p.add_argument("--no-docs", action="store_true",
+                   help="do not rewrite docs/recurrent.md's table (a partial result)")
     a = p.parse_args(argv)
     if not a.report_only:
         cmd = ("nice -n 10 python benchmarks/recurrent_vs_sb3.py --total-steps "
-               f"{a.total_steps} --seeds {a.seeds}")
+               f"{a.total_steps} --seeds {a.seeds}" + (" --resume" if a.resume else ""))
         run_interleaved(TOOLS, [int(s) for s in a.seeds.split(",")], a.total_steps, 512,
-                        run_one, a.out, cmd, SETTINGS, 1)
+                        run_one, a.out, cmd, SETTINGS, 1, resume=a.resume)
     text = table(json.loads((a.out / "results.json").read_text()))
     (a.out / "RESULT.md").write_text("# Recurrent PPO: trustrl against sb3-contrib's "
                                      "RecurrentPPO\n\n" + text + "\n")
-    write_between_markers(DOC, MARK_BEGIN, MARK_END, text)  # docs/recurrent.md's table
+    if not a.no_docs:
+        write_between_markers(DOC, MARK_BEGIN, MARK_END, text)  # docs/recurrent.md's table
     print(text)
     return 0
 
