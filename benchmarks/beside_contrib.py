@@ -36,7 +36,8 @@ def versions() -> dict[str, str]:
 
 def run_interleaved(tools: Sequence[str], seeds: list[int], total: int, warm_steps: int,
                     run_one: Callable[[str, int, int], dict[str, Any]], out: Path, command: str,
-                    settings: dict[str, Any], digits: int, resume: bool = False) -> None:
+                    settings: dict[str, Any], digits: int, resume: bool = False,
+                    extra: dict[str, Any] | None = None) -> None:
     """One untimed warm-up run per tool (imports, compiled kernels), then every tool per seed,
     interleaved so that a change of load hits them alike; results.json in `out` is rewritten
     after each run, so an interrupted benchmark keeps what it measured. Each run records when
@@ -44,13 +45,16 @@ def run_interleaved(tools: Sequence[str], seeds: list[int], total: int, warm_ste
 
     resume: keep the runs of an existing results.json in `out` measured with the same settings
     and budget, and run only the (tool, seed) pairs it lacks (a benchmark longer than one
-    sitting, spread over several); a results.json of other settings is refused."""
+    sitting, spread over several); a results.json of other settings is refused. extra: more
+    entries of results.json (e.g. the env), checked likewise on resume."""
+    extra = extra or {}
     runs: list[dict[str, Any]] = []
     path = out / "results.json"
     if resume and path.is_file():
         old = json.loads(path.read_text())
         if old.get("settings") != json.loads(json.dumps(settings)) or any(
-                r["total_steps"] != total for r in old["runs"]):
+                r["total_steps"] != total for r in old["runs"]) or any(
+                old.get(k) not in (None, v) for k, v in extra.items()):
             raise SystemExit(f"--resume: {path} holds runs of other settings or budget")
         runs = [r for r in old["runs"] if r["seed"] in seeds]
     done = {(r["tool"], r["seed"]) for r in runs}
@@ -69,7 +73,7 @@ def run_interleaved(tools: Sequence[str], seeds: list[int], total: int, warm_ste
         path.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} CPU, "
             "2 cores shared with other jobs, one torch thread per run",
-            "command": command, "seeds": seeds, "settings": settings,
+            "command": command, "seeds": seeds, **extra, "settings": settings,
             "versions": versions(), "runs": runs}, indent=1))
 
 
