@@ -5,6 +5,7 @@ the figure drawn from results.json (benchmarks/make_pages.py redraws it into doc
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
@@ -35,26 +36,45 @@ def versions() -> dict[str, str]:
 
 def run_interleaved(tools: Sequence[str], seeds: list[int], total: int, warm_steps: int,
                     run_one: Callable[[str, int, int], dict[str, Any]], out: Path, command: str,
-                    settings: dict[str, Any], digits: int) -> None:
+                    settings: dict[str, Any], digits: int, resume: bool = False,
+                    extra: dict[str, Any] | None = None) -> None:
     """One untimed warm-up run per tool (imports, compiled kernels), then every tool per seed,
     interleaved so that a change of load hits them alike; results.json in `out` is rewritten
-    after each run, so an interrupted benchmark keeps what it measured."""
-    for tool in tools:
-        run_one(tool, 99, warm_steps)
+    after each run, so an interrupted benchmark keeps what it measured. Each run records when
+    it ended (`ended`, UTC) and the load average then.
+
+    resume: keep the runs of an existing results.json in `out` measured with the same settings
+    and budget, and run only the (tool, seed) pairs it lacks (a benchmark longer than one
+    sitting, spread over several); a results.json of other settings is refused. extra: more
+    entries of results.json (e.g. the env), checked likewise on resume."""
+    extra = extra or {}
     runs: list[dict[str, Any]] = []
+    path = out / "results.json"
+    if resume and path.is_file():
+        old = json.loads(path.read_text())
+        if old.get("settings") != json.loads(json.dumps(settings)) or any(
+                r["total_steps"] != total for r in old["runs"]) or any(
+                old.get(k) not in (None, v) for k, v in extra.items()):
+            raise SystemExit(f"--resume: {path} holds runs of other settings or budget")
+        runs = [r for r in old["runs"] if r["seed"] in seeds]
+    done = {(r["tool"], r["seed"]) for r in runs}
+    todo = [(seed, tool) for seed in seeds for tool in tools if (tool, seed) not in done]
+    for tool in dict.fromkeys(tool for _, tool in todo):
+        run_one(tool, 99, warm_steps)
     width = max(map(len, tools)) + 1
-    for seed in seeds:
-        for tool in tools:
-            r = run_one(tool, seed, total)
-            print(f"{tool:{width}s} seed {seed}: return {r['final_return']:.{digits}f}  "
-                  f"sps {r['sps']:,.0f}", flush=True)
-            runs.append(r)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "results.json").write_text(json.dumps({
-                "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} CPU, "
-                "2 cores shared with other jobs, one torch thread per run",
-                "command": command, "seeds": seeds, "settings": settings,
-                "versions": versions(), "runs": runs}, indent=1))
+    for seed, tool in todo:
+        r = run_one(tool, seed, total)
+        r.update(ended=time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                 load_average=round(os.getloadavg()[0], 1))
+        print(f"{tool:{width}s} seed {seed}: return {r['final_return']:.{digits}f}  "
+              f"sps {r['sps']:,.0f}", flush=True)
+        runs.append(r)
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} CPU, "
+            "2 cores shared with other jobs, one torch thread per run",
+            "command": command, "seeds": seeds, **extra, "settings": settings,
+            "versions": versions(), "runs": runs}, indent=1))
 
 
 def write_between_markers(doc: Path, begin: str, end: str, text: str) -> None:
