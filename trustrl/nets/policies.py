@@ -351,33 +351,31 @@ def unroll(kind: str, cell: nn.Module, x: Tensor, starts: Tensor, state: Tensor
     [T, N, H], the state after the last step [N, S]). Acting is T = 1.
 
     kind 'lstm': `cell` an nn.LSTMCell, the state h and c side by side [N, 2H]; 'gru': an
-    nn.GRUCell, the state h [N, H]. The cells' arithmetic is PyTorch's (gate order i, f, g, o
-    and r, z, n), written out so that the input projection of the whole segment is one
-    product."""
+    nn.GRUCell, the state h [N, H]; the cell's own weights, in PyTorch's multi-step kernels
+    (torch.lstm, torch.gru: the cells' arithmetic, gate order i, f, g, o and r, z, n, with the
+    time loop in C++). The segment is cut at every step where some env's episode starts; the
+    state is zeroed there for those envs, and each run of steps between cuts is one call of
+    the kernel (a segment without an episode start is one call, however long)."""
     H = cell.hidden_size
-    # the steps' input projections as one product; unbind, not gi[t], so that the backward
-    # pass stacks the steps' gradients once instead of a full-size zero tensor per step
     lstm = kind == "lstm"
-    # (LSTM: both biases in the input projection, each step's gates one addmm)
-    gi = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh if lstm else cell.bias_ih
-                  ).unbind(0)  # T x [N, G*H]
-    keep = (1.0 - starts.to(x.dtype)).unsqueeze(-1).unbind(0)  # T x [N, 1]
-    w_hh = cell.weight_hh.t()
+    T = x.shape[0]
+    keep = (1.0 - starts.to(x.dtype)).unsqueeze(-1)  # [T, N, 1]
+    cuts = [0, *(torch.nonzero(starts[1:].any(1)).flatten() + 1).tolist(), T]
+    weights = (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
     h, c = (state[:, :H], state[:, H:]) if lstm else (state, state)
     outs = []
-    for t in range(x.shape[0]):
-        h = h * keep[t]
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        h = (h * keep[a])[None]
         if lstm:
-            i, f, g, o = torch.addmm(gi[t], h, w_hh).chunk(4, -1)
-            c = torch.sigmoid(f) * (c * keep[t]) + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
+            y, h, c = torch.lstm(x[a:b], (h, (c * keep[a])[None]), weights, True, 1, 0.0,
+                                 False, False, False)
+            c = c[0]
         else:
-            ir, iz, i_n = gi[t].chunk(3, -1)
-            hr, hz, h_n = torch.addmm(cell.bias_hh, h, w_hh).chunk(3, -1)
-            r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
-            h = (1.0 - z) * torch.tanh(i_n + r * h_n) + z * h
-        outs.append(h)
-    return torch.stack(outs), (torch.cat([h, c], -1) if lstm else h)
+            y, h = torch.gru(x[a:b], h, weights, True, 1, 0.0, False, False, False)
+        h = h[0]
+        outs.append(y)
+    hs = outs[0] if len(outs) == 1 else torch.cat(outs)
+    return hs, (torch.cat([h, c], -1) if lstm else h)
 
 
 class RecurrentActorCritic(_Acting, nn.Module):
