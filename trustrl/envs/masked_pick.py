@@ -49,6 +49,18 @@ class MaskedPick(gym.Env):
         self.state = np.zeros((1, self.dynamics.state_dim), np.float32)
         """The dynamics' state [1, state_dim]: the values, the picked flags, the picks made."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The env's state without its dynamics (functions bound at run time, rebuilt by
+        __setstate__): a pickled env resumes its episode (a checkpoint's sync envs)."""
+        state = dict(self.__dict__)
+        del state["dynamics"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.dynamics = classic.MaskedPick(classic.NUMPY, np.float32, n_items=self.n_items,
+                                           picks=self.picks, penalty=self.penalty)
+
     @property
     def values(self) -> np.ndarray:
         """The items' values [n_items] (float32)."""
