@@ -31,6 +31,7 @@ tests/test_one_source.py checks that each binding runs this code.
 from __future__ import annotations
 
 import re
+import types
 from typing import Any
 
 import numpy as np
@@ -221,8 +222,14 @@ def bind(binding: Any, env_transition: Any, discrete: bool, wrap: Any = None,
         env_module = getattr(env_transition, "py_func", env_transition).__globals__["__name__"]
         name = re.sub(r"\W", "_", f"{binding.__name__}__{env_module}"
                       + ("" if env_mask is None else "__masked"))
+        source = policy_env_step
+        if env_mask is not None:  # its own name: Numba's disk cache files a function by its
+            # source file and qualified name, and the env's unmasked step has the same types
+            source = types.FunctionType(policy_env_step.__code__, policy_env_step.__globals__,
+                                        policy_env_step.__name__)
+            source.__qualname__ = f"{policy_env_step.__qualname__}_masked"
         module = rebound(name, f"trustrl.envs.step's policy_env_step over {binding.__name__}",
-                         g, (policy_env_step,),
+                         g, (source,),
                          {"transition": env_transition, "sample": sampler,
                           "valid_actions": g["every_action"] if env_mask is None else env_mask},
                          wrap)

@@ -155,9 +155,9 @@ _BOUND: dict[tuple[int, int], Any] = {}
 def bind(rollout_fn: Any, epochs: Any) -> Any:
     """The compiled iteration around ``rollout_fn`` (an env's compiled rollout,
     trustrl.compute.compiled.rollout.bind's) and ``epochs`` (an algorithm's compiled epochs,
-    trustrl.compute.compiled.ppo.epochs_kernel's): one per env and objective, cached on disk (its
-    signature holds the env's constants' type, as the rollout's does; its name the
-    objective's source tag)."""
+    trustrl.compute.compiled.ppo.epochs_kernel's): one per env, objective and masking,
+    cached on disk (its signature holds the env's constants' type, as the rollout's does; its
+    name the objective's source tag and the rollout's masking)."""
     key = (id(rollout_fn), id(epochs))
     f = _BOUND.get(key)
     if f is None:
@@ -167,6 +167,9 @@ def bind(rollout_fn: Any, epochs: Any) -> Any:
         for h in _HELPERS:
             ns[h.__name__] = jit(types.FunctionType(h.__code__, ns, h.__name__))
         g = types.FunctionType(ppo_iteration.__code__, ns, "ppo_iteration")
-        g.__qualname__ = f"{ppo_iteration.__qualname__}_{epochs.source_tag}"
+        # the objective's tag, and the rollout's masking: Numba's disk cache files a function
+        # by its source file and qualified name
+        g.__qualname__ = (f"{ppo_iteration.__qualname__}_{epochs.source_tag}"
+                          + ("_masked" if getattr(rollout_fn, "masked", False) else ""))
         f = _BOUND[key] = jit(g)
     return f

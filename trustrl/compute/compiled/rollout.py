@@ -250,6 +250,9 @@ def bind(dyn: Any, masked: bool = False) -> Any:
                                           dyn._mask if masked else None)
         ns["store_action"] = store_categorical if discrete else store_gaussian
         g = types.FunctionType(rollout.__code__, ns, "rollout")
-        g.__qualname__ = rollout.__qualname__
+        # masked: a name of its own (Numba's disk cache files a function by its source file
+        # and qualified name, and the env's unmasked rollout takes the same types)
+        g.__qualname__ = rollout.__qualname__ + ("_masked" if masked else "")
         f = _BOUND[key] = jit(g)  # type: ignore[index]
+        f.masked = masked
     return f
