@@ -1,11 +1,14 @@
 """A masked PPO run on the compiled kernels against the same run on the closed form in torch
-(docs/masking.md): trustrl's PPO on MaskedPick-v0 (the Gymnasium collector, action_mask auto)
-with benchmarks/masking_vs_sb3.py's settings, grad_backend 'compiled' against 'closed-form',
+(docs/masking.md): trustrl's PPO on MaskedPick-v0 (action_mask auto) with
+benchmarks/masking_vs_sb3.py's settings, grad_backend 'compiled' against 'closed-form',
 alternating A B A B in one invocation, so that a change of the machine's load hits both sides
-of a pair alike; the ratio is taken pair by pair.
+of a pair alike; the ratio is taken pair by pair. `--vector sync` (the default): the
+Gymnasium collector; `--vector torch`: the batched collector, whose 'compiled' run takes the
+compiled rollout and the fused iteration and whose 'closed-form' run the NumPy rollout and the
+torch closed form.
 
     nice -n 10 python benchmarks/masking_compiled.py [--total-steps 20000] [--pairs 3] \\
-        [--out benchmarks/results/masking_compiled]
+        [--vector sync|torch] [--out benchmarks/results/masking_compiled]
 
 Per run (after one untimed warm-up run of each: imports, the compiled kernels from the disk
 cache): the seconds of learn() (train SPS = steps / seconds) and the final greedy return over
@@ -30,8 +33,8 @@ OUT = Path(__file__).resolve().parent / "results" / "masking_compiled"
 BACKENDS = ("compiled", "closed-form")
 
 
-def run(backend: str, seed: int, total: int) -> dict[str, Any]:
-    r = run_trustrl(seed, total, "auto", "ppo", backend)
+def run(backend: str, seed: int, total: int, vector: str = "sync") -> dict[str, Any]:
+    r = run_trustrl(seed, total, "auto", "ppo", backend, vector)
     return {"backend": backend, "seed": seed, "total_steps": total, "seconds": r["seconds"],
             "sps": total / r["seconds"],
             "final_return": statistics.fmean(r["returns"])}
@@ -41,18 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--total-steps", type=int, default=20_000)
     p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--vector", choices=("sync", "torch"), default="sync")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"default {OUT} (vector sync), {OUT}_batched (vector torch)")
     a = p.parse_args(argv)
+    if a.out is None:
+        a.out = OUT if a.vector == "sync" else OUT.with_name(OUT.name + "_batched")
     import torch
 
     import trustrl
 
     for b in BACKENDS:  # warm-up: imports and the kernels (compiled once per machine)
-        run(b, 99, 2048)
+        run(b, 99, 2048, a.vector)
     runs: list[dict[str, Any]] = []
     ratios = []
     for i in range(a.pairs):
-        pair = {b: run(b, i, a.total_steps) for b in BACKENDS}
+        pair = {b: run(b, i, a.total_steps, a.vector) for b in BACKENDS}
         runs += list(pair.values())
         ratios.append(pair["compiled"]["sps"] / pair["closed-form"]["sps"])
         print(f"pair {i}: compiled {pair['compiled']['sps']:,.0f} SPS, closed-form "
@@ -64,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} CPU, 2 cores "
             "shared with other jobs, one torch thread per run",
             "command": "nice -n 10 python benchmarks/masking_compiled.py --total-steps "
-                       f"{a.total_steps} --pairs {a.pairs}",
+                       f"{a.total_steps} --pairs {a.pairs}"
+                       + ("" if a.vector == "sync" else f" --vector {a.vector}"),
+            "vector": a.vector,
             "settings": SETTINGS, "versions": {"python": platform.python_version(),
                                                "torch": torch.__version__,
                                                "trustrl": trustrl.__version__},

@@ -102,10 +102,10 @@ def run_sb3(seed: int, total: int) -> dict[str, Any]:
 
 
 def run_trustrl(seed: int, total: int, mask: str, algo: str = "ppo",
-                grad_backend: str = "auto") -> dict[str, Any]:
+                grad_backend: str = "auto", vector: str = "sync") -> dict[str, Any]:
     from trustrl.model import PPO, TRPO
 
-    common = {"seed": seed, "action_mask": mask, "vector": "sync", "eval_every": 0,
+    common = {"seed": seed, "action_mask": mask, "vector": vector, "eval_every": 0,
               "eval_episodes": 1, "tensorboard": False, "torch_threads": 1,
               "grad_backend": grad_backend}
     with tempfile.TemporaryDirectory() as runs:

@@ -317,20 +317,6 @@ def test_cli_bad_mask_is_one_line(tmp_path, cli_env):
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
-@pytest.mark.parametrize("flags", [["--vector", "torch"], ["--seeds", "0-3"]])
-def test_cli_batched_collector_refuses_masks_in_one_line(tmp_path, cli_env, flags):
-    """The batched collector (vector torch; a population of seeds) steps the classic-control
-    envs, which give no masks: action_mask 'on' is refused in one line, before any run."""
-    p = subprocess.run([sys.executable, "-m", "trustrl", "train", "--env", "CartPole-v1",
-                        "--set", "action_mask=on", "--runs-dir", "runs", *flags],
-                       env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 2
-    assert p.stderr.strip().splitlines() == [
-        "trustrl: error: action_mask 'on' needs the Gymnasium collector (vector 'sync' or "
-        "'async'): the batched collector's classic-control envs give no masks"]
-    assert not (tmp_path / "runs").exists()
-
-
 def test_multidiscrete_masked_training_never_invalid():
     """MultiDiscrete([3, 4]) with per-dimension masks (3 + 4 booleans): no invalid action in
     the rollouts of a short training run (an invalid one ends the episode with -1). (A

@@ -22,7 +22,7 @@ from trustrl.envs.no_vel import KEEP
 from trustrl.envs.numpy_classic import make_numpy_dynamics
 from trustrl.envs.torch_classic import SUPPORTED, TorchVecEnv, make_torch_env
 
-GYMNASIUM_FIVE = tuple(e for e in SUPPORTED if e not in NO_VEL)
+GYMNASIUM_FIVE = tuple(e for e in SUPPORTED if e not in NO_VEL and e != "MaskedPick-v0")
 """Gymnasium's own classic-control envs (the two without velocities: their own test)."""
 
 F32, F64 = torch.float32, torch.float64
@@ -52,6 +52,7 @@ RESET_RANGES = {
     "MountainCar-v0": [(-0.6, -0.4), None],
     "MountainCarContinuous-v0": [(-0.6, -0.4), None],
     "Pendulum-v1": [(-PI, PI), (-1.0, 1.0)],
+    "MaskedPick-v0": [(0.0, 1.0)] * 8 + [None] * 9,  # the values; nothing picked
 }
 RESET_RANGES.update({e: RESET_RANGES[base] for e, base in NO_VEL.items()})  # their base's
 
@@ -118,13 +119,15 @@ def max_abs(a: np.ndarray, b: np.ndarray) -> float:
 def test_supported_ids_and_spaces_match_gymnasium():
     assert SUPPORTED == ("CartPole-v1", "Acrobot-v1", "MountainCar-v0",
                          "MountainCarContinuous-v0", "Pendulum-v1", "CartPoleNoVel-v1",
-                         "PendulumNoVel-v1")
+                         "PendulumNoVel-v1", "MaskedPick-v0")
     for env_id in SUPPORTED:
         env = make_torch_env(env_id, 3)
         ref = make_gym(env_id, wrapped=True)
         assert env.env_id == env_id and env.num_envs == 3
         assert env.obs_dim == ref.observation_space.shape[0]
-        assert env.max_episode_steps == gym.spec(NO_VEL.get(env_id, env_id)).max_episode_steps
+        # MaskedPick-v0 has no time limit (its episodes end within `picks` steps)
+        assert env.max_episode_steps == (gym.spec(NO_VEL.get(env_id, env_id)).max_episode_steps
+                                         or 5)
         if isinstance(ref.action_space, gym.spaces.Discrete):
             assert env.action_kind == "discrete" and env.n_actions == ref.action_space.n
         else:

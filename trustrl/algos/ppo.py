@@ -41,6 +41,7 @@ from trustrl.algos.common import (
     normalize_advantages,
 )
 from trustrl.compute.backends import Backend, Heads, LossTerms
+from trustrl.maths.distributions import mask_logits
 from trustrl.maths.losses import (
     Objective,
     PPOCoefficients,
@@ -199,8 +200,9 @@ class PPO(Algorithm):
             batch = cut_sequences(net, batch, self.cfg.sequence_length)
         with torch.no_grad():
             # pi_old's outputs: the collector's, from its rollout, or one pass of the actor
-            old_out = batch["old_out"] if "old_out" in batch else net.actor(  # type: ignore[attr-defined]
-                batch["obs"])
+            # (masked on a masked batch, as the collector's are)
+            old_out = batch["old_out"] if "old_out" in batch else mask_logits(
+                net.actor(batch["obs"]), batch.get("action_mask"))  # type: ignore[attr-defined]
             flat_old = net.flat.detach().clone()
         if self.needs_old:
             batch = {**batch, "old_out": old_out, "flat_old": flat_old}

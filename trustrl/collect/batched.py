@@ -27,6 +27,12 @@ state each env carries, reset where its observation starts an episode; the state
 episode-start flags carry over from one rollout to the next, and the rollout returns the flags
 and each segment's start state for the update's whole-sequence minibatches
 (docs/recurrent.md). Its rollout runs the torch path, eagerly.
+
+An env with invalid actions (MaskedPick-v0: trustrl.envs.classic.MASKED) gives each state's
+mask from its dynamics (``mask_fn``); with action_mask 'auto' or 'on' each step draws under
+the mask of its state (inside `policy_env_step`, by distributions.mask_logits), the rollout
+stores the masks (``action_mask`` [T, P, N, n]) for the update's ratio, and the greedy
+evaluation takes the best valid action (docs/masking.md). With 'off' every action is drawn.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ import torch
 from torch import Tensor
 
 from trustrl.envs import step as env_step
+from trustrl.envs.classic import MASKED
 from trustrl.envs.make import check_env
 from trustrl.envs.numpy_classic import NUMPY_SUPPORTED, make_numpy_dynamics
 from trustrl.envs.step import TORCH, observation_input
 from trustrl.envs.torch_classic import ResetSampler, TorchVecEnv, make_torch_env
 from trustrl.maths import rng
+from trustrl.maths.distributions import mask_logits, mask_logits_numpy
 from trustrl.maths.normalize import fold_moments_torch
 from trustrl.nets.popnet import PopNet
 
@@ -60,6 +68,12 @@ _CARRY = ("env_state", "elapsed", "obs", "ep_ret", "ep_len", "disc_return", "obs
 _RECURRENT_STATE = ("hidden", "next_start")
 """... and with a recurrent policy: its state before `obs` [P, N, S] and whether `obs` starts
 an episode [P, N]."""
+
+
+def batched_masks(cfg: Any) -> bool:
+    """Whether the batched collector draws `cfg`'s actions under the env's masks: an env with
+    masks (trustrl.envs.classic.MASKED) and action_mask not 'off'."""
+    return cfg.env_id in MASKED and cfg.action_mask != "off"
 
 
 def _numpy_actor(net: Any) -> Callable[[np.ndarray], np.ndarray]:
@@ -120,6 +134,8 @@ class BatchedCollector:
         self.eval_base = rng.derive(base, rng.EVAL)  # [P]
         env_keys = rng.derive(base[:, None], rng.ENV, n_idx[None, :]).reshape(P * N)
         self.env: TorchVecEnv = make_torch_env(cfg.env_id, P * N, device=dev)
+        self.masked = batched_masks(cfg)
+        """Whether actions are drawn (and evaluated) under the env's masks."""
         self.resets = ResetSampler(cfg.env_id, env_keys)
         f64 = dict(dtype=torch.float64, device=dev)
         # everything that carries over between iterations is a tensor, updated in place
@@ -161,7 +177,8 @@ class BatchedCollector:
         if compiled_rollout and self._np_env is not None:  # the NumPy rollout, compiled
             from trustrl.compute.compiled import compiled_rollout as make_compiled_rollout
 
-            self._compiled = make_compiled_rollout(cfg.env_id)  # compiled at the first collect
+            self._compiled = make_compiled_rollout(cfg.env_id, self.masked)  # compiled at the
+            # first collect
         if compile:
             self._step_fn = torch.compile(self._policy_env_step, dynamic=False)
 
@@ -212,19 +229,22 @@ class BatchedCollector:
         fin_ret, fin_len, final_x, next x, new state).
         A recurrent policy steps from its state `hidden` [P, N, S] with the episode-start
         flags `starts` [P, N] of x (ModuleNet.step: the state is reset there); the step then
-        also returns the actor's output, V(x), the next state and the next flags (the
-        episodes that ended)."""
+        also returns V(x), the next state and the next flags (the episodes that ended).
+        `policy_env_step` draws under the env's masks on a masked run, and returns them with
+        the (masked) logits after the new state."""
         net = self.net
         if hidden is None:
             out = net.actor(x, flat)  # type: ignore[attr-defined]
         else:
             out, value, hidden = net.step(x, flat, starts, hidden)  # type: ignore[attr-defined]
-        step = env_step.bind(TORCH, self.env.dyn._transition, net.discrete)(
-            self.env.dyn.k, out, noise, reset, None if net.discrete else net.log_std(flat),
+        dyn = self.env.dyn
+        step = env_step.bind(TORCH, dyn._transition, net.discrete, None,
+                             dyn._mask if self.masked else None)(
+            dyn.k, out, noise, reset, None if net.discrete else net.log_std(flat),
             state, self._torch_settings)
         if hidden is None:
             return step
-        return step + (out, value, hidden, step[3] | step[4])
+        return step + (value, hidden, step[3] | step[4])
 
     # --- the rollout in NumPy (CPU) ---------------------------------------------------------------
     def _numpy_rollout(self, noise: Tensor, resets: Tensor) -> tuple[Tensor, ...]:
@@ -242,7 +262,8 @@ class BatchedCollector:
         P, N, T, D = self.P, self.N, self.T, self.D
         actor = _numpy_actor(net)
         log_std = None if net.discrete else net.views(net.flat.detach())["log_std"].numpy()
-        policy_env_step = env_step.bind(env_step, dyn._transition, net.discrete)
+        policy_env_step = env_step.bind(env_step, dyn._transition, net.discrete, None,
+                                        dyn._mask if self.masked else None)
         noise_np, resets_np = noise.numpy(), resets.numpy()
         carried = [getattr(self, name).numpy() for name in _CARRY]
         state = tuple(carried)
@@ -259,6 +280,7 @@ class BatchedCollector:
         fin_len = np.empty((T, P, N), np.int64)
         final_x = np.empty((T, P, N, D), f32)
         recs = (act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x)
+        mask_b = np.empty((T, P, N, net.n_out) if self.masked else (0, 0, 0, 0), bool)
         x = state[2]
         if self.cfg.normalize_obs:
             x = observation_input(x, state[6], state[7], self.cfg.obs_clip)
@@ -269,10 +291,12 @@ class BatchedCollector:
             for rec, value in zip(recs, step[:8], strict=True):
                 rec[t] = value
             x, state = step[8], step[9]
+            if self.masked:  # the valid actions the action was drawn under
+                mask_b[t] = step[10].reshape(P, N, -1)
         for view, value in zip(carried, state, strict=True):  # carried over, in place
             view[...] = value
         return tuple(torch.from_numpy(r) for r in (obs_b, *recs)) + (
-            torch.from_numpy(np.ascontiguousarray(x)),)
+            torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(mask_b))
 
     def _compiled_rollout(self, noise: Tensor, resets: Tensor) -> dict[str, Tensor]:
         """`collect` on the compiled path: `_numpy_rollout` as one compiled call
@@ -291,6 +315,7 @@ class BatchedCollector:
                 np.empty((T, P, N, D), f32))
         obs_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = recs
         out_b = np.empty((T, P, N, net.n_out), f32)
+        mask_b = np.empty((T, P, N, net.n_out) if self.masked else (0, 0, 0, 0), bool)
         ls_off = 0 if net.discrete else net.segments[-1].offset
         from trustrl.compute.compiled.records import Draws, Policy, Steps
 
@@ -301,7 +326,7 @@ class BatchedCollector:
             policy, Draws(np.ascontiguousarray(noise.numpy(), f32), resets.numpy()),
             *self.rollout_state(),
             Steps(obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
-                  final_x, out_b))
+                  final_x, out_b, mask_b))
         values = np.empty((T, P, N), f32)
         next_v = np.empty((T, P, N), f32)
         self._compiled.values(
@@ -313,6 +338,8 @@ class BatchedCollector:
                  "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
                  "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
                  "next_values": next_v, "old_out": out_b}
+        if self.masked:
+            named["action_mask"] = mask_b
         return {k: torch.from_numpy(v) for k, v in named.items()}
 
     def rollout_state(self) -> tuple[Any, Any]:
@@ -362,8 +389,10 @@ class BatchedCollector:
         V(next obs), V(final obs) on truncation, 0 on termination); with the compiled
         rollout also old_out, the actor's outputs (pi_old's: PPO's update need not compute
         them again). With a recurrent policy also old_out, starts (x's episode-start flags
-        [T, P, N]) and state0 (the state at the segment's start [P, N, S]). The carried
-        state (envs, trackers, normalisers, a recurrent policy's state) moves on in place."""
+        [T, P, N]) and state0 (the state at the segment's start [P, N, S]). On a masked run
+        (`masked`) also action_mask [T, P, N, n], the valid actions each action was drawn
+        under (old_out then holds the masked logits). The carried state (envs, trackers,
+        normalisers, a recurrent policy's state) moves on in place."""
         net = self.net
         P, N, T, D = self.P, self.N, self.T, self.D
         noise, resets = self._draws()
@@ -373,7 +402,7 @@ class BatchedCollector:
         if self._np_env is not None:
             # the carried state is updated in place by the NumPy rollout (obs included)
             (obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
-             x) = self._numpy_rollout(noise, resets)
+             x, mask_b) = self._numpy_rollout(noise, resets)
         else:
             state = tuple(getattr(self, name) for name in _CARRY)
             # a recurrent policy's state and the episode-start flags of x, carried step to step
@@ -381,18 +410,22 @@ class BatchedCollector:
             x = self.normalize(self.obs, self.obs_mean, self.obs_var)
             recs: list[tuple[Tensor, ...]] = []
             seq_recs: list[tuple[Tensor, ...]] = []
+            masks: list[Tensor] = []
             with torch.no_grad():
                 for t in range(T):
                     out = self._step_fn(flat, x, noise[t], resets[t], state, *seq)
                     recs.append((x,) + tuple(out[:8]))
                     x, state = out[8], out[9]
-                    if seq:  # x's starts, the actor's output, V(x), the state after the step
-                        seq_recs.append((seq[1],) + tuple(out[10:13]))
-                        seq = list(out[12:14])
+                    if self.masked:  # the valid actions the action was drawn under
+                        masks.append(out[10].view(P, N, -1))
+                    if seq:  # x's starts, the actor's (masked) output, V(x), the state after
+                        seq_recs.append((seq[1], out[11]) + tuple(out[12:14]))
+                        seq = list(out[13:15])
                 # stacked before the carried state is overwritten: the first records may be
                 # views of it (x is self.obs itself without normalisation)
                 obs_b, act_b, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x = (
                     torch.stack(c) for c in zip(*recs, strict=True))
+                mask_b = torch.stack(masks) if masks else torch.zeros(0, 0, 0, 0, dtype=bool)
                 if seq:
                     starts_b, out_b, values, after_b = (
                         torch.stack(c) for c in zip(*seq_recs, strict=True))
@@ -426,6 +459,8 @@ class BatchedCollector:
             next_v = torch.cat([values[1:], last_v[None]], 0)
             next_v = torch.where(trunc_b, final_v, next_v)
             next_v = torch.where(term_b, torch.zeros_like(next_v), next_v)
+        if self.masked:
+            seq_out["action_mask"] = mask_b
         return {"obs": obs_b, "actions": act_b, "logp": logp_b, "rewards": rew_b,
                 "terminated": term_b, "truncated": trunc_b, "final_x": final_x,
                 "fin_ret": fin_ret, "fin_len": fin_len, "values": values,
@@ -460,6 +495,8 @@ class BatchedCollector:
                 starts = torch.zeros_like(starts)
             else:
                 out = self.net.actor(x, params)  # type: ignore[attr-defined]
+            if self.masked:  # the best valid action
+                out = mask_logits(out, env.dyn.action_mask(state).view(P, E, -1))
             a = (out.argmax(-1).reshape(P * E) if self.net.discrete
                  else self.env_action(out).reshape(P * E, -1))
             state, elapsed, st = env.transition(state, elapsed, a, state)  # no reset needed
@@ -482,6 +519,8 @@ class BatchedCollector:
             x = observation_input(obs, mean, var, self.cfg.obs_clip) if self.cfg.normalize_obs \
                 else obs
             out = actor(x)
+            if self.masked:  # the best valid action
+                out = mask_logits_numpy(out, dyn.action_mask(state).reshape(P, E, -1))
             a = (out.argmax(-1).reshape(P * E) if net.discrete
                  else self._env_action_np(out).reshape(P * E, -1))
             state, elapsed, _, r, term, trunc, final_obs = dyn.transition(state, elapsed, a, state)

@@ -1,4 +1,6 @@
-"""The dynamics of Gymnasium's five classic-control envs, written once for NumPy and torch.
+"""The dynamics of Gymnasium's five classic-control envs (and of MaskedPick-v0, a game with
+invalid moves whose dynamics also give each state's action mask), written once for NumPy and
+torch.
 
     dyn = CartPole(NUMPY, np.float32)                  # or CartPole(torch_ops("cuda"), ...)
     state, elapsed, next_obs, reward, terminated, truncated, final_obs = dyn.transition(
@@ -51,12 +53,14 @@ from trustrl.util.rebind import rebound
 
 __all__ = [
     "DYNAMICS",
+    "MASKED",
     "NUMPY",
     "Acrobot",
     "ArrayOps",
     "CartPole",
     "CartPoleNoVel",
     "Dynamics",
+    "MaskedPick",
     "MountainCar",
     "MountainCarContinuous",
     "NumpyOps",
@@ -112,6 +116,10 @@ class ArrayOps:
 
     def pick(self, table: Array, mask: Array) -> Array:
         """table[1] where mask else table[0], for a 2-entry table and a bool mask [N]."""
+        raise NotImplementedError
+
+    def gather(self, x: Array, index: Array) -> Array:
+        """x[i, index[i]] for x [N, n] and an int64 index [N] (a new [N] array)."""
         raise NotImplementedError
 
     def clip(self, x: Array, low: Any, high: Any) -> Array:
@@ -197,6 +205,9 @@ class NumpyOps(ArrayOps):
     def pick(self, table: Array, mask: Array) -> Array:
         return table[mask.view(self._u8)]
 
+    def gather(self, x: Array, index: Array) -> Array:
+        return x[np.arange(x.shape[0]), index]
+
     def clip(self, x: Array, low: Any, high: Any) -> Array:
         return np.minimum(np.maximum(x, low), high)  # faster than out= on a few rows
 
@@ -264,6 +275,9 @@ class TorchOps(ArrayOps):
 
     def pick(self, table: Array, mask: Array) -> Array:
         return self._torch.index_select(table, 0, mask.to(self._torch.int64))
+
+    def gather(self, x: Array, index: Array) -> Array:
+        return self._torch.gather(x, 1, index[:, None])[:, 0]
 
     def clip(self, x: Array, low: Any, high: Any) -> Array:
         return self._torch.clamp(x, low, high)
@@ -446,6 +460,10 @@ class Dynamics:
     float64_state: ClassVar[bool] = False
     step_fn: ClassVar[Any]
     observe_fn: ClassVar[Any] = staticmethod(observe_state)
+    mask_fn: ClassVar[Any] = None
+    """An env with invalid actions: its function (k, state [N, state_dim]) -> the valid actions
+    [N, n_actions] (bool, a new array) of each state's observation, written over ``o`` like
+    ``step_fn``; None for the envs whose every action is always valid."""
 
     def __init__(self, ops: ArrayOps, dtype: Any, wrap: Any = None) -> None:
         dtype = ops.dtype(dtype)
@@ -459,6 +477,21 @@ class Dynamics:
         self.functions = bind(ops, type(self).step_fn, type(self).observe_fn, wrap)
         self._transition = self.functions["transition"]
         self._step, self._observe_k = self.functions["step"], self.functions["observe"]
+        mask_fn = type(self).mask_fn
+        self._mask = None if mask_fn is None else self.functions[mask_fn.__name__]
+        """The bound mask function (``mask_fn``), None without one."""
+
+    @property
+    def masked(self) -> bool:
+        """Whether the env gives action masks (``mask_fn``)."""
+        return self._mask is not None
+
+    def action_mask(self, state: Array) -> Array | None:
+        """The valid actions [N, n_actions] (bool, a new array) of states [N, state_dim], as
+        ``mask_fn`` gives them; None where the env has no masks."""
+        if self._mask is None:
+            return None
+        return self._mask(self.k, self.o.cast(state, self.state_dtype))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id}, {self.o!r}, dtype={self.dtype})"
@@ -962,12 +995,89 @@ class PendulumNoVel(Pendulum):
     observe_fn = staticmethod(pendulum_no_vel_observe)
 
 
+# -- MaskedPick-v0: a game with invalid moves, and its masks ------------------------------------
+
+@_over_o
+def masked_pick_step(k: Any, state: Array, actions: Array) -> tuple[Array, Array, Array]:
+    """``MaskedPick``'s step: the picked item's value, or the penalty and the end of the
+    episode where it was picked before (the state then unchanged)."""
+    n = k.n_items
+    values, taken, count = state[:, :n], state[:, n:2 * n], state[:, 2 * n]
+    invalid = o.gather(taken, actions) > k.half
+    valid = ~invalid
+    reward = o.where(invalid, k.penalty, o.gather(values, actions))
+    hit = (o.column(actions) == k.items) & o.column(valid)  # the item taken this step
+    new_count = count + o.astype(valid, k.state_dtype)
+    terminated = invalid | (new_count >= k.picks)
+    new_state = o.concat((values, o.where(hit, k.one_f, taken), o.column(new_count)))
+    return new_state, o.astype(reward, k.dtype), terminated
+
+
+@_over_o
+def masked_pick_observe(k: Any, state: Array) -> Array:
+    """``MaskedPick``'s observation: the values, then the picked flags (0/1)."""
+    return o.astype(state[:, :2 * k.n_items], k.dtype)
+
+
+@_over_o
+def masked_pick_mask(k: Any, state: Array) -> Array:
+    """``MaskedPick``'s valid actions: the items not picked yet."""
+    return state[:, k.n_items:2 * k.n_items] < k.half
+
+
+class MaskedPick(Dynamics):
+    """MaskedPick-v0 (the Gymnasium env: trustrl.envs.masked_pick, which steps this source
+    over NumPy). State [values (n_items), picked flags (n_items, 0/1), picks made]; observation
+    [values, picked flags]; actions {0, ..., n_items - 1}: the item to pick.
+
+    A valid pick pays the item's value and marks it picked; the episode ends (terminated)
+    after ``picks`` of them. Picking an item again is invalid: reward ``penalty``, the episode
+    ends, the state is unchanged. The mask (``mask_fn``) is the items not picked yet. No time
+    limit: an episode takes at most ``picks`` steps (``max_episode_steps``, ``picks`` + 1, is
+    never reached; it bounds the batched evaluation's loop). Reset: the values uniform in
+    [0, 1), nothing picked. The defaults are MaskedPick-v0's; the Gymnasium env passes its
+    keyword arguments (``n_items``, ``picks``, ``penalty``)."""
+
+    env_id = "MaskedPick-v0"
+    n_items = 8
+    picks = 4
+    penalty = -1.0
+    obs_dim = 2 * n_items
+    state_dim = 2 * n_items + 1
+    action_kind = "discrete"
+    n_actions = n_items
+    max_episode_steps = picks + 1
+    step_fn = staticmethod(masked_pick_step)
+    observe_fn = staticmethod(masked_pick_observe)
+    mask_fn = staticmethod(masked_pick_mask)
+
+    def __init__(self, ops: ArrayOps, dtype: Any, wrap: Any = None, n_items: int | None = None,
+                 picks: int | None = None, penalty: float | None = None) -> None:
+        if n_items is not None or picks is not None or penalty is not None:
+            n = self.n_items if n_items is None else int(n_items)
+            self.n_items, self.n_actions, self.obs_dim, self.state_dim = n, n, 2 * n, 2 * n + 1
+            self.picks = self.picks if picks is None else int(picks)
+            self.penalty = self.penalty if penalty is None else float(penalty)
+            self.max_episode_steps = self.picks + 1
+        super().__init__(ops, dtype, wrap)
+
+    def _setup(self) -> Any:
+        o, sd = self.o, self.state_dtype
+        return self.constants(
+            n_items=self.n_items, items=o.table(list(range(self.n_items)), o.int64),
+            picks=o.const(self.picks, sd), penalty=o.const(self.penalty, sd),
+            half=o.const(0.5, sd), one_f=o.const(1.0, sd))
+
+
 DYNAMICS: dict[str, type[Dynamics]] = {
     cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum,
-                                CartPoleNoVel, PendulumNoVel)
+                                CartPoleNoVel, PendulumNoVel, MaskedPick)
 }
 """The envs by Gymnasium id: Gymnasium's five classic-control envs in Gymnasium's order, then
-the two without velocities (registered by trustrl.envs.no_vel)."""
+the two without velocities (registered by trustrl.envs.no_vel), then MaskedPick-v0
+(trustrl.envs.masked_pick), whose actions are masked."""
+MASKED: frozenset[str] = frozenset(e for e, cls in DYNAMICS.items() if cls.mask_fn is not None)
+"""The envs of DYNAMICS that give action masks."""
 
 for _cls in DYNAMICS.values():
     # Each env's constants type (``CartPoleConstants``, ...) is made by its first instance and

@@ -13,6 +13,11 @@ unmasked one must also learn not to pick an item twice.
 
 Observation: Box [2 n_items] of float32, the values then the picked flags (0/1). Action:
 Discrete(n_items).
+
+The dynamics, the observation and the mask are trustrl.envs.classic's `MaskedPick`, written
+once over an array namespace: this env steps them over NumPy (one row), the batched collector
+(`--vector torch`, populations of seeds) over NumPy, torch or compiled by Numba. The values of
+an episode come from this env's own generator (`np_random`), as before.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from trustrl.envs import classic
 
 ENV_ID = "MaskedPick-v0"
 
@@ -34,37 +41,68 @@ class MaskedPick(gym.Env):
         if not 1 <= picks <= n_items:
             raise ValueError(f"picks must be in 1..n_items = {n_items}, got {picks}")
         self.n_items, self.picks, self.penalty = int(n_items), int(picks), float(penalty)
+        self.dynamics = classic.MaskedPick(classic.NUMPY, np.float32, n_items=self.n_items,
+                                           picks=self.picks, penalty=self.penalty)
+        """The one source of the game (trustrl.envs.classic.MaskedPick), over NumPy."""
         self.observation_space = gym.spaces.Box(0.0, 1.0, (2 * self.n_items,), np.float32)
         self.action_space = gym.spaces.Discrete(self.n_items)
-        self.values = np.zeros(self.n_items, np.float32)
-        self.taken = np.zeros(self.n_items, bool)
-        self.count = 0
+        self.state = np.zeros((1, self.dynamics.state_dim), np.float32)
+        """The dynamics' state [1, state_dim]: the values, the picked flags, the picks made."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The env's state without its dynamics (functions bound at run time, rebuilt by
+        __setstate__): a pickled env resumes its episode (a checkpoint's sync envs)."""
+        state = dict(self.__dict__)
+        del state["dynamics"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.dynamics = classic.MaskedPick(classic.NUMPY, np.float32, n_items=self.n_items,
+                                           picks=self.picks, penalty=self.penalty)
+
+    @property
+    def values(self) -> np.ndarray:
+        """The items' values [n_items] (float32)."""
+        return self.state[0, :self.n_items]
+
+    @property
+    def taken(self) -> np.ndarray:
+        """Whether each item was picked [n_items] (bool)."""
+        return self.state[0, self.n_items:2 * self.n_items] > 0.5
+
+    @property
+    def count(self) -> int:
+        """The valid picks made in this episode."""
+        return int(self.state[0, 2 * self.n_items])
 
     def action_masks(self) -> np.ndarray:
         """The valid moves [n_items] (bool): the items not picked yet."""
-        return ~self.taken
+        mask = self.dynamics.action_mask(self.state)
+        assert mask is not None
+        return mask[0]
 
     def _obs(self) -> np.ndarray:
-        return np.concatenate([self.values, self.taken.astype(np.float32)])
+        return self.dynamics.observe(self.state)[0]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        self.values = self.np_random.random(self.n_items).astype(np.float32)
-        self.taken[:] = False
-        self.count = 0
+        self.state = np.zeros((1, self.dynamics.state_dim), np.float32)
+        self.state[0, :self.n_items] = self.np_random.random(self.n_items).astype(np.float32)
         return self._obs(), {"action_mask": self.action_masks()}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         a = int(action)
-        if self.taken[a]:  # an invalid move: the episode ends with the penalty
-            return self._obs(), self.penalty, True, False, {"action_mask": self.action_masks(),
-                                                            "invalid": True}
-        self.taken[a] = True
-        self.count += 1
-        done = self.count >= self.picks
-        return (self._obs(), float(self.values[a]), done, False,
-                {"action_mask": self.action_masks(), "invalid": False})
+        if not 0 <= a < self.n_items:
+            raise ValueError(f"action {a} is not in 0..{self.n_items - 1}")
+        mask = self.dynamics.action_mask(self.state)
+        assert mask is not None
+        invalid = not mask[0, a]
+        self.state, reward, terminated = self.dynamics.step(self.state,
+                                                            np.array([a], np.int64))
+        return (self._obs(), float(reward[0]), bool(terminated[0]), False,
+                {"action_mask": self.action_masks(), "invalid": invalid})
 
 
 def register() -> None:

@@ -56,6 +56,7 @@ __all__ = [
     "SUPPORTED",
     "Acrobot",
     "CartPole",
+    "MaskedPick",
     "MountainCar",
     "MountainCarContinuous",
     "Pendulum",
@@ -331,9 +332,30 @@ class PendulumNoVel(Pendulum):
     dynamics = classic.PendulumNoVel
 
 
+class MaskedPick(TorchVecEnv):
+    """MaskedPick-v0 (dynamics and masks: ``trustrl.envs.classic.MaskedPick``). Reset: the
+    values uniform in [0, 1), nothing picked (the Gymnasium env draws its values from its own
+    generator: the same distribution, another stream)."""
+
+    dynamics = classic.MaskedPick
+
+    def _sample_state(self) -> Tensor:
+        d = self.dynamics
+        values = self._uniform(0.0, 1.0, (self.num_envs, d.n_items))
+        return torch.cat((values, values.new_zeros(self.num_envs, d.n_items + 1)), 1)
+
+    def action_mask(self, state: Tensor | None = None) -> Tensor:
+        """The valid actions [N, n_actions] (bool) of `state` (default: the current one)."""
+        if state is None:
+            state = self.get_state()
+        mask = self.dyn.action_mask(state)
+        assert mask is not None
+        return mask
+
+
 _ENVS: dict[str, type[TorchVecEnv]] = {
     cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, MountainCarContinuous, Pendulum,
-                                CartPoleNoVel, PendulumNoVel)
+                                CartPoleNoVel, PendulumNoVel, MaskedPick)
 }
 SUPPORTED: tuple[str, ...] = tuple(_ENVS)
 
@@ -379,6 +401,7 @@ class ResetSampler:
 
         def count(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
             calls[0] += 1
+            self.width = max(self.width, math.prod(shape[1:]))  # the widest call's numbers
             return torch.zeros(shape, dtype=dtype, device=keys.device)
 
         probe.random_source = count

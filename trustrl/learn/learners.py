@@ -31,7 +31,7 @@ from torch import Tensor
 
 from trustrl.algos import Algorithm, make_algorithm
 from trustrl.algos.common import DIAGNOSTIC_COLUMNS, QUANTILES
-from trustrl.collect.batched import BatchedCollector, metrics_rows
+from trustrl.collect.batched import BatchedCollector, batched_masks, metrics_rows
 from trustrl.collect.evaluate import EVAL_SEED_OFFSET, evaluate
 from trustrl.collect.rollout import Collector
 from trustrl.compute import backends, compiled
@@ -217,7 +217,8 @@ def cold_start_eager(cfg: Any, algo: Algorithm, members: int) -> str | None:
     if cfg.grad_backend != "auto" or algo.backend.name != "compiled":
         return None
     steps = cfg.total_steps * members
-    if steps >= COMPILE_PAYS_STEPS or compiled.run_cached(algo, cfg.env_id):
+    if steps >= COMPILE_PAYS_STEPS or compiled.run_cached(algo, cfg.env_id,
+                                                          batched_masks(cfg)):
         return None
     return (f"training eagerly: the compiled kernels of this run are not on this machine yet, "
             f"and compiling them (about a minute, once) pays off from about "
@@ -592,6 +593,8 @@ class BatchedLearner:
             batch["old_out"] = bflat(r["old_out"])
         if "state0" in r:  # recurrent: episode starts, each segment's start state [P, N, S]
             batch["starts"], batch["state0"] = bflat(r["starts"]), r["state0"]
+        if "action_mask" in r:  # a masked run: the masks the actions were drawn under
+            batch["action_mask"] = bflat(r["action_mask"])
         m = self.algo.update(batch, col.it, self.lr)
         with torch.no_grad():
             done = term_b | trunc_b

@@ -193,6 +193,12 @@ def mask_logits(logits: Tensor, mask: Tensor | None) -> Tensor:
     return o.where(mask, logits, o.full_like(logits, fill))
 
 
+mask_logits_numpy = rebound("_trustrl_distributions_numpy",
+                            "trustrl.maths.distributions over NumPy", globals(), (mask_logits,),
+                            {"o": np, "MASKED_LOGIT": MASKED_LOGIT}).mask_logits
+"""`mask_logits` over NumPy arrays (the batched collector's NumPy rollout and evaluation)."""
+
+
 def masked_log_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
     """log pi(a|s) for every action a over the last dimension, with the probability of the
     invalid actions (mask False) exactly 0 and their log-probability MASKED_LOGIT-like (finite):

@@ -545,12 +545,14 @@ class RunConfig:
 
     def batched_ok(self) -> bool:
         """Whether the batched collector ('torch') runs this config."""
+        from trustrl.envs.classic import MASKED
         from trustrl.envs.torch_classic import SUPPORTED
 
         return (self.env_id in SUPPORTED and self.algo in CONFIGS and not self.runners
                 and not self.shared_trunk and self.ortho_init
                 and not self.env_kwargs and not self.wrappers and not self.policy
-                and self.eval_deterministic and self.action_mask != "on"
+                and self.eval_deterministic
+                and (self.action_mask != "on" or self.env_id in MASKED)
                 and self.recurrent == "none")
 
     def _torch_vector(self) -> bool:
@@ -618,10 +620,13 @@ class RunConfig:
             if self.env_kwargs or self.wrappers:
                 raise ConfigError("vector 'torch' runs its own copy of the env: env_kwargs "
                                   "and wrappers need vector 'sync' or 'async'")
-            if self.action_mask == "on":
-                raise ConfigError("action_mask 'on' needs the Gymnasium collector (vector "
-                                  "'sync' or 'async'): the batched collector's classic-control "
-                                  "envs give no masks")
+            from trustrl.envs.classic import MASKED
+
+            if self.action_mask == "on" and self.env_id not in MASKED:
+                raise ConfigError(f"action_mask 'on': the batched collector's {self.env_id} "
+                                  "gives no masks (of its envs, "
+                                  f"{', '.join(sorted(MASKED))} does); use vector 'sync' or "
+                                  "'async' for an env of your own")
             if not self.eval_deterministic:
                 raise ConfigError("vector 'torch' evaluates greedily: eval_deterministic false "
                                   "needs vector 'sync' or 'async'")

@@ -341,7 +341,9 @@ class Compiled(ClosedForm):
                "fin_len": np.empty((T, P, N), np.int64), "last": np.empty((P, 4), f32),
                "epochs_run": np.empty(P, f32),
                "diag": np.empty((P, 7 + len(quantiles)), np.float64),
-               "stats": np.empty((P, 5), np.float64)}
+               "stats": np.empty((P, 5), np.float64),
+               "action_mask": np.empty((T, P, N, net.n_out) if rollout.masked else (0, 0, 0, 0),
+                                       np.bool_)}
         b1, b2 = opt.betas
         t = opt.t.numpy().copy()  # the kernel counts on a copy; count_steps counts for real
         kernel = rollout.iteration(objective)
@@ -355,7 +357,7 @@ class Compiled(ClosedForm):
                 _loss(cfg, objective, clip_eps), np.array(quantiles, np.float64),
                 records.IterationOut(out["term"], out["trunc"], out["fin_ret"],
                                      out["fin_len"], out["last"], out["epochs_run"],
-                                     out["diag"], out["stats"]))
+                                     out["diag"], out["stats"], out["action_mask"]))
         _compiling_objective(f"ppo_iteration:{rollout.dynamics.env_id}:{kernel.source_tag}",
                               f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
                               "per machine, about 60 s; cached on disk)", kernel, *args)
@@ -589,11 +591,16 @@ class CompiledRollout:
     """The compiled rollout of one classic-control env (trustrl.compute.compiled.rollout): the env's
     dynamics compiled from trustrl.envs.classic's source over trustrl.compute.compiled.xp."""
 
-    def __init__(self, env_id: str) -> None:
+    def __init__(self, env_id: str, masked: bool = False) -> None:
         from trustrl.compute.compiled import rollout
 
         self.dynamics = compiled_dynamics(env_id, np.float32)
-        self._run = rollout.bind(self.dynamics)
+        self.masked = masked
+        """Whether actions are drawn under the env's masks (an env with masks, action_mask
+        not 'off'): the rollout then writes them (records.Steps.action_mask)."""
+        if masked and not self.dynamics.masked:
+            raise ValueError(f"{env_id} gives no action masks")
+        self._run = rollout.bind(self.dynamics, masked)
         _typed_once(self._run, self.dynamics.k)
         self._ready = False
         self._iterations: dict[Any, Any] = {}
@@ -778,23 +785,25 @@ def _announce_compiling(what: str, *kernels: Any) -> Any:
               flush=True)
 
 
-_ROLLOUTS: dict[str, CompiledRollout] = {}
+_ROLLOUTS: dict[tuple[str, bool], CompiledRollout] = {}
 
 
-def compiled_rollout(env_id: str) -> CompiledRollout:
-    """The (per process cached) compiled rollout of ``env_id``, one of the five classic-control
-    envs. Its code is compiled at its first call (cached on disk after that)."""
-    r = _ROLLOUTS.get(env_id)
+def compiled_rollout(env_id: str, masked: bool = False) -> CompiledRollout:
+    """The (per process cached) compiled rollout of ``env_id``, one of the batched envs
+    (trustrl.envs.classic.DYNAMICS), its actions drawn under the env's masks where `masked`.
+    Its code is compiled at its first call (cached on disk after that)."""
+    r = _ROLLOUTS.get((env_id, masked))
     if r is None:
-        r = _ROLLOUTS[env_id] = CompiledRollout(env_id)
+        r = _ROLLOUTS[env_id, masked] = CompiledRollout(env_id, masked)
     return r
 
 
-def run_cached(algo: Any, env_id: str) -> bool:
+def run_cached(algo: Any, env_id: str, masked: bool = False) -> bool:
     """Whether the compiled code a batched run of `algo` on `env_id` calls is on disk (Numba's
     cache, as `_cached` tells): the algorithm's kernels (TRPO's critic fit and Fisher
     product; PPO's epochs bound to its objective), GAE, the diagnostics, and the env's
-    compiled rollout and fused iteration where it has them. Builds no code."""
+    compiled rollout (`masked`: drawing under its masks) and fused iteration where it has
+    them. Builds no code."""
     from trustrl.compute.compiled import ppo
     from trustrl.envs import classic
 
@@ -808,7 +817,7 @@ def run_cached(algo: Any, env_id: str) -> bool:
         except NotCompilable:  # runs eagerly anyway, and says so
             return True
     if env_id in classic.DYNAMICS:
-        r = compiled_rollout(env_id)
+        r = compiled_rollout(env_id, masked)
         needed.append(r._run)
         if objective is not None:
             needed.append(r.iteration(objective))

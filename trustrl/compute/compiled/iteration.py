@@ -66,8 +66,10 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     advanced in place; `epochs`: every epoch's shuffle [K, P, T*N], the minibatch size and the
     KL stop: members stop when their full-batch approx KL passed target_kl after an epoch),
     qs the diagnostics' ratio quantiles. Writes `out`: the episodes (terminated, truncated,
-    fin_ret, fin_len [T, P, N]), last [P, 4] (the last epoch each member ran: mean policy
-    loss, value loss, pre-clip gradient norm, clip fraction), epochs_run [P], diag
+    fin_ret, fin_len [T, P, N]), the rollout's masks (action_mask [T, P, N, n] where the env
+    gives masks, which the epochs and the diagnostics then read), last [P, 4] (the last
+    epoch each member ran: mean policy loss, value loss, pre-clip gradient norm, clip
+    fraction), epochs_run [P], diag
     [P, 7 + len(qs)] (ppo_diagnostics' columns) and stats [P, 5]
     (trustrl.compute.compiled.STATS)."""
     flat, sizes, relu, discrete, c0, ls_off = policy
@@ -75,7 +77,7 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     obs = carry.obs
     order, mb, use_mask, target_kl = epochs
     clip_eps, gamma = loss.clip_eps, env.gamma
-    term_b, trunc_b, fin_ret, fin_len, last, epochs_run, diag, stats = out
+    term_b, trunc_b, fin_ret, fin_len, last, epochs_run, diag, stats, mask_b = out
     T, P, N, n_out = noise.shape
     D = obs.shape[2]
     f32 = np.float32
@@ -88,7 +90,7 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     out_b = np.empty((T, P, N, n_out), f32)
     x = rollout(k, policy, draws, carry, env,
                 Steps(obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len,
-                      final_x, out_b))
+                      final_x, out_b, mask_b))
     csizes = sizes.copy()
     csizes[sizes.shape[0] - 1] = 1
     values = np.empty((T, P, N), f32)
@@ -119,9 +121,10 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     means = np.zeros((P, 5), f32)
     # the penalty's coefficient: none (its algorithm runs unfused)
     no_kl = Penalty(np.zeros(P), np.zeros((1, 1, 1), f32), np.zeros((1, 1), f32))
-    no_mask = np.zeros((0, 0, 0), np.bool_)  # the batched collector's envs give no masks
+    # an env with masks: the masks each action was drawn under (the ratio's, the diagnostics')
+    mask_f = _flat(mask_b) if mask_b.shape[0] > 0 else np.zeros((0, 0, 0), np.bool_)
     update = Update(policy, adam, Batch(obs_f, act_i_f, act_f_f, logp_f, adv_f, ret_f, val_f,
-                                        no_mask),
+                                        mask_f),
                     loss, no_kl, np.zeros_like(flat), out_f, flat_old, qs, diag)
     epochs_run[:] = 0.0
     ppo_epochs(update, np.ascontiguousarray(order), mb, active, use_mask, f32(target_kl), True,
@@ -129,7 +132,7 @@ def ppo_iteration(k, policy, draws, carry, env, gl, adam, epochs, loss, qs, out)
     last[:] = means[:, :4]
     if not use_mask:  # with the KL stop, the last epoch's diagnostics are the final policy's
         ppo_diagnostics(policy, obs_f, act_i_f, act_f_f, logp_f, out_f, flat_old, clip_eps,
-                        qs, diag, no_mask)
+                        qs, diag, mask_f)
     # the learner's metrics: the episodes that ended, the critic before the update
     n_ep, ret_mean, len_mean = episode_stats(term_b | trunc_b, fin_ret,
                                              fin_len.astype(np.float64), np.nan)
@@ -152,9 +155,9 @@ _BOUND: dict[tuple[int, int], Any] = {}
 def bind(rollout_fn: Any, epochs: Any) -> Any:
     """The compiled iteration around ``rollout_fn`` (an env's compiled rollout,
     trustrl.compute.compiled.rollout.bind's) and ``epochs`` (an algorithm's compiled epochs,
-    trustrl.compute.compiled.ppo.epochs_kernel's): one per env and objective, cached on disk (its
-    signature holds the env's constants' type, as the rollout's does; its name the
-    objective's source tag)."""
+    trustrl.compute.compiled.ppo.epochs_kernel's): one per env, objective and masking,
+    cached on disk (its signature holds the env's constants' type, as the rollout's does; its
+    name the objective's source tag and the rollout's masking)."""
     key = (id(rollout_fn), id(epochs))
     f = _BOUND.get(key)
     if f is None:
@@ -164,6 +167,9 @@ def bind(rollout_fn: Any, epochs: Any) -> Any:
         for h in _HELPERS:
             ns[h.__name__] = jit(types.FunctionType(h.__code__, ns, h.__name__))
         g = types.FunctionType(ppo_iteration.__code__, ns, "ppo_iteration")
-        g.__qualname__ = f"{ppo_iteration.__qualname__}_{epochs.source_tag}"
+        # the objective's tag, and the rollout's masking: Numba's disk cache files a function
+        # by its source file and qualified name
+        g.__qualname__ = (f"{ppo_iteration.__qualname__}_{epochs.source_tag}"
+                          + ("_masked" if getattr(rollout_fn, "masked", False) else ""))
         f = _BOUND[key] = jit(g)
     return f

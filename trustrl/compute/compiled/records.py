@@ -71,7 +71,10 @@ class Steps(NamedTuple):
     fin_ret: Any  # [T, P, N] float64 the return of an episode that ended there
     fin_len: Any  # [T, P, N] int64 its length
     final_x: Any  # [T, P, N, obs_dim] float32 the network input of a truncated final state
-    out: Any  # [T, P, N, n] float32 the actor's outputs (pi_old's)
+    out: Any  # [T, P, N, n] float32 the actor's outputs (pi_old's; a softmax's logits masked
+    # where the env gives masks)
+    action_mask: Any  # [T, P, N, n] bool the valid actions each action was drawn under (an env
+    # with masks; [0, 0, 0, 0] otherwise)
 
 
 class Adam(NamedTuple):
@@ -156,6 +159,8 @@ class IterationOut(NamedTuple):
     epochs_run: Any  # [P] float32
     diag: Any  # [P, 7 + quantiles] float64 (kernels.ppo_diagnostics' columns)
     stats: Any  # [P, 5] float64 (trustrl.compute.compiled.STATS)
+    action_mask: Any  # [T, P, N, n] bool the rollout's masks (an env with masks, which the
+    # update then reads; [0, 0, 0, 0] otherwise)
 
 
 class Rows(NamedTuple):

@@ -29,6 +29,7 @@ from trustrl.compute.compiled.kernels import (
     gaussian_log_density,
     layer_views,
     log_softmax,
+    mask_logits,
     mlp_out,
     mlp_output,
 )
@@ -62,14 +63,16 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
     (noise [T, P, N, n_out]: Gumbel for discrete actions, standard normal for Box; resets
     [T, P*N, state_dim]), `carry` (the collector's carried state, moved on in place), `env`
     (normalisers' settings, action bounds) and `steps`, the records written (act_i for
-    discrete actions, act_f for Box; out the actor's outputs, pi_old's). Each step is the
+    discrete actions, act_f for Box; out the actor's outputs, pi_old's, a softmax's logits
+    masked where the env gives masks; action_mask the valid actions each action was drawn
+    under, where the env gives masks: [T, P, N, n], else a zero-size placeholder). Each step is the
     actor's forward pass (popnet's mlp_output compiled, per member, over the layer views made
     once per call) and trustrl.envs.step.policy_env_step,
     compiled. Returns the network input of the last observation [P, N, D]."""
     flat, sizes, relu, discrete, _, ls_off = policy
     noise, resets = draws
     (obs_b, act_i, act_f, logp_b, rew_b, term_b, trunc_b, fin_ret, fin_len, final_x,
-     out_b) = steps
+     out_b, mask_b) = steps
     T, P, N, n_out = noise.shape
     state = (carry.env_state, carry.elapsed, carry.obs, carry.ep_ret, carry.ep_len,
              carry.disc_return, carry.obs_mean, carry.obs_var, carry.obs_count, carry.ret_mean,
@@ -91,9 +94,11 @@ def rollout(k, policy, draws, carry, env, steps):  # type: ignore[no-untyped-def
         obs_b[t] = x
         for p in range(P):
             out[p] = mlp_output(layers[p], np.ascontiguousarray(x[p]), relu)[0]
-        out_b[t] = out
-        a, logp, rew, term, trunc, f_ret, f_len, f_x, x, state = policy_env_step(
-            k, out, noise[t], resets[t], log_std, state, env)
+        a, logp, rew, term, trunc, f_ret, f_len, f_x, x, state, valid, logits = \
+            policy_env_step(k, out, noise[t], resets[t], log_std, state, env)
+        out_b[t] = logits
+        if valid.shape[0] > 0:  # a masked env: the valid actions a was drawn under
+            mask_b[t] = valid.reshape((P, N, n_out))
         store_action(act_i, act_f, t, a)
         logp_b[t] = logp
         rew_b[t] = rew
@@ -219,7 +224,8 @@ _NORMALIZE = compiled_source(normalize,
                              ("merge_moments", "fold_moments", "normalized"))
 fold_moments, normalized = _NORMALIZE.fold_moments, _NORMALIZE.normalized
 STEP = compiled_source(step, tuple(f.__name__ for f in step.STEP_FUNCTIONS), bind={
-    "log_softmax": log_softmax, "gaussian_log_density": gaussian_log_density,
+    "log_softmax": log_softmax, "mask_logits": mask_logits, "NO_MASK": step.NO_MASK,
+    "gaussian_log_density": gaussian_log_density,
     "fold_moments": fold_moments, "normalized": normalized, "HALF": HALF,
     "HALF_LOG_2PI": HALF_LOG_2PI})
 """trustrl.envs.step's step (`policy_env_step`, the samplers, `observation_input`) compiled from
@@ -229,19 +235,24 @@ observation_input = STEP.observation_input
 _BOUND: dict[int, Any] = {}
 
 
-def bind(dyn: Any) -> Any:
+def bind(dyn: Any, masked: bool = False) -> Any:
     """The compiled rollout of the env whose compiled dynamics are ``dyn`` (an
     ``trustrl.envs.classic.Dynamics`` over trustrl.compute.compiled.xp, wrapped by Numba), with its
-    action kind's sampler: one per env class and dtype, cached on disk."""
-    key = (type(dyn), dyn.dtype)
+    action kind's sampler and, `masked`, the env's masks (``dyn``'s mask function): one per
+    env class, dtype and masking, cached on disk."""
+    key = (type(dyn), dyn.dtype, masked)
     f = _BOUND.get(key)  # type: ignore[call-overload]
     if f is None:
         discrete = dyn.action_kind == "discrete"
         jit = njit(cache=True, error_model="numpy")
         ns: dict[str, Any] = dict(globals())
-        ns["policy_env_step"] = step.bind(STEP, dyn.functions["transition"], discrete, jit)
+        ns["policy_env_step"] = step.bind(STEP, dyn.functions["transition"], discrete, jit,
+                                          dyn._mask if masked else None)
         ns["store_action"] = store_categorical if discrete else store_gaussian
         g = types.FunctionType(rollout.__code__, ns, "rollout")
-        g.__qualname__ = rollout.__qualname__
+        # masked: a name of its own (Numba's disk cache files a function by its source file
+        # and qualified name, and the env's unmasked rollout takes the same types)
+        g.__qualname__ = rollout.__qualname__ + ("_masked" if masked else "")
         f = _BOUND[key] = jit(g)  # type: ignore[index]
+        f.masked = masked
     return f

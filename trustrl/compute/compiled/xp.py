@@ -139,6 +139,14 @@ def pick(tab, mask):  # type: ignore[no-untyped-def]
 
 
 @_jit
+def gather(x, index):  # type: ignore[no-untyped-def]
+    out = np.empty(x.shape[0], x.dtype)
+    for i in range(x.shape[0]):
+        out[i] = x[i, index[i]]
+    return out
+
+
+@_jit
 def clip(x, low, high):  # type: ignore[no-untyped-def]
     return np.minimum(np.maximum(x, low), high)
 
