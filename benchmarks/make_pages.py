@@ -660,7 +660,8 @@ def _feature_drawer(script: str) -> Callable[[Path, Path], list[Path]]:
     return drawer
 
 
-FEATURE_FIGURES = [("masking", "masking_vs_sb3"), ("recurrent_2026-12-06", "recurrent_vs_sb3")]
+FEATURE_FIGURES = [("masking", "masking_vs_sb3"), ("recurrent_2026-12-06", "recurrent_vs_sb3"),
+                   ("recurrent_2026-12-07", "recurrent_vs_sb3")]
 """The figures of the feature pages (docs/masking.md, docs/recurrent.md): (result folder, the
 benchmark script whose draw() draws it)."""
 
