@@ -22,7 +22,7 @@ needs_numba = pytest.mark.skipif(not compiled.available(), reason="needs trustrl
 
 
 def _learner(monkeypatch, cached: bool, cold_start: bool = True, **sets):
-    monkeypatch.setattr(compiled, "run_cached", lambda algo, env_id: cached)
+    monkeypatch.setattr(compiled, "run_cached", lambda algo, env_id, masked=False: cached)
     cfg = make_config("ppo", env_id="CartPole-v1",
                       sets={"num_envs": 2, "num_steps": 32, "eval_every": 0, **sets})
     return learners.BatchedLearner(cfg, [0], cold_start=cold_start)
@@ -56,7 +56,7 @@ def test_a_population_counts_every_members_steps(monkeypatch):
     steps = learners.COMPILE_PAYS_STEPS // 4
     assert _learner(monkeypatch, cached=False, total_steps=steps).algo.backend.name \
         == "closed-form"
-    monkeypatch.setattr(compiled, "run_cached", lambda algo, env_id: False)
+    monkeypatch.setattr(compiled, "run_cached", lambda algo, env_id, masked=False: False)
     cfg = make_config("ppo", env_id="CartPole-v1",
                       sets={"num_envs": 2, "num_steps": 32, "eval_every": 0,
                             "total_steps": steps})
