@@ -65,11 +65,12 @@ derivation seeds then the held-out ones, the preset then the defaults)."""
 
 
 def preset_source(env: str) -> str:
-    """The preset auto looks at first for PPO on env, the one measured against the defaults:
-    'chapter' where the chapter has one (CartPole-v1, Pendulum-v1), else 'zoo'."""
-    from trustrl.settings.presets import PRESETS
+    """The preset auto looks at first for PPO on env (trustrl.settings.presets.auto_source),
+    the one measured against the defaults: 'chapter' where the chapter has one (CartPole-v1,
+    Pendulum-v1), else 'zoo'."""
+    from trustrl.settings.presets import auto_source
 
-    return "chapter" if ("ppo", env) in PRESETS else "zoo"
+    return auto_source("ppo", env) or "zoo"
 
 
 def settings(env: str) -> tuple[str, str]:
@@ -219,7 +220,7 @@ def preset_not_worse(preset: dict[str, Any], defaults: dict[str, Any],
 
 def measured_envs(records: list[dict[str, Any]]) -> set[str]:
     """The envs with a whole derivation cell (both settings on seeds 1-3 at some fraction):
-    those `derive_rule` reads, so those auto's rule covers (AUTO_ZOO_ENVS). Runs of a cell
+    those `derive_rule` reads, so those auto's rule covers (AUTO_PRESET_ENVS). Runs of a cell
     not yet whole (a session's time ran out) wait for the next session to resume it."""
     return {r["env"] for r in records if all(
         _cell(records, r["env"], r["fraction"], s, DERIVE_SEEDS) for s in settings(r["env"]))}
@@ -302,7 +303,7 @@ def _setting(s: str) -> str:
 
 
 def table_lines(records: list[dict[str, Any]]) -> list[str]:
-    from trustrl.settings.presets import AUTO_ZOO_FROM, PRESETS, ZOO_PRESETS
+    from trustrl.settings.presets import AUTO_PRESET_FROM, PRESETS, ZOO_PRESETS
     from trustrl.settings.presets.budget import rule_text
 
     rule = derive_rule(records)
@@ -352,11 +353,11 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
     lenient_fails = [f"{e} at {f:.0%}" for e in envs for f in FRACTIONS
                      if heldout_check(records, e, f, rule_pick(records, lenient, e, f)
                                       ).startswith("**no")]
-    fixed = {e: None if f == math.inf else f for e, f in AUTO_ZOO_FROM["ppo"].items()}
+    fixed = {e: None if f == math.inf else f for e, f in AUTO_PRESET_FROM["ppo"].items()}
     lines += ["", f"Derived rule, per env (`derive_rule`: the least measured fraction from "
               f"which the preset's median is at least the defaults' at that and every larger "
               f"measured fraction; none: at no fraction): **{shown(rule)}**; trustrl's "
-              f"AUTO_ZOO_FROM: {'the same' if fixed == rule else shown(fixed)}. With the "
+              f"AUTO_PRESET_FROM: {'the same' if fixed == rule else shown(fixed)}. With the "
               f"defaults' spread as a tolerance (the criterion while the rule was one "
               f"fraction for every env, chosen once the first MountainCarContinuous cells were "
               f"in): {shown(lenient)}; its held-out check fails on "
@@ -370,10 +371,10 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
                            for seeds in (DERIVE_SEEDS, HELDOUT_SEEDS))]
         if gaps:
             mark = (" (Atari, out of auto's rule)" if values.get("atari_wrappers") else
-                    " (auto takes the chapter's preset)" if ("ppo", env) in PRESETS else "")
+                    " (the chapter's preset)" if ("ppo", env) in PRESETS else "")
             missing.setdefault(", ".join(gaps), []).append(env + mark)
     lines += ["Not measured (both settings on seeds 1-6), for want of CPU time (one run at a "
-              "time on one core shared with other work, in three sessions; what the cells "
+              "time on one core shared with other work, in four sessions; what the cells "
               "would cost: \"The cost of the cells not measured\" "
               "above the table):", ""]
     lines += [f"- at {gaps}: {', '.join(envs)}" for gaps, envs in missing.items()]
@@ -386,6 +387,9 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
     runs = 2 * (len(DERIVE_SEEDS) + len(HELDOUT_SEEDS))
     lines += [f"- begun, not whole (the script resumes them): {env} at {f:.0%}, {n} of {runs} "
               "runs" for (env, f), n in begun.items()]
+    chapter = [e for (a, e) in ZOO_PRESETS if a == "ppo" and preset_source(e) == "chapter"]
+    lines += [f"- the zoo's PPO presets of {' and '.join(chapter)}: at no budget (auto looks "
+              "at the chapter's first there, measured above; `--preset zoo` takes them)"]
     lines += ["- TRPO's zoo presets: none (auto's rule does not cover them)", "", END]
     return lines
 
