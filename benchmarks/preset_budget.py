@@ -1,8 +1,12 @@
-"""A zoo preset against trustrl's defaults at a fraction of the zoo's budget (issue 57).
+"""The preset `--preset auto` starts from against trustrl's defaults at a fraction of the
+preset's budget (issue 57).
 
-Every cell is `trustrl train ppo --env ENV --preset zoo|none --total-steps N --seed S` with
-N = 10%, 30% or 100% of the zoo preset's n_timesteps, its greedy evaluation over 10 episodes at
-the end (eval_every 0: no evaluation before; evaluations do not touch training's generators).
+Every cell is `trustrl train ppo --env ENV --preset SOURCE|none --total-steps N --seed S` with
+N = 10%, 30% or 100% of the preset's total_steps, its greedy evaluation over 10 episodes at the
+end (eval_every 0: no evaluation before; evaluations do not touch training's generators). The
+preset is the one auto looks at first (`preset_source`): the zoo's (its n_timesteps) on every
+env but CartPole-v1 and Pendulum-v1, where it is the chapter's (trustrl/settings/presets/
+chapter.py: CartPole's 100,000 steps, the zoo's too; Pendulum's 122,880, the zoo's 100,000).
 Seeds 1-3 are the ones `--preset auto`'s budget rule (trustrl/settings/presets/budget.py) is derived
 from; seeds 4-6 are held out to check it. One JSON file per run under OUT/runs/; a run whose
 file exists is not run again (the script resumes where it stopped). One run at a time.
@@ -35,37 +39,55 @@ from pathlib import Path
 from typing import Any
 
 FRACTIONS = (0.1, 0.3, 1.0)
-SETTINGS = ("zoo", "none")
-"""The preset and trustrl's defaults (`--preset none`)."""
 DERIVE_SEEDS = (1, 2, 3)
 HELDOUT_SEEDS = (4, 5, 6)
 EVAL_EPISODES = 10
 
 PLAN: list[tuple[str, float, tuple[int, ...]]] = [
-    # (env, fraction of the zoo's budget, seeds), in the order they run: the cheap cells
-    # first (MountainCarContinuous' budget is 20k; the classic-control envs run on the batched
-    # collector), then the larger fractions and Box2D, then MuJoCo and BipedalWalker at 10%
+    # (env, fraction of the preset's budget, seeds), in the order they run: the cheap cells
+    # first (MountainCarContinuous' budget is 20k, CartPole's and Pendulum's about 100k; the
+    # classic-control envs run on the batched collector), then the larger fractions and
+    # Box2D, then MuJoCo and BipedalWalker at 10%
     (env, f, seeds) for env, f in (
         ("MountainCarContinuous-v0", 0.1), ("MountainCarContinuous-v0", 0.3),
-        ("MountainCarContinuous-v0", 1.0), ("Acrobot-v1", 0.1), ("MountainCar-v0", 0.1),
+        ("MountainCarContinuous-v0", 1.0), ("CartPole-v1", 0.1), ("Pendulum-v1", 0.1),
+        ("CartPole-v1", 0.3), ("Pendulum-v1", 0.3), ("CartPole-v1", 1.0),
+        ("Pendulum-v1", 1.0), ("Acrobot-v1", 0.1), ("MountainCar-v0", 0.1),
         ("Acrobot-v1", 0.3), ("MountainCar-v0", 0.3), ("LunarLander-v3", 0.1),
         ("Acrobot-v1", 1.0), ("MountainCar-v0", 1.0), ("LunarLander-v3", 0.3),
         ("LunarLanderContinuous-v3", 0.1), ("LunarLanderContinuous-v3", 0.3),
-        ("LunarLander-v3", 1.0), ("Hopper-v5", 0.1), ("HalfCheetah-v5", 0.1),
+        ("LunarLanderContinuous-v3", 1.0), ("LunarLander-v3", 1.0), ("Hopper-v5", 0.1),
+        ("HalfCheetah-v5", 0.1),
         ("Walker2d-v5", 0.1), ("Swimmer-v5", 0.1), ("BipedalWalker-v3", 0.1))
     for seeds in (DERIVE_SEEDS, HELDOUT_SEEDS)]
 """What this script runs, cheapest first (per env: 10% then 30% of the zoo's budget, the
 derivation seeds then the held-out ones, the preset then the defaults)."""
 
 
-def zoo_budget(env: str) -> int:
-    from trustrl.settings.presets import ZOO_PRESETS
+def preset_source(env: str) -> str:
+    """The preset auto looks at first for PPO on env (trustrl.settings.presets.auto_source),
+    the one measured against the defaults: 'chapter' where the chapter has one (CartPole-v1,
+    Pendulum-v1), else 'zoo'."""
+    from trustrl.settings.presets import auto_source
 
-    return int(ZOO_PRESETS[("ppo", env)]["total_steps"])
+    return auto_source("ppo", env) or "zoo"
+
+
+def settings(env: str) -> tuple[str, str]:
+    """The two settings compared on env: its preset (`preset_source`) and trustrl's defaults
+    (`--preset none`)."""
+    return preset_source(env), "none"
+
+
+def preset_budget(env: str) -> int:
+    """The total_steps of env's preset (`preset_source`)."""
+    from trustrl.settings.presets import table
+
+    return int(table(preset_source(env))[("ppo", env)]["total_steps"])
 
 
 def budget_at(env: str, fraction: float) -> int:
-    return round(zoo_budget(env) * fraction)
+    return round(preset_budget(env) * fraction)
 
 
 def run_name(env: str, setting: str, fraction: float, seed: int) -> str:
@@ -92,7 +114,8 @@ def run_one(env: str, setting: str, fraction: float, seed: int, runs_dir: Path) 
            "--quiet", "--set", f"eval_episodes={EVAL_EPISODES}", "--set", "eval_every=0"]
     threads = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
     record: dict[str, Any] = dict(
-        env=env, setting=setting, fraction=fraction, budget=steps, zoo_budget=zoo_budget(env),
+        env=env, setting=setting, fraction=fraction, budget=steps,
+        preset_budget=preset_budget(env),
         seed=seed, command="trustrl " + " ".join(cmd[3:13] + cmd[15:]),
         trustrl=_commit(), date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"))
     before = set(runs_dir.iterdir()) if runs_dir.is_dir() else set()
@@ -132,7 +155,7 @@ def run_plan(out: Path, until: dt.datetime | None, only: list[str] | None = None
         if not selected(env, fraction, only):
             continue
         for seed in seeds:
-            for setting in SETTINGS:
+            for setting in settings(env):
                 path = runs / run_name(env, setting, fraction, seed)
                 if path.is_file():
                     continue
@@ -197,10 +220,10 @@ def preset_not_worse(preset: dict[str, Any], defaults: dict[str, Any],
 
 def measured_envs(records: list[dict[str, Any]]) -> set[str]:
     """The envs with a whole derivation cell (both settings on seeds 1-3 at some fraction):
-    those `derive_rule` reads, so those auto's rule covers (AUTO_ZOO_ENVS). Runs of a cell
+    those `derive_rule` reads, so those auto's rule covers (AUTO_PRESET_ENVS). Runs of a cell
     not yet whole (a session's time ran out) wait for the next session to resume it."""
-    return {r["env"] for r in records
-            if all(_cell(records, r["env"], r["fraction"], s, DERIVE_SEEDS) for s in SETTINGS)}
+    return {r["env"] for r in records if all(
+        _cell(records, r["env"], r["fraction"], s, DERIVE_SEEDS) for s in settings(r["env"]))}
 
 
 def derive_rule(records: list[dict[str, Any]], spread: bool = False
@@ -215,7 +238,8 @@ def derive_rule(records: list[dict[str, Any]], spread: bool = False
             defaults = _cell(records, env, f, "none", DERIVE_SEEDS)
             if "refused" in defaults:  # below one batch of the defaults: auto keeps the preset
                 continue
-            v = preset_not_worse(_cell(records, env, f, "zoo", DERIVE_SEEDS), defaults, spread)
+            v = preset_not_worse(_cell(records, env, f, preset_source(env), DERIVE_SEEDS),
+                                 defaults, spread)
             if v is not None:
                 verdicts[f] = v
         rule = None
@@ -228,30 +252,30 @@ def derive_rule(records: list[dict[str, Any]], spread: bool = False
 
 
 def auto_pick(env: str, fraction: float) -> str:
-    """What --preset auto takes for PPO on env at this fraction of the zoo's budget, by the
-    rule in trustrl (trustrl.settings.presets.choose): 'zoo' or 'none'."""
+    """What --preset auto takes for PPO on env at this fraction of its preset's budget, by
+    the rule in trustrl (trustrl.settings.presets.choose): the preset's source or 'none'."""
     from trustrl.settings.config import defaults_batch
     from trustrl.settings.presets import choose
 
     c = choose("ppo", env, "auto", budget_at(env, fraction), defaults_batch("ppo"))
-    return "zoo" if c.label is not None else "none"
+    return c.label.split(":", 1)[0] if c.label is not None else "none"
 
 
 def rule_pick(records: list[dict[str, Any]], rules: dict[str, float | None], env: str,
               f: float) -> str:
-    """What a rule `rules` (derive_rule's form) would take at (env, f): 'zoo' or 'none'
-    (the preset where the defaults cannot run)."""
+    """What a rule `rules` (derive_rule's form) would take at (env, f): the preset's source
+    or 'none' (the preset where the defaults cannot run)."""
     if "refused" in _cell(records, env, f, "none", HELDOUT_SEEDS):
-        return "zoo"
+        return preset_source(env)
     rule = rules.get(env)
-    return "zoo" if rule is not None and f >= rule else "none"
+    return preset_source(env) if rule is not None and f >= rule else "none"
 
 
 def heldout_check(records: list[dict[str, Any]], env: str, f: float,
                   pick: str | None = None) -> str:
     """Point 4 on the held-out seeds: auto's median (or `pick`'s) >= the better setting's
     median minus the better setting's spread (max - min over the held-out seeds)."""
-    cells = {s: _cell(records, env, f, s, HELDOUT_SEEDS) for s in SETTINGS}
+    cells = {s: _cell(records, env, f, s, HELDOUT_SEEDS) for s in settings(env)}
     if not all(cells.values()):
         return "not measured"
     pick = pick or auto_pick(env, f)
@@ -275,11 +299,11 @@ def _show(cell: dict[str, Any]) -> str:
 
 
 def _setting(s: str) -> str:
-    return "the preset" if s == "zoo" else "the defaults"
+    return "the defaults" if s == "none" else "the preset"
 
 
 def table_lines(records: list[dict[str, Any]]) -> list[str]:
-    from trustrl.settings.presets import AUTO_ZOO_FROM, PRESETS, ZOO_PRESETS
+    from trustrl.settings.presets import AUTO_PRESET_FROM, PRESETS, ZOO_PRESETS
     from trustrl.settings.presets.budget import rule_text
 
     rule = derive_rule(records)
@@ -288,29 +312,33 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
     lines = [BEGIN, "",
              f"{len(records)} runs, {dates[0] if dates else '-'} to "
              f"{dates[-1] if dates else '-'} UTC, trustrl at {', '.join(commits) or '-'}; "
-             "final greedy return over 10 episodes, median (per seed). Seeds 1-3 derive the "
+             "final greedy return over 10 episodes, median (per seed). The preset: the "
+             "zoo's, on CartPole-v1 and Pendulum-v1 the chapter's (the one auto looks at "
+             "first there), the budget a fraction of its total_steps. Seeds 1-3 derive the "
              "rule, seeds 4-6 check it. `better`: the preset where its median on seeds 1-3 is "
              "at least the defaults', else the defaults. "
              "`held-out`: auto's median on seeds 4-6 against the better setting's there (the "
              "higher median) minus its spread (max - min).", "",
-             "| env | budget (of the zoo's) | preset, seeds 1-3 | defaults, seeds 1-3 | better "
+             "| env | budget (of the preset's) | preset, seeds 1-3 | defaults, seeds 1-3 | better "
              "| preset, seeds 4-6 | defaults, seeds 4-6 | auto takes | held-out: auto >= "
              "better - spread |",
              "|---|---|---|---|---|---|---|---|---|"]
     envs = [e for e in dict.fromkeys(r["env"] for r in records)]
     for env in envs:
         for f in FRACTIONS:
-            c = {(s, k): _cell(records, env, f, s, seeds) for s in SETTINGS
+            c = {(key, k): _cell(records, env, f, s, seeds)
+                 for key, s in zip(("preset", "none"), settings(env), strict=True)
                  for k, seeds in (("d", DERIVE_SEEDS), ("h", HELDOUT_SEEDS))}
             if not any(c.values()):
                 continue
-            v = preset_not_worse(c["zoo", "d"], c["none", "d"])
-            better = "-" if v is None else _setting("zoo" if v else "none")
+            v = preset_not_worse(c["preset", "d"], c["none", "d"])
+            better = "-" if v is None else "the preset" if v else "the defaults"
             if "refused" in c["none", "d"]:
                 better += " (the defaults cannot run)"
-            lines.append(f"| {env} | {budget_at(env, f):,} ({round(100 * f)}%) "
-                         f"| {_show(c['zoo', 'd'])} | {_show(c['none', 'd'])} | {better} "
-                         f"| {_show(c['zoo', 'h'])} | {_show(c['none', 'h'])} "
+            name = env + (" (the chapter's preset)" if preset_source(env) == "chapter" else "")
+            lines.append(f"| {name} | {budget_at(env, f):,} ({round(100 * f)}%) "
+                         f"| {_show(c['preset', 'd'])} | {_show(c['none', 'd'])} | {better} "
+                         f"| {_show(c['preset', 'h'])} | {_show(c['none', 'h'])} "
                          f"| {_setting(auto_pick(env, f))} | {heldout_check(records, env, f)} |")
     checks = {(env, f): heldout_check(records, env, f) for env in envs for f in FRACTIONS}
     held = [f"{e} at {f:.0%}" for (e, f), v in checks.items() if v.startswith("yes")]
@@ -325,11 +353,11 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
     lenient_fails = [f"{e} at {f:.0%}" for e in envs for f in FRACTIONS
                      if heldout_check(records, e, f, rule_pick(records, lenient, e, f)
                                       ).startswith("**no")]
-    fixed = {e: None if f == math.inf else f for e, f in AUTO_ZOO_FROM["ppo"].items()}
+    fixed = {e: None if f == math.inf else f for e, f in AUTO_PRESET_FROM["ppo"].items()}
     lines += ["", f"Derived rule, per env (`derive_rule`: the least measured fraction from "
               f"which the preset's median is at least the defaults' at that and every larger "
               f"measured fraction; none: at no fraction): **{shown(rule)}**; trustrl's "
-              f"AUTO_ZOO_FROM: {'the same' if fixed == rule else shown(fixed)}. With the "
+              f"AUTO_PRESET_FROM: {'the same' if fixed == rule else shown(fixed)}. With the "
               f"defaults' spread as a tolerance (the criterion while the rule was one "
               f"fraction for every env, chosen once the first MountainCarContinuous cells were "
               f"in): {shown(lenient)}; its held-out check fails on "
@@ -339,26 +367,29 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
         if algo != "ppo":
             continue
         gaps = [f"{round(100 * f)}%" for f in FRACTIONS
-                if not all(_cell(records, env, f, s, seeds) for s in SETTINGS
+                if not all(_cell(records, env, f, s, seeds) for s in settings(env)
                            for seeds in (DERIVE_SEEDS, HELDOUT_SEEDS))]
         if gaps:
             mark = (" (Atari, out of auto's rule)" if values.get("atari_wrappers") else
-                    " (auto takes the chapter's preset)" if ("ppo", env) in PRESETS else "")
+                    " (the chapter's preset)" if ("ppo", env) in PRESETS else "")
             missing.setdefault(", ".join(gaps), []).append(env + mark)
     lines += ["Not measured (both settings on seeds 1-6), for want of CPU time (one run at a "
-              "time on one core shared with other work, in three sessions; what the cells "
+              "time on one core shared with other work, in four sessions; what the cells "
               "would cost: \"The cost of the cells not measured\" "
               "above the table):", ""]
     lines += [f"- at {gaps}: {', '.join(envs)}" for gaps, envs in missing.items()]
     begun: dict[tuple[str, float], int] = {}
     for r in records:
-        whole = all(_cell(records, r["env"], r["fraction"], s, seeds) for s in SETTINGS
+        whole = all(_cell(records, r["env"], r["fraction"], s, seeds) for s in settings(r["env"])
                     for seeds in (DERIVE_SEEDS, HELDOUT_SEEDS))
         if not whole:
             begun[r["env"], r["fraction"]] = begun.get((r["env"], r["fraction"]), 0) + 1
-    runs = len(SETTINGS) * (len(DERIVE_SEEDS) + len(HELDOUT_SEEDS))
+    runs = 2 * (len(DERIVE_SEEDS) + len(HELDOUT_SEEDS))
     lines += [f"- begun, not whole (the script resumes them): {env} at {f:.0%}, {n} of {runs} "
               "runs" for (env, f), n in begun.items()]
+    chapter = [e for (a, e) in ZOO_PRESETS if a == "ppo" and preset_source(e) == "chapter"]
+    lines += [f"- the zoo's PPO presets of {' and '.join(chapter)}: at no budget (auto looks "
+              "at the chapter's first there, measured above; `--preset zoo` takes them)"]
     lines += ["- TRPO's zoo presets: none (auto's rule does not cover them)", "", END]
     return lines
 

@@ -20,13 +20,14 @@ from trustrl.settings.config import (
     make_config,
     preset_choice,
 )
-from trustrl.settings.presets import AUTO_ZOO_FROM, ZOO_PRESETS, choose
-from trustrl.settings.presets.budget import AUTO_ZOO_ENVS
+from trustrl.settings.presets import AUTO_PRESET_FROM, ZOO_PRESETS, auto_source, choose, table
+from trustrl.settings.presets.budget import AUTO_PRESET_ENVS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "preset_budget"
 DEFAULTS_BATCH = PPOConfig(preset="none").num_envs * PPOConfig(preset="none").num_steps
-RULED = ["LunarLander-v3", "Acrobot-v1", "MountainCar-v0", "Hopper-v5"]
+RULED = ["LunarLander-v3", "Acrobot-v1", "MountainCar-v0", "Hopper-v5", "CartPole-v1",
+         "Pendulum-v1"]  # the last two: the chapter's preset, the one auto looks at first
 
 
 def _bench():
@@ -41,25 +42,26 @@ def _bench():
 @pytest.mark.parametrize("rule", [0.1, 0.3, 1.0, math.inf, "trustrl's"])
 def test_auto_takes_the_preset_only_from_the_rules_fraction(env, rule, monkeypatch):
     if rule != "trustrl's":
-        monkeypatch.setitem(AUTO_ZOO_FROM["ppo"], env, rule)
-    rule = AUTO_ZOO_FROM["ppo"][env]
-    budget = ZOO_PRESETS[("ppo", env)]["total_steps"]
+        monkeypatch.setitem(AUTO_PRESET_FROM["ppo"], env, rule)
+    rule = AUTO_PRESET_FROM["ppo"][env]
+    source = auto_source("ppo", env)
+    preset = table(source)[("ppo", env)]
+    budget = preset["total_steps"]
     for total in (None, DEFAULTS_BATCH, budget // 10, budget * 3 // 10 - 1, budget * 3 // 10,
                   budget - 1, budget, 3 * budget):
         c = choose("ppo", env, "auto", total, DEFAULTS_BATCH)
         if (total or budget) >= rule * budget:
-            assert (c.label, c.values, c.note) == (f"zoo:{env}", ZOO_PRESETS[("ppo", env)],
-                                                   None)
-            assert c.reason.startswith(f"auto: zoo:{env}")
+            assert (c.label, c.values, c.note) == (f"{source}:{env}", preset, None)
+            assert c.reason.startswith(f"auto: {source}:{env}")
             continue
         assert c.label is None, total
         assert c.values == ({} if total else {"total_steps": budget})
-        assert f"not zoo:{env}" in c.reason and f"{total or budget:,}" in c.reason
+        assert f"not {source}:{env}" in c.reason and f"{total or budget:,}" in c.reason
         if (total or budget) >= budget:  # at the preset's budget or more: no line
             assert c.note is None
             continue
         assert "\n" not in c.note and f"total_steps {total or budget:,} is" in c.note
-        assert "took trustrl's defaults" in c.note
+        assert "took trustrl's defaults" in c.note and f"--preset {source} forces" in c.note
 
 
 def test_auto_keeps_the_preset_below_one_batch_of_the_defaults():
@@ -72,7 +74,7 @@ def test_auto_keeps_the_preset_below_one_batch_of_the_defaults():
 
 @pytest.mark.parametrize("algo,env,label", [
     ("ppo", "PongNoFrameskip-v4", "zoo:PongNoFrameskip-v4"),  # Atari: not measured
-    ("ppo", "CartPole-v1", "chapter:CartPole-v1"),  # the chapter's
+    ("trpo", "CartPole-v1", "chapter:CartPole-v1"),  # the chapter's, for TRPO
     ("trpo", "LunarLander-v3", "zoo:LunarLander-v3"),  # TRPO: not measured
     ("ppo", "ALE/Pong-v5", "cleanrl:ALE/Pong-v5"),
     ("ppo", "HalfCheetah-v5", "zoo:HalfCheetah-v5"),  # not measured against the defaults
@@ -85,6 +87,24 @@ def test_presets_out_of_the_rule_are_kept_and_said(algo, env, label):
         assert c.note is None
         return
     assert "kept" in c.note and "total_steps 4,096 is" in c.note and "\n" not in c.note
+
+
+def test_the_rule_covers_the_preset_auto_looks_at_first_only(monkeypatch):
+    """On CartPole-v1 the rule is the chapter's preset's: `--preset zoo` there is out of it
+    (applied, said as below the zoo's budget, no word of auto), `--preset chapter` in it."""
+    monkeypatch.setitem(AUTO_PRESET_FROM["ppo"], "CartPole-v1", 0.3)
+    assert auto_source("ppo", "CartPole-v1") == "chapter"
+    zoo = choose("ppo", "CartPole-v1", "zoo", 4096, DEFAULTS_BATCH)
+    assert zoo.label == "zoo:CartPole-v1" and zoo.values == ZOO_PRESETS[("ppo", "CartPole-v1")]
+    assert "applied as asked" in zoo.note and "auto" not in zoo.note
+    assert choose("ppo", "CartPole-v1", "zoo", 50_000, DEFAULTS_BATCH).note is not None
+    chapter = choose("ppo", "CartPole-v1", "chapter", 4096, DEFAULTS_BATCH)
+    assert chapter.label == "chapter:CartPole-v1"
+    assert "--preset auto would take trustrl's defaults here" in chapter.note
+    assert choose("ppo", "CartPole-v1", "chapter", 50_000, DEFAULTS_BATCH).note is None
+    assert choose("ppo", "CartPole-v1", "auto", 4096, DEFAULTS_BATCH).label is None
+    assert choose("ppo", "CartPole-v1", "auto", 50_000, DEFAULTS_BATCH).label == \
+        "chapter:CartPole-v1"
 
 
 @pytest.mark.parametrize("env", sorted(e for (a, e) in ZOO_PRESETS if a == "ppo"))
@@ -193,9 +213,10 @@ def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
     records = bench.load(RESULTS)
     assert records, "no committed results"
     derived = bench.derive_rule(records)
-    assert AUTO_ZOO_FROM["ppo"] == {e: math.inf if f is None else f for e, f in derived.items()}
+    assert AUTO_PRESET_FROM["ppo"] == {e: math.inf if f is None else f
+                                       for e, f in derived.items()}
     # the rule covers the envs measured (a whole cell of seeds 1-3), and those alone
-    assert AUTO_ZOO_ENVS == bench.measured_envs(records)
+    assert AUTO_PRESET_ENVS == bench.measured_envs(records)
     page = (ROOT / "docs" / "presets.md").read_text()
     assert "\n".join(bench.table_lines(records)) in page
 

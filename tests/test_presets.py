@@ -127,7 +127,7 @@ def test_zoo_mapping_refuses_what_it_does_not_know():
 
 def test_auto_chapter_zoo_none_and_the_layers_above():
     assert make_config("ppo", "CartPole-v1").preset == "chapter:CartPole-v1"
-    # PPO's zoo presets of vector envs: auto's budget rule (test_preset_budget.py)
+    # PPO's first presets of the envs measured: auto's budget rule (test_preset_budget.py)
     assert make_config("ppo", "LunarLander-v3", sets={"preset": "zoo"}).preset == \
         "zoo:LunarLander-v3"
     assert make_config("trpo", "Hopper-v5").preset == "zoo:Hopper-v5"
@@ -189,7 +189,8 @@ def test_help_summary_lists_the_preset_envs():
 
 @pytest.mark.parametrize("args,expected", [
     (["--env", "CartPole-v1", "--preset", "zoo"], ("zoo:CartPole-v1", 8, 32)),
-    (["--env", "CartPole-v1"], ("chapter:CartPole-v1", 4, 128)),
+    (["--env", "CartPole-v1"], (None, 4, 512)),  # 4096: below the chapter's 30% (auto's rule)
+    (["--env", "CartPole-v1", "--preset", "chapter"], ("chapter:CartPole-v1", 4, 128)),
     (["--env", "CartPole-v1", "--preset", "none", "--set", "num_envs=2",
       "--set", "num_steps=64"], (None, 2, 64)),
     (["--env", "Acrobot-v1", "--preset", "zoo", "--set", "update_epochs=1"],

@@ -32,7 +32,7 @@ def test_trials_are_the_product_of_algos_envs_grid_and_seeds():
 def test_config_layers_in_the_documented_order():
     spec = parse_spec({
         "seeds": "3..4", "algos": {"ppo": {"lr": 0.002, "ent_coef": 0.01}},
-        "envs": {"CartPole-v1": {"total_steps": 2048, "overrides": {"lr": 0.003, "num_envs": 2},
+        "envs": {"CartPole-v1": {"total_steps": 40960, "overrides": {"lr": 0.003, "num_envs": 2},
                                  "algos": {"ppo": {"num_envs": 8}}}},
         "common": {"lr": 0.001, "ent_coef": 0.02, "gamma": 0.98},
         "grid": {"gamma": [0.9]}, "resources": {"cpus": 2}})
@@ -43,7 +43,7 @@ def test_config_layers_in_the_documented_order():
     assert c["lr"] == 0.003           # envs.<env>.overrides over algos.<algo>
     assert c["num_envs"] == 8         # envs.<env>.algos.<algo> over envs.<env>.overrides
     assert c["gamma"] == 0.9          # the grid point over everything written above it
-    assert c["total_steps"] == 2048 and [t.seed for t in spec.trials] == [3, 4]
+    assert c["total_steps"] == 40960 and [t.seed for t in spec.trials] == [3, 4]
     assert [t.config["seed"] for t in spec.trials] == [3, 4]
     assert spec.resources == {"cpus": 2.0, "gpus": 0.0}
 

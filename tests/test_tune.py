@@ -222,7 +222,7 @@ def test_values_refused_together_fail_that_trial_and_the_study_asks_another(tmp_
     from trustrl.sweep import tune
 
     spec = tmp_path / "pairs.yaml"  # each value passes alone; 32 x 1024 is above the budget
-    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\n"
+    spec.write_text("env: CartPole-v1\ntrials: 3\ntotal_steps: 4096\ncommon: {preset: chapter}\n"
                     "space: {num_envs: {categorical: [4, 32]}, "
                     "num_steps: {categorical: [128, 1024]}}\n")
     path = tune.create(spec, tmp_path / "study")

@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(batched envs, the whole iteration on --device)")
     t.add_argument("--device", help="cpu (default) or cuda")
     t.add_argument("--preset", help="auto (default: the chapter's preset for the algorithm "
-                   "and env, else rl-baselines3-zoo's, else CleanRL's, else none; for PPO's "
-                   "zoo presets a measured budget rule, see the end of this help), chapter, "
+                   "and env, else rl-baselines3-zoo's, else CleanRL's, else none; for PPO on "
+                   "the envs measured a budget rule, see the end of this help), chapter, "
                    "zoo, cleanrl or none; config.json records the one applied and why "
                    "(`trustrl presets` lists them)")
     t.add_argument("--config", help="TOML, JSON or YAML file of config keys")

@@ -286,9 +286,9 @@ class RunConfig:
     sets={"lr": 1e-3}); assigning env_id later applies that env's preset instead (the values
     you gave or assigned stay). The field then holds the preset applied, as the run's
     config.json records it: 'SOURCE:ENV' (e.g. 'zoo:LunarLander-v3') or None; such a record
-    given back to a class is taken as it is (nothing applied). For a PPO zoo preset auto
-    follows its budget rule (trustrl/settings/presets/budget.py, measured in docs/presets.md): the
-    preset or trustrl's defaults."""
+    given back to a class is taken as it is (nothing applied). For PPO on the envs measured
+    auto follows its budget rule (trustrl/settings/presets/budget.py, measured in
+    docs/presets.md): the preset or trustrl's defaults."""
     preset_reason: str | None = None
     """What the preset request resolved to and why (a record make_config writes; a value set
     by hand is replaced)."""

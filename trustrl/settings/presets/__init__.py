@@ -9,8 +9,9 @@ flags (defaults < preset < file < --set < flags). Two sources:
 - `cleanrl` (presets/cleanrl.py): CleanRL's ppo_atari.py setting for the ALE/...-v5 games.
 
 A run asks for one with `--preset` (or the config key `preset`): `auto` (the default: the
-chapter's where there is one, else the zoo's, else CleanRL's, else none; for a PPO zoo preset
-the budget rule of presets/budget.py: the preset or trustrl's defaults), `chapter`,
+chapter's where there is one, else the zoo's, else CleanRL's, else none; for the PPO preset
+of an env measured, the budget rule of presets/budget.py: the preset or trustrl's defaults),
+`chapter`,
 `zoo`, `cleanrl` or `none`. The run's config.json records the one applied as `SOURCE:ENV`, or
 null, and why (`preset_reason`).
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from trustrl.settings.presets.budget import AUTO_ZOO_FROM, Choice, decide
+from trustrl.settings.presets.budget import AUTO_PRESET_FROM, Choice, decide
 from trustrl.settings.presets.chapter import PRESETS
 from trustrl.settings.presets.cleanrl import CLEANRL_PRESETS
 from trustrl.settings.presets.zoo import ENTRIES, ZOO_PRESETS
@@ -71,6 +72,15 @@ def _missing(source: str, algo: str, env_id: str) -> str:
             "one); use --preset auto or none")
 
 
+def auto_source(algo: str, env_id: str) -> str | None:
+    """The source of the preset auto looks at first for (algo, env_id): the first of SOURCES
+    with a usable preset for it, or None."""
+    for s in SOURCES:
+        if (algo, env_id) in table(s) and not unusable(s, algo, env_id):
+            return s
+    return None
+
+
 def choose(algo: str, env_id: str, request: Any = "auto", total_steps: int | None = None,
            defaults_batch: int = 0) -> Choice:
     """The preset a run asks for, given its total_steps (None: the preset's own) and the batch
@@ -81,11 +91,11 @@ def choose(algo: str, env_id: str, request: Any = "auto", total_steps: int | Non
     source = _parse_request(request, env_id)
     if source == "none":
         return Choice(None, {}, "--preset none: trustrl's defaults")
+    first = auto_source(algo, env_id)
     if source == "auto":
-        for s in SOURCES:
-            if (algo, env_id) in table(s) and not unusable(s, algo, env_id):
-                return decide(algo, env_id, "auto", s, dict(table(s)[(algo, env_id)]),
-                              total_steps, defaults_batch)
+        if first is not None:
+            return decide(algo, env_id, "auto", first, dict(table(first)[(algo, env_id)]),
+                          total_steps, defaults_batch, first=True)
         return Choice(None, {}, f"auto: no preset for {algo} on {env_id}, trustrl's defaults")
     if (algo, env_id) not in table(source):
         raise ConfigError(_missing(source, algo, env_id))
@@ -93,7 +103,8 @@ def choose(algo: str, env_id: str, request: Any = "auto", total_steps: int | Non
     if why:
         raise ConfigError(f"the {source} preset for {algo} on {env_id} is not usable yet: {why}")
     return decide(algo, env_id, str(request).strip(), source,
-                  dict(table(source)[(algo, env_id)]), total_steps, defaults_batch)
+                  dict(table(source)[(algo, env_id)]), total_steps, defaults_batch,
+                  first=source == first)
 
 
 def select_preset(algo: str, env_id: str, request: Any = "auto", total_steps: int | None = None
@@ -135,5 +146,5 @@ def summary() -> list[str]:
 
 
 __all__ = ["CLEANRL_PRESETS", "PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset",
-           "choose", "Choice", "AUTO_ZOO_FROM",
+           "choose", "Choice", "AUTO_PRESET_FROM", "auto_source",
            "check_label", "summary", "table", "unusable"]

@@ -44,7 +44,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
             envs.setdefault(e, {}).setdefault(s, []).append(a + mark)
         width = max(len(e) for e in envs)
         print(f"{'env':<{width}}  presets (--preset auto takes the chapter's, else the "
-              "zoo's, else CleanRL's; for PPO's zoo presets a budget rule: docs/presets.md)")
+              "zoo's, else CleanRL's; for PPO on the envs measured a budget rule: docs/presets.md)")
         for e, by_source in envs.items():
             print(f"{e:<{width}}  " + "; ".join(f"{s}: {', '.join(algos)}"
                                                for s, algos in by_source.items()))
