@@ -70,7 +70,8 @@ def main() -> None:
     with ThreadPoolExecutor(a.jobs) as pool:
         cart = list(pool.map(lambda s: train(["--seed", str(s), "--set", "eval_every=1", *common],
                                              out / "cartpole"), range(1, 6)))
-        pend = list(pool.map(lambda s: train(["--env", "Pendulum-v1", "--seed", str(s), *common],
+        pend = list(pool.map(lambda s: train(["--env", "Pendulum-v1", "--preset", "chapter",
+                                              "--seed", str(s), *common],
                                              out / "pendulum"), range(1, 4)))
     hits = [steps_to_500(rd) for rd, _, _ in cart]
     for k, name in ((0, "first greedy 500"), (1, "greedy 500 at every later evaluation")):

@@ -26,7 +26,8 @@ ENVS = {"CartPole-v1": 100_000, "Pendulum-v1": 150_000}
 
 def run(algo: str, env: str, steps: int, seed: int, out: Path) -> Path:
     cmd = [sys.executable, "-m", "trustrl", "train", algo, "--env", env, "--seed", str(seed),
-           "--total-steps", str(steps), "--runs-dir", str(out / env / algo), "--quiet",
+           "--total-steps", str(steps), "--preset", "chapter", "--runs-dir", str(out / env / algo),
+           "--quiet",
            "--set", "tensorboard=false"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:

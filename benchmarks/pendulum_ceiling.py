@@ -3,7 +3,8 @@ by training time? Evaluate, on each suite seed's own 10 evaluation episodes (res
 seed + 10000 + i, the suite protocol), the suite's 100k-step agents and reference agents trained
 longer with the same preset, and the reference agents on 100 other episodes.
 
-    trustrl train --env Pendulum-v1 --vector torch --seeds 1-3 --total-steps 500000 \\
+    trustrl train --env Pendulum-v1 --preset chapter --vector torch --seeds 1-3 \\
+        --total-steps 500000 \\
         --set eval_every=0 --runs-dir REF
     python benchmarks/pendulum_ceiling.py --suite SWEEP_DIR --ref REF/Pendulum-v1__ppo__seeds1-3__*
 """

@@ -205,12 +205,22 @@ def _spread(cell: dict[str, Any]) -> float:
     return max(v) - min(v)
 
 
+def preset_leads(preset: dict[str, Any], defaults: dict[str, Any]) -> bool | None:
+    """The rule's test: the preset's median at least the defaults' median plus the preset's
+    own spread (max - min over the seeds), so that a lead within the preset's seed-to-seed
+    noise keeps the defaults. A defaults run refused (below one batch) is no verdict (auto
+    keeps the preset there by its batch clause); None: not measured."""
+    if not preset or not defaults or "refused" in preset or "refused" in defaults:
+        return None
+    return _median(preset) >= _median(defaults) + _spread(preset)
+
+
 def preset_not_worse(preset: dict[str, Any], defaults: dict[str, Any],
                      spread: bool = False) -> bool | None:
-    """Whether the preset learned at least as much as the defaults: its median at least the
-    defaults' median (with `spread`, the defaults' median minus their spread, max - min over
-    the seeds: the tolerance the rule used while it was one fraction for every env). A
-    defaults run refused (below one batch) counts for the preset; None: not measured."""
+    """The former rules' test: the preset's median at least the defaults' median (with
+    `spread`, the defaults' median minus their spread: the tolerance while the rule was one
+    fraction for every env). A defaults run refused counts for the preset; None: not
+    measured."""
     if not preset or not defaults or "refused" in preset:
         return None
     if "refused" in defaults:
@@ -226,28 +236,40 @@ def measured_envs(records: list[dict[str, Any]]) -> set[str]:
         _cell(records, r["env"], r["fraction"], s, DERIVE_SEEDS) for s in settings(r["env"]))}
 
 
-def derive_rule(records: list[dict[str, Any]], spread: bool = False
-                ) -> dict[str, float | None]:
-    """auto's rule from the derivation seeds, per env measured: the least measured fraction f
-    such that, at f and at every larger measured fraction of that env, the preset learned at
-    least as much as the defaults (`preset_not_worse`). None: at no measured fraction."""
-    rules: dict[str, float | None] = {}
+def _verdicts(records: list[dict[str, Any]], env: str, test: Any) -> dict[float, bool]:
+    """test(preset cell, defaults cell) on the derivation seeds at each measured fraction of
+    env that gives a verdict."""
+    out = {}
+    for f in FRACTIONS:
+        v = test(_cell(records, env, f, preset_source(env), DERIVE_SEEDS),
+                 _cell(records, env, f, "none", DERIVE_SEEDS))
+        if v is not None:
+            out[f] = v
+    return out
+
+
+def derive_rule(records: list[dict[str, Any]]) -> dict[str, dict[float, bool]]:
+    """auto's rule from the derivation seeds (trustrl's AUTO_PRESET_AT): per env measured, per
+    measured fraction, whether the preset passed `preset_leads` against the defaults."""
+    return {env: _verdicts(records, env, preset_leads) for env in sorted(measured_envs(records))}
+
+
+def former_rule(records: list[dict[str, Any]], spread: bool = False
+                ) -> dict[str, dict[float, bool]]:
+    """The rule as it was before 2026-12-07, in derive_rule's form: per env, the preset from
+    the least measured fraction at which, and at every larger one, `preset_not_worse` held
+    (medians; with `spread`, the defaults' spread as a tolerance), the defaults below it."""
+    rules = {}
     for env in sorted(measured_envs(records)):
-        verdicts: dict[float, bool] = {}
-        for f in FRACTIONS:
-            defaults = _cell(records, env, f, "none", DERIVE_SEEDS)
-            if "refused" in defaults:  # below one batch of the defaults: auto keeps the preset
-                continue
-            v = preset_not_worse(_cell(records, env, f, preset_source(env), DERIVE_SEEDS),
-                                 defaults, spread)
-            if v is not None:
-                verdicts[f] = v
-        rule = None
+        verdicts = {f: v for f, v in _verdicts(
+            records, env, lambda p, d: preset_not_worse(p, d, spread)).items()
+            if "refused" not in _cell(records, env, f, "none", DERIVE_SEEDS)}
+        start = math.inf
         for f in sorted(verdicts, reverse=True):
             if not verdicts[f]:
                 break
-            rule = f
-        rules[env] = rule
+            start = f
+        rules[env] = {f: f >= start for f in verdicts}
     return rules
 
 
@@ -261,14 +283,16 @@ def auto_pick(env: str, fraction: float) -> str:
     return c.label.split(":", 1)[0] if c.label is not None else "none"
 
 
-def rule_pick(records: list[dict[str, Any]], rules: dict[str, float | None], env: str,
+def rule_pick(records: list[dict[str, Any]], rules: dict[str, dict[float, bool]], env: str,
               f: float) -> str:
     """What a rule `rules` (derive_rule's form) would take at (env, f): the preset's source
-    or 'none' (the preset where the defaults cannot run)."""
+    or 'none' (the preset where the defaults cannot run; the verdict of the largest measured
+    fraction not above f; the defaults below the least)."""
     if "refused" in _cell(records, env, f, "none", HELDOUT_SEEDS):
         return preset_source(env)
-    rule = rules.get(env)
-    return preset_source(env) if rule is not None and f >= rule else "none"
+    at = rules.get(env, {})
+    below = [m for m in at if m <= f + 1e-9]
+    return preset_source(env) if below and at[max(below)] else "none"
 
 
 def heldout_check(records: list[dict[str, Any]], env: str, f: float,
@@ -303,7 +327,7 @@ def _setting(s: str) -> str:
 
 
 def table_lines(records: list[dict[str, Any]]) -> list[str]:
-    from trustrl.settings.presets import AUTO_PRESET_FROM, PRESETS, ZOO_PRESETS
+    from trustrl.settings.presets import AUTO_PRESET_AT, PRESETS, ZOO_PRESETS
     from trustrl.settings.presets.budget import rule_text
 
     rule = derive_rule(records)
@@ -316,7 +340,8 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
              "zoo's, on CartPole-v1 and Pendulum-v1 the chapter's (the one auto looks at "
              "first there), the budget a fraction of its total_steps. Seeds 1-3 derive the "
              "rule, seeds 4-6 check it. `better`: the preset where its median on seeds 1-3 is "
-             "at least the defaults', else the defaults. "
+             "at least the defaults' plus its own spread (the rule's test), else the "
+             "defaults. "
              "`held-out`: auto's median on seeds 4-6 against the better setting's there (the "
              "higher median) minus its spread (max - min).", "",
              "| env | budget (of the preset's) | preset, seeds 1-3 | defaults, seeds 1-3 | better "
@@ -331,10 +356,10 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
                  for k, seeds in (("d", DERIVE_SEEDS), ("h", HELDOUT_SEEDS))}
             if not any(c.values()):
                 continue
-            v = preset_not_worse(c["preset", "d"], c["none", "d"])
+            v = preset_leads(c["preset", "d"], c["none", "d"])
             better = "-" if v is None else "the preset" if v else "the defaults"
             if "refused" in c["none", "d"]:
-                better += " (the defaults cannot run)"
+                better = "the preset (the defaults cannot run)"
             name = env + (" (the chapter's preset)" if preset_source(env) == "chapter" else "")
             lines.append(f"| {name} | {budget_at(env, f):,} ({round(100 * f)}%) "
                          f"| {_show(c['preset', 'd'])} | {_show(c['none', 'd'])} | {better} "
@@ -346,22 +371,30 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
     lines += ["", f"Held-out check (seeds 4-6, auto as trustrl has it now): holds on "
               f"{len(held)} of {len(held) + len(failed)} measured cells"
               + (f"; fails on {', '.join(failed)}" if failed else "") + "."]
-    def shown(rules: dict[str, float | None]) -> str:
-        return "; ".join(f"{e} {'none' if f is None else f'{f:.0%}'}" for e, f in rules.items())
+    def shown(rules: dict[str, dict[float, bool]]) -> str:
+        return "; ".join(f"{e} " + (", ".join(f"{f:.0%} {'preset' if v else 'defaults'}"
+                                             for f, v in sorted(at.items())) or "-")
+                         for e, at in rules.items())
 
-    lenient = derive_rule(records, spread=True)
-    lenient_fails = [f"{e} at {f:.0%}" for e in envs for f in FRACTIONS
-                     if heldout_check(records, e, f, rule_pick(records, lenient, e, f)
-                                      ).startswith("**no")]
-    fixed = {e: None if f == math.inf else f for e, f in AUTO_PRESET_FROM["ppo"].items()}
-    lines += ["", f"Derived rule, per env (`derive_rule`: the least measured fraction from "
-              f"which the preset's median is at least the defaults' at that and every larger "
-              f"measured fraction; none: at no fraction): **{shown(rule)}**; trustrl's "
-              f"AUTO_PRESET_FROM: {'the same' if fixed == rule else shown(fixed)}. With the "
-              f"defaults' spread as a tolerance (the criterion while the rule was one "
-              f"fraction for every env, chosen once the first MountainCarContinuous cells were "
-              f"in): {shown(lenient)}; its held-out check fails on "
-              f"{', '.join(lenient_fails) or 'no cell'}. In words: {rule_text()}.", ""]
+    def fails(rules: dict[str, dict[float, bool]]) -> str:
+        bad = [f"{e} at {f:.0%}" for e in envs for f in FRACTIONS
+               if heldout_check(records, e, f, rule_pick(records, rules, e, f)
+                                ).startswith("**no")]
+        return ", ".join(bad) or "no cell"
+
+    medians, lenient = former_rule(records), former_rule(records, spread=True)
+    fixed = AUTO_PRESET_AT["ppo"]
+    lines += ["", f"Derived rule, per env and measured fraction (`derive_rule`: the preset "
+              f"where its median on seeds 1-3 is at least the defaults' plus its own spread; "
+              f"a budget between two measured fractions takes the lower one's verdict, one "
+              f"below the least measured the defaults): **{shown(rule)}**; trustrl's "
+              f"AUTO_PRESET_AT: {'the same' if fixed == rule else shown(fixed)}. The former "
+              f"rules, read off the same table, and their held-out checks: the preset from the "
+              f"least fraction at which, and at every larger one, its median was at least the "
+              f"defaults' (the rule from 2026-12-06 until 2026-12-07) fails on "
+              f"{fails(medians)}; the same with the defaults' spread as a tolerance (the "
+              f"rule while it was one fraction for every env) fails on {fails(lenient)}. "
+              f"In words: {rule_text()}.", ""]
     missing: dict[str, list[str]] = {}
     for (algo, env), values in ZOO_PRESETS.items():
         if algo != "ppo":

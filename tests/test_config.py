@@ -28,13 +28,13 @@ def test_no_arguments_is_ppo_on_cartpole_with_the_lab_settings():
 
 
 def test_precedence_defaults_preset_file_set_flags():
-    cfg = make_config("ppo", "Pendulum-v1")
+    cfg = make_config("ppo", "Pendulum-v1", flags={"preset": "chapter"})
     assert cfg.gamma == 0.9 and cfg.batch_size == 2048  # preset over defaults
     cfg = make_config("ppo", "Pendulum-v1", file_values={"gamma": 0.95, "lr": 5e-4},
-                      sets={"lr": "2e-4"}, flags={"seed": 9})
+                      sets={"lr": "2e-4"}, flags={"seed": 9, "preset": "chapter"})
     assert (cfg.gamma, cfg.lr, cfg.seed) == (0.95, 2e-4, 9)
     # the env can come from the file, and its preset then applies
-    cfg = make_config("ppo", file_values={"env_id": "Pendulum-v1"})
+    cfg = make_config("ppo", file_values={"env_id": "Pendulum-v1", "preset": "chapter"})
     assert cfg.env_id == "Pendulum-v1" and cfg.gamma == 0.9
     # an env without a preset gets the dataclass defaults
     cfg = make_config("ppo", "FrozenLake-v1")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from trustrl.settings.config import (
     make_config,
     preset_choice,
 )
-from trustrl.settings.presets import AUTO_PRESET_FROM, ZOO_PRESETS, auto_source, choose, table
+from trustrl.settings.presets import AUTO_PRESET_AT, ZOO_PRESETS, auto_source, choose, table
 from trustrl.settings.presets.budget import AUTO_PRESET_ENVS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,20 +37,33 @@ def _bench():
     return module
 
 
+T, F = True, False
+# budgets as fractions of the preset's: 5%, 10%, just below 30%, 30%, just below 100%, 100%,
+# none given (100%), 300%; and whether auto takes the preset there under each rule
+BANDS = [
+    ({0.1: T}, [F, T, T, T, T, T, T, T]),
+    ({0.1: F, 0.3: T, 1.0: T}, [F, F, F, T, T, T, T, T]),
+    ({0.1: T, 0.3: T, 1.0: F}, [F, T, T, T, T, F, F, F]),
+    ({0.3: F, 1.0: T}, [F, F, F, F, F, T, T, T]),
+    ({0.1: T, 0.3: F}, [F, T, T, F, F, F, F, F]),
+    ({0.1: F, 0.3: F, 1.0: F}, [F] * 8),
+]
+
+
 @pytest.mark.parametrize("env", RULED)
-@pytest.mark.parametrize("rule", [0.1, 0.3, 1.0, math.inf, "trustrl's"])
-def test_auto_takes_the_preset_only_from_the_rules_fraction(env, rule, monkeypatch):
-    if rule != "trustrl's":
-        monkeypatch.setitem(AUTO_PRESET_FROM["ppo"], env, rule)
-    rule = AUTO_PRESET_FROM["ppo"][env]
+@pytest.mark.parametrize("at,want", BANDS)
+def test_auto_takes_the_preset_in_the_budgets_where_it_passed(env, at, want, monkeypatch):
+    monkeypatch.setitem(AUTO_PRESET_AT["ppo"], env, at)
     source = auto_source("ppo", env)
     preset = table(source)[("ppo", env)]
     budget = preset["total_steps"]
-    for total in (None, DEFAULTS_BATCH, budget // 10, budget * 3 // 10 - 1, budget * 3 // 10,
-                  budget - 1, budget, 3 * budget):
+    totals = [budget // 20, budget // 10, budget * 3 // 10 - 1, budget * 3 // 10, budget - 1,
+              budget, None, 3 * budget]
+    for total, takes in zip(totals, want, strict=True):
+        assert (total or budget) >= DEFAULTS_BATCH  # the batch clause is tested below
         c = choose("ppo", env, "auto", total, DEFAULTS_BATCH)
-        if (total or budget) >= rule * budget:
-            assert (c.label, c.values, c.note) == (f"{source}:{env}", preset, None)
+        if takes:
+            assert (c.label, c.values, c.note) == (f"{source}:{env}", preset, None), total
             assert c.reason.startswith(f"auto: {source}:{env}")
             continue
         assert c.label is None, total
@@ -62,6 +74,26 @@ def test_auto_takes_the_preset_only_from_the_rules_fraction(env, rule, monkeypat
             continue
         assert "\n" not in c.note and f"total_steps {total or budget:,} is" in c.note
         assert "took trustrl's defaults" in c.note and f"--preset {source} forces" in c.note
+        # the preset asked for at that budget is applied, and the line says auto would not
+        asked = choose("ppo", env, source, total, DEFAULTS_BATCH)
+        assert asked.label == f"{source}:{env}" and "auto would take" in asked.note
+
+
+def test_trustrls_rule_on_the_chapters_envs():
+    """What a user of the README meets: the chapter's CartPole preset at its budget and from
+    30%, the defaults at 10%; on Pendulum-v1 the chapter's at 10% and 30% of its 122,880
+    steps and the defaults at the whole budget (where they tied), which --preset chapter
+    overrides."""
+    def label(env, total, request="auto"):
+        return choose("ppo", env, request, total, DEFAULTS_BATCH).label
+
+    assert label("CartPole-v1", None) == label("CartPole-v1", 30_000) == "chapter:CartPole-v1"
+    assert label("CartPole-v1", 10_000) is None
+    assert label("Pendulum-v1", 12_288) == label("Pendulum-v1", 36_864) == "chapter:Pendulum-v1"
+    assert label("Pendulum-v1", None) is label("Pendulum-v1", 200_000) is None
+    assert label("Pendulum-v1", None, "chapter") == "chapter:Pendulum-v1"
+    assert make_config("ppo", "Pendulum-v1").gamma == PPOConfig().gamma  # the defaults'
+    assert make_config("ppo", "Pendulum-v1", flags={"preset": "chapter"}).gamma == 0.9
 
 
 def test_auto_keeps_the_preset_below_one_batch_of_the_defaults():
@@ -92,7 +124,7 @@ def test_presets_out_of_the_rule_are_kept_and_said(algo, env, label):
 def test_the_rule_covers_the_preset_auto_looks_at_first_only(monkeypatch):
     """On CartPole-v1 the rule is the chapter's preset's: `--preset zoo` there is out of it
     (applied, said as below the zoo's budget, no word of auto), `--preset chapter` in it."""
-    monkeypatch.setitem(AUTO_PRESET_FROM["ppo"], "CartPole-v1", 0.3)
+    monkeypatch.setitem(AUTO_PRESET_AT["ppo"], "CartPole-v1", {0.1: False, 0.3: True})
     assert auto_source("ppo", "CartPole-v1") == "chapter"
     zoo = choose("ppo", "CartPole-v1", "zoo", 4096, DEFAULTS_BATCH)
     assert zoo.label == "zoo:CartPole-v1" and zoo.values == ZOO_PRESETS[("ppo", "CartPole-v1")]
@@ -179,22 +211,37 @@ def _records(table: dict[tuple[str, float], tuple[list[float], list[float] | Non
     return out
 
 
-def test_derive_rule_reads_per_env_the_least_fraction_from_which_the_preset_holds():
-    derive = _bench().derive_rule
-    win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]
-    base = {("A", 0.1): (lose, win), ("A", 0.3): (win, lose), ("A", 1.0): (win, win),
-            ("B", 0.1): (lose, win), ("B", 0.3): (win, lose)}
-    assert derive(_records(base)) == {"A": 0.3, "B": 0.3}
-    assert derive(_records(base | {("B", 0.3): (lose, win)})) == {"A": 0.3, "B": None}
-    assert derive(_records(base | {("A", 1.0): (lose, win)})) == {"A": None, "B": 0.3}
-    assert derive(_records(base | {("B", 0.1): (win, lose)})) == {"A": 0.3, "B": 0.1}
-    # a defaults run refused (below one batch) is not a verdict: auto keeps the preset there
-    assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == {"A": 0.3}
-    assert derive(_records({("A", 0.1): (win, lose)})) == {"A": 0.1}
-    # the medians decide; the defaults' spread is a tolerance only when asked for
-    near = [9.0, 10.5, 11.5]  # median 10.5 below win's 11, within its spread (2)
-    assert derive(_records({("A", 1.0): (near, win)})) == {"A": None}
-    assert derive(_records({("A", 1.0): (near, win)}), spread=True) == {"A": 1.0}
+def test_derive_rule_reads_per_env_and_fraction_whether_the_preset_led_by_its_spread():
+    bench = _bench()
+    derive = bench.derive_rule
+    win, lose = [10.0, 11.0, 12.0], [0.0, 1.0, 2.0]  # medians 11 and 1, spreads 2
+    base = {("A", 0.1): (lose, win), ("A", 0.3): (win, lose), ("A", 1.0): (win, lose),
+            ("B", 0.1): (win, lose), ("B", 0.3): (lose, win)}
+    assert derive(_records(base)) == {"A": {0.1: False, 0.3: True, 1.0: True},
+                                      "B": {0.1: True, 0.3: False}}
+    # a lead smaller than the preset's own spread is not a pass; a tie at no spread is
+    near = [10.0, 12.0, 16.0]  # median 12, one ahead of win's 11, spread 6
+    assert derive(_records({("A", 1.0): (near, win)})) == {"A": {1.0: False}}
+    assert derive(_records({("A", 1.0): ([13.0, 13.0, 13.0], win)})) == {"A": {1.0: True}}
+    flat = [500.0, 500.0, 500.0]
+    assert derive(_records({("A", 0.3): (flat, flat)})) == {"A": {0.3: True}}
+    assert derive(_records({("A", 0.3): (win, win)})) == {"A": {0.3: False}}
+    # a defaults run refused (below one batch) is no verdict: auto's batch clause keeps it
+    assert derive(_records({("A", 0.1): (win, None), ("A", 0.3): (win, lose)})) == {
+        "A": {0.3: True}}
+    # the former rule (until 2026-12-07): from the least fraction at which, and at every
+    # larger one, the median was at least the defaults'; with spread, within their spread
+    former = bench.former_rule
+    assert former(_records(base)) == {"A": {0.1: False, 0.3: True, 1.0: True},
+                                      "B": {0.1: False, 0.3: False}}
+    assert former(_records({("A", 1.0): (near, win)})) == {"A": {1.0: True}}
+    nearer = [9.0, 10.5, 11.5]  # median 10.5 below win's 11, within its spread (2)
+    assert former(_records({("A", 1.0): (nearer, win)})) == {"A": {1.0: False}}
+    assert former(_records({("A", 1.0): (nearer, win)}), spread=True) == {"A": {1.0: True}}
+    # a rule's pick between and below the measured fractions
+    records = _records(base)
+    rules = derive(records)
+    assert [bench.rule_pick(records, rules, "B", f) for f in (0.1, 0.3)] == ["zoo", "none"]
 
 
 def test_measured_envs_are_those_with_a_whole_cell_of_the_derivation_seeds():
@@ -212,9 +259,7 @@ def test_the_rule_and_the_docs_table_are_what_the_committed_results_give():
     bench = _bench()
     records = bench.load(RESULTS)
     assert records, "no committed results"
-    derived = bench.derive_rule(records)
-    assert AUTO_PRESET_FROM["ppo"] == {e: math.inf if f is None else f
-                                       for e, f in derived.items()}
+    assert AUTO_PRESET_AT["ppo"] == bench.derive_rule(records)
     # the rule covers the envs measured (a whole cell of seeds 1-3), and those alone
     assert AUTO_PRESET_ENVS == bench.measured_envs(records)
     page = (ROOT / "docs" / "presets.md").read_text()

@@ -56,11 +56,17 @@ def test_chapter_presets_are_kept_exactly():
     # seven algorithms (spo, like ppo-dualclip, keeps PPO's settings), two envs
     assert len(PRESETS) == 16 and {e for _, e in PRESETS} == {"CartPole-v1", "Pendulum-v1"}
     assert PRESETS[("spo", "CartPole-v1")] == PRESETS[("ppo", "CartPole-v1")]
-    # auto keeps picking them on their envs
+    # auto keeps picking them on their envs at their budgets, but PPO's on Pendulum-v1,
+    # where the defaults tied with it at 122,880 steps (docs/presets.md); asked for, each is
+    # applied exactly
     for (algo, env), values in PRESETS.items():
-        cfg = make_config(algo, env)
-        assert cfg.preset == f"chapter:{env}"
-        assert all(getattr(cfg, k) == v for k, v in values.items()), (algo, env)
+        for flags in ({}, {"preset": "chapter"}):
+            cfg = make_config(algo, env, flags=flags)
+            if not flags and (algo, env) == ("ppo", "Pendulum-v1"):
+                assert cfg.preset is None
+                continue
+            assert cfg.preset == f"chapter:{env}"
+            assert all(getattr(cfg, k) == v for k, v in values.items()), (algo, env)
 
 
 def test_every_zoo_env_has_a_preset():

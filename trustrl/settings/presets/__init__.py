@@ -21,7 +21,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from trustrl.settings.presets.budget import AUTO_PRESET_FROM, Choice, decide
+from trustrl.settings.presets.budget import AUTO_PRESET_AT, Choice, decide
 from trustrl.settings.presets.chapter import PRESETS
 from trustrl.settings.presets.cleanrl import CLEANRL_PRESETS
 from trustrl.settings.presets.zoo import ENTRIES, ZOO_PRESETS
@@ -146,5 +146,5 @@ def summary() -> list[str]:
 
 
 __all__ = ["CLEANRL_PRESETS", "PRESETS", "ZOO_PRESETS", "SOURCES", "REQUESTS", "select_preset",
-           "choose", "Choice", "AUTO_PRESET_FROM", "auto_source",
+           "choose", "Choice", "AUTO_PRESET_AT", "auto_source",
            "check_label", "summary", "table", "unusable"]

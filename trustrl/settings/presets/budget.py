@@ -2,41 +2,49 @@
 the zoo's n_timesteps), and at a small part of it its batch may leave too few updates (issue
 57). The rule, measured in docs/presets.md (benchmarks/preset_budget.py: the preset auto looks
 at first, the chapter's on CartPole-v1 and Pendulum-v1 and else the zoo's, against trustrl's
-defaults at 10%, 30% and 100% of the preset's budget, 3 seeds):
+defaults at 10%, 30% and 100% of the preset's budget, seeds 1-3 to derive, 4-6 to check):
 
-    auto takes the preset it looks at first for (algo, env) in AUTO_PRESET_FROM only when
-    total_steps is at least AUTO_PRESET_FROM[algo][env] of the preset's own total_steps (a
-    run without --total-steps runs the preset's budget: 100%); below, trustrl's defaults,
-    unless the budget is less than one batch of the defaults (then the preset, which fits).
+    for (algo, env) in AUTO_PRESET_AT, auto takes the preset it looks at first at a budget of
+    f (total_steps over the preset's own total_steps; a run without --total-steps: 1) when,
+    at the largest measured fraction not above f, the preset led the defaults; below the
+    least measured fraction, and where it did not lead, trustrl's defaults, unless the budget
+    is less than one batch of the defaults (then the preset, which fits).
 
-The rule is per env, since a preset's worth at a part of its budget differs from env to env
-(on Hopper-v5 the zoo's preset learned more than the defaults at 10%, on Acrobot-v1 less at
-100%), and it covers the envs of AUTO_PRESET_ENVS, those measured. Out of the rule: the zoo's
-PPO presets of the envs not measured (HalfCheetah, BipedalWalker, Atari, ...), a preset that
-auto does not look at first (`--preset zoo` on CartPole-v1), CleanRL's, the presets of the
-other algorithms and the zoo's Atari presets (image observations): none was measured against
-the defaults at a part of its budget, so `auto` takes them as before. Every preset applied at
-less than the rule's fraction of its budget is said in one line (`Choice.note`).
+"Led" is the derivation's criterion: the preset's median on seeds 1-3 at least the defaults'
+median plus the preset's own spread (max - min over the seeds), so that three seeds' noise does
+not swap a setting that was measured as good for one that was not. The rule is per env and per
+band of budget, since a preset's worth at a part of its budget differs from env to env and
+from budget to budget (on Hopper-v5 the zoo's preset led at 10%, on Acrobot-v1 it led at no
+fraction; the chapter's Pendulum-v1 preset led at 10% and 30% and not at 100%, where the two
+tie). It covers the envs of AUTO_PRESET_ENVS, those measured. Out of the rule: the zoo's PPO
+presets of the envs not measured (HalfCheetah, BipedalWalker, Atari, ...), a preset that auto
+does not look at first (`--preset zoo` on CartPole-v1), CleanRL's, the presets of the other
+algorithms and the zoo's Atari presets (image observations): none was measured against the
+defaults at a part of its budget, so `auto` takes them as before. Every preset applied at less
+than its budget where auto would not take it is said in one line (`Choice.note`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-AUTO_PRESET_FROM: dict[str, dict[str, float]] = {"ppo": {
-    "Acrobot-v1": math.inf, "CartPole-v1": 0.3, "Hopper-v5": 0.1, "LunarLander-v3": math.inf,
-    "LunarLanderContinuous-v3": math.inf, "MountainCar-v0": math.inf,
-    "MountainCarContinuous-v0": math.inf, "Pendulum-v1": 0.1}}
-"""Per algorithm and env: the least fraction of the budget of the preset auto looks at first
-(the chapter's where there is one, else the zoo's) at which `auto` takes it (inf: at no
-budget). The values are benchmarks/preset_budget.py's `derive_rule` on the committed results
-(a test checks that the two agree): per env, the least measured fraction from which, at that
-and every larger measured fraction, the preset's median on seeds 1-3 was at least the
-defaults'."""
+AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
+    "Acrobot-v1": {0.1: False, 0.3: False, 1.0: False},
+    "CartPole-v1": {0.1: False, 0.3: True, 1.0: True},
+    "Hopper-v5": {0.1: True},
+    "LunarLander-v3": {0.1: False, 0.3: False},
+    "LunarLanderContinuous-v3": {0.1: False, 0.3: False},
+    "MountainCar-v0": {0.1: False, 0.3: False, 1.0: False},
+    "MountainCarContinuous-v0": {0.3: False, 1.0: False},
+    "Pendulum-v1": {0.1: True, 0.3: True, 1.0: False}}}
+"""Per algorithm and env: per measured fraction of the budget of the preset auto looks at first
+(the chapter's where there is one, else the zoo's), whether the preset led the defaults there
+(a fraction where the defaults could not run is no verdict: MountainCarContinuous' 10%). The
+values are benchmarks/preset_budget.py's `derive_rule` on the committed results (a test checks
+that the two agree)."""
 
-AUTO_PRESET_ENVS: frozenset[str] = frozenset(AUTO_PRESET_FROM["ppo"])
+AUTO_PRESET_ENVS: frozenset[str] = frozenset(AUTO_PRESET_AT["ppo"])
 """The envs whose first PPO preset was measured against trustrl's defaults (docs/presets.md;
 a test checks that these are the envs of the committed results): the rule applies to them
 alone, since a measurement on one env says nothing of another env's preset."""
@@ -60,7 +68,7 @@ class Choice:
 def ruled(algo: str, first: bool, values: dict[str, Any], env_id: str) -> bool:
     """Whether auto's budget rule covers this preset: the one auto looks at first (`first`)
     for a measured algorithm on a measured env, not an Atari one."""
-    return (first and env_id in AUTO_PRESET_FROM.get(algo, {})
+    return (first and env_id in AUTO_PRESET_AT.get(algo, {})
             and not values.get("atari_wrappers"))
 
 
@@ -72,11 +80,18 @@ def fraction(total_steps: int | None, values: dict[str, Any]) -> float:
     return total_steps / budget
 
 
-def least_fraction(algo: str, env_id: str, ruled: bool) -> float:
-    """Below this fraction of a preset's budget a run is 'far below' it (the note): the rule's
-    fraction for the env (for a preset out of the rule: the whole budget), at most the whole
-    budget."""
-    return min(1.0, AUTO_PRESET_FROM[algo][env_id]) if ruled else 1.0
+def band(algo: str, env_id: str, f: float) -> float | None:
+    """The measured fraction whose verdict holds at a budget of f: the largest not above f
+    (None: f is below the least measured)."""
+    below = [m for m in AUTO_PRESET_AT[algo][env_id] if m <= f + 1e-9]
+    return max(below) if below else None
+
+
+def takes(algo: str, env_id: str, f: float) -> bool:
+    """Whether auto takes the preset of a ruled (algo, env_id) at a budget of f: where the
+    preset led the defaults at the band's measured fraction."""
+    m = band(algo, env_id, f)
+    return m is not None and AUTO_PRESET_AT[algo][env_id][m]
 
 
 def _pct(x: float) -> str:
@@ -93,7 +108,8 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
     budget = values.get("total_steps")
     total = total_steps if total_steps is not None else budget
     in_rule = ruled(algo, first, values, env_id)
-    far = f < least_fraction(algo, env_id, in_rule)
+    # a budget below the preset's where auto would not take it (out of the rule: any)
+    far = f < 1 and not (in_rule and takes(algo, env_id, f))
     where = (f"total_steps {total:,} is {_pct(f)} of {label}'s budget {budget:,}"
              if far and total and budget else "")
     if request != "auto":
@@ -110,23 +126,25 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
                 f"measured against the defaults only; {DOCS}); --preset none runs trustrl's "
                 "defaults" if where and source == "zoo" else None)
         return Choice(label, values, reason, note)
-    rule = AUTO_PRESET_FROM[algo][env_id]
-    if f >= rule:
+    m = band(algo, env_id, f)
+    if takes(algo, env_id, f):
         return Choice(label, values, f"auto: {label}; total_steps is {_pct(f)} of its budget, "
-                      f"at least the {_pct(rule)} from which auto takes it", None)
+                      f"and at {_pct(m)} it passed the rule's test against trustrl's defaults "
+                      f"({DOCS})", None)
     where = f"total_steps {total:,} is {_pct(f)} of {label}'s budget {budget:,}"
-    from_ = (f"below the {_pct(rule)} from which auto takes it"
-             if rule <= 1 else "and auto takes it at no budget")
+    why = (f"below the least fraction measured ({_pct(min(AUTO_PRESET_AT[algo][env_id]))})"
+           if m is None else
+           f"and at {_pct(m)} it did not pass the rule's test against trustrl's defaults")
     if total is not None and total < defaults_batch:
         reason = (f"auto: {label}; total_steps {total:,} is {_pct(f)} of its budget, "
-                  f"{from_}, but less than one batch of trustrl's defaults "
+                  f"{why}, but less than one batch of trustrl's defaults "
                   f"({defaults_batch:,} steps)")
         return Choice(label, values, reason,
                       f"{where}: auto kept {label}, since trustrl's defaults need a batch of "
                       f"{defaults_batch:,} steps")
     reason = (f"auto: trustrl's defaults, not {label}: total_steps {total:,} is "
-              f"{_pct(f)} of its budget {budget:,}, {from_} ({DOCS})")
-    # without --total-steps the run keeps the preset's budget (a rule above 100% gets here)
+              f"{_pct(f)} of its budget {budget:,}, {why} ({DOCS})")
+    # without --total-steps the run keeps the preset's budget
     kept = {} if total_steps is not None else {"total_steps": budget}
     # the line is for a budget below the preset's; at its budget or more, config.json's
     # preset_reason says what was taken
@@ -135,28 +153,52 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
                   f"--preset {source} forces the preset" if f < 1 else None)
 
 
+def spans(at: dict[float, bool]) -> list[tuple[float, float | None]]:
+    """The budgets where auto takes a preset, from its measured verdicts `at`: (from, to)
+    fractions, `to` excluded (None: no end)."""
+    out: list[tuple[float, float | None]] = []
+    start = None
+    for m in sorted(at):
+        if at[m] and start is None:
+            start = m
+        elif not at[m] and start is not None:
+            out.append((start, m))
+            start = None
+    if start is not None:
+        out.append((start, None))
+    return out
+
+
 def rule_text() -> str:
     """The rule in one sentence (--help, docs/settings.md, docs/presets.md)."""
     from trustrl.settings.presets.chapter import PRESETS
 
-    rules = AUTO_PRESET_FROM["ppo"]
-    never = sorted(e for e, f in rules.items() if f > 1)
-    from_ = sorted((f, e) for e, f in rules.items() if f <= 1)
+    rules = AUTO_PRESET_AT["ppo"]
+    never = sorted(e for e, at in rules.items() if not spans(at))
     chapter = sorted(e for e in rules if ("ppo", e) in PRESETS)
     first = (f"the chapter's on {' and '.join(chapter)}, else the zoo's" if chapter
              else "the zoo's")
+    taken = []
+    for env in sorted(e for e in rules if spans(rules[e])):
+        taken.append(" and ".join(
+            f"from {_pct(a)}" + (f" to below {_pct(b)}" if b is not None else "")
+            for a, b in spans(rules[env])) + f" on {env}")
     parts = []
-    if from_:
-        parts.append("auto takes it from " + ", ".join(
-            f"{_pct(f)} of its budget on {e}" for f, e in from_)
-            + " (no --total-steps: the preset's budget), trustrl's defaults below that")
+    if taken:
+        parts.append("it takes the preset " + ", ".join(taken[:-1])
+                     + (" and " if len(taken) > 1 else "") + taken[-1]
+                     + " (no --total-steps: the preset's budget, 100%), trustrl's defaults at "
+                     "the other budgets")
     if never:
         parts.append(f"on {', '.join(never)} it takes the defaults in place of the preset "
                      "at every budget, the preset's own included (no --total-steps: the "
                      "defaults at the preset's budget)")
     return (f"per env where the PPO preset auto looks at first ({first}) was measured "
-            "against trustrl's defaults: " + "; ".join(parts) + "; in both cases the preset "
-            "when the budget is less than one batch of the defaults. Elsewhere auto takes the "
-            "preset as before, saying so when the budget is below a zoo preset's; --preset "
-            "chapter or zoo takes that preset (the rule and the table it is derived from: "
-            f"{DOCS})")
+            "against trustrl's defaults at 10%, 30% and 100% of its budget, auto takes the "
+            "preset at a budget where its median was at least the defaults' plus its own "
+            "spread over seeds (a budget between two measured ones: the lower one's verdict; "
+            "below the least measured: the defaults): "
+            + "; ".join(parts) + "; in both cases the preset when the budget is less than "
+            "one batch of the defaults. Elsewhere auto takes the preset as before, saying so "
+            "when the budget is below a zoo preset's; --preset chapter or zoo takes that "
+            f"preset (the rule and the table it is derived from: {DOCS})")
