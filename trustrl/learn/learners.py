@@ -134,12 +134,12 @@ def torch_threads(cfg: Any, members: int, cnn: bool = False) -> int:
 
 def make_learner(cfg: RunConfig, seeds: list[int], cold_start: bool = False) -> Learner:
     """The learner for a config whose `vector` is resolved ('auto' already decided);
-    `cold_start`: BatchedLearner's (a new run, not a resume)."""
+    `cold_start`: a new run, not a resume (`cold_start_eager`)."""
     if cfg.vector == "torch":
         return BatchedLearner(cfg, seeds, cold_start=cold_start)
     if len(seeds) != 1:
         raise RunError("a population of seeds runs on the batched collector (vector 'torch')")
-    return GymLearner(cfg)
+    return GymLearner(cfg, cold_start=cold_start)
 
 
 def init_policies(spec: EnvSpec, cfg: Any, seeds: list[int]) -> list[Policy]:
@@ -210,20 +210,33 @@ eager training ran about 5.4k steps/s and compiled about 20k, so compiling pays 
 760k steps (docs/compiled.md, "Cold start")."""
 
 
-def cold_start_eager(cfg: Any, algo: Algorithm, members: int) -> str | None:
+def cold_start_eager(cfg: Any, algo: Algorithm, members: int, gym: bool = False,
+                     masked: bool | None = None) -> str | None:
     """Why a new run should train eagerly rather than compile first (a note for stderr), or
     None: only for `grad_backend` 'auto' on the compiled backend, when some kernel the run
-    needs has no compiled code on disk and the run is shorter than COMPILE_PAYS_STEPS."""
+    needs (on the batched collector, or the Gymnasium one with `gym`; `masked`: the run draws
+    under action masks, by default as the batched collector would) has no compiled code on
+    disk and the run is shorter than COMPILE_PAYS_STEPS."""
     if cfg.grad_backend != "auto" or algo.backend.name != "compiled":
         return None
     steps = cfg.total_steps * members
-    if steps >= COMPILE_PAYS_STEPS or compiled.run_cached(algo, cfg.env_id,
-                                                          batched_masks(cfg)):
+    masked = batched_masks(cfg) if masked is None else masked
+    if steps >= COMPILE_PAYS_STEPS or compiled.run_cached(algo, cfg.env_id, masked, gym=gym):
         return None
     return (f"training eagerly: the compiled kernels of this run are not on this machine yet, "
             f"and compiling them (about a minute, once) pays off from about "
             f"{COMPILE_PAYS_STEPS:,} steps; --set grad_backend=compiled compiles them now, "
             "for this and every later run")
+
+
+def _eager_if_cold(algo: Algorithm, net: PopNet, cfg: Any, why: str | None) -> None:
+    """Where `why` (cold_start_eager's note): the closed-form backend in place of the
+    compiled one, recorded in the config (a resume runs the same code), and the note on
+    stderr."""
+    if why is not None:
+        algo.backend = backends.pick(net, "closed-form")
+        cfg.grad_backend = "closed-form"
+        print(f"trustrl: note: {why}", file=sys.stderr, flush=True)
 
 
 def _rows(m: dict[str, Tensor], columns: tuple[str, ...], int_columns: tuple[str, ...]
@@ -243,7 +256,9 @@ class GymLearner:
     after_collect: Any = None
     """Set by the trainer: called with the rollout's finished episodes before the update."""
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, cold_start: bool = False):
+        """`cold_start`: a new run (not a resume), which trains eagerly where compiling would
+        cost more than it saves (`cold_start_eager`), as BatchedLearner's."""
         self.cfg = cfg
         self._unpicklable: str | None = None  # why the sync sub-envs cannot be pickled
         self.seeds = [cfg.seed]
@@ -256,7 +271,12 @@ class GymLearner:
         # where the env's action masks come from (None: unmasked), trustrl.envs.masks
         self.mask_source = masks.run_source(cfg.action_mask, self.env, self.spec.action,
                                             f"env {self.spec.env_id!r}")
-        self.algo = _algorithm(cfg, self.net, self.seeds, self.mask_source is not None)
+        masked = self.mask_source is not None
+        self.algo = _algorithm(cfg, self.net, self.seeds, masked, prepare=False)
+        _eager_if_cold(self.algo, self.net, cfg,
+                       cold_start_eager(cfg, self.algo, 1, gym=True, masked=masked)
+                       if cold_start else None)
+        _prepare(self.algo, self.net)
         self.extra_columns = tuple(self.algo.extra_columns)
         self.columns = SHARED_COLUMNS + self.algo.columns
         self.int_columns = ("episodes",) + self.algo.int_columns
@@ -476,11 +496,8 @@ class BatchedLearner:
         net = population_net(init_policies(self.spec, cfg, self.seeds), self.spec, dev)
         self.net = net
         self.algo = _algorithm(cfg, net, self.seeds, prepare=False)
-        why = cold_start_eager(cfg, self.algo, len(self.seeds)) if cold_start else None
-        if why is not None:
-            self.algo.backend = backends.pick(net, "closed-form")
-            cfg.grad_backend = "closed-form"  # recorded: a resume runs the same code
-            print(f"trustrl: note: {why}", file=sys.stderr, flush=True)
+        _eager_if_cold(self.algo, net, cfg, cold_start_eager(cfg, self.algo, len(self.seeds))
+                       if cold_start else None)
         _prepare(self.algo, net)
         self.algo.eager = not self.graph  # type: ignore[attr-defined]
         # the compiled backend compiles the rollout too, where the NumPy rollout runs

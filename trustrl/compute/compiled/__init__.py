@@ -798,13 +798,14 @@ def compiled_rollout(env_id: str, masked: bool = False) -> CompiledRollout:
     return r
 
 
-def run_cached(algo: Any, env_id: str, masked: bool = False) -> bool:
-    """Whether the compiled code a batched run of `algo` on `env_id` calls is on disk (Numba's
-    cache, as `_cached` tells): the algorithm's kernels (TRPO's critic fit and Fisher
-    product; PPO's epochs bound to its objective), GAE, the diagnostics, and the env's
-    compiled rollout (`masked`: drawing under its masks) and fused iteration where it has
-    them. Builds no code."""
-    from trustrl.compute.compiled import ppo
+def run_cached(algo: Any, env_id: str, masked: bool = False, gym: bool = False) -> bool:
+    """Whether the compiled code a run of `algo` on `env_id` calls is on disk (Numba's cache,
+    as `_cached` tells): the algorithm's kernels (TRPO's critic fit and Fisher product; PPO's
+    epochs bound to its objective), GAE, the diagnostics and, on the batched collector, the
+    env's compiled rollout (`masked`: drawing under its masks) and fused iteration where it
+    has them; on the Gymnasium collector (`gym`), the policy's per-step kernel
+    (`CompiledActing`, for an unmasked run). Builds no code."""
+    from trustrl.compute.compiled import ppo, rollout
     from trustrl.envs import classic
 
     ks = _kernels()
@@ -816,7 +817,11 @@ def run_cached(algo: Any, env_id: str, masked: bool = False) -> bool:
             needed.append(ppo.epochs_kernel(objective.fn, objective.grad))
         except NotCompilable:  # runs eagerly anyway, and says so
             return True
-    if env_id in classic.DYNAMICS:
+    if gym:
+        if not masked:
+            needed.append(rollout.categorical_step if algo.net.discrete
+                          else rollout.gaussian_step)
+    elif env_id in classic.DYNAMICS:
         r = compiled_rollout(env_id, masked)
         needed.append(r._run)
         if objective is not None:
