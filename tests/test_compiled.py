@@ -156,6 +156,36 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
         assert ref.iterations[1] < ref.iterations[0]
 
 
+@pytest.mark.parametrize("kind", ["discrete", "box"])
+def test_compiled_natural_step_equals_the_eager_one(kind):
+    """TRPO's steps 3-4 through the compiled products' `natural_step` (trust.cg.natural_step
+    compiled: the CG, x^T F x and the step size in one call) give the eager source's results
+    on the same products, per member; a member with no gradient takes no step in both."""
+    from trustrl.maths.trust.cg import natural_step
+
+    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
+                                                             high=(1.0, 1.0))
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
+                                            for _ in range(3)], "cpu")
+        flat = net.flat.detach().clone()
+        obs = torch.randn(3, 40, 3)
+        comp = compiled.Compiled().fisher_product(net, obs, net.actor(obs, flat), flat, 0.1)
+        g = torch.randn_like(flat) * net.actor_mask.float()
+        g[2] = 0.0  # x = 0, x^T F x = 0: no step
+        got = comp.natural_step(g, 4, 1e-10, False, 0.01)
+        ref = natural_step(lambda v, comp=comp: comp(v), g, 4, 1e-10, False, 0.01)
+        names = ("x", "iterations", "residual", "xFx", "step_size", "full_step",
+                 "expected_improvement", "ok")
+        assert got[-1].tolist() == ref[-1].tolist() == [True, True, False]
+        for name, a, b in zip(names[:-1], got[:-1], ref[:-1], strict=True):
+            assert a.dtype == b.dtype, name
+            torch.testing.assert_close(a, b, rtol=2e-3, atol=1e-6 * float(b.abs().max()) + 1e-9,
+                                       msg=name)
+        assert float(got[5][2].abs().max()) == 0.0 and float(got[4][2]) == 0.0
+
+
 def test_the_blas_numba_calls_runs_on_one_thread():
     """scipy's OpenBLAS (what Numba's np.dot calls) split over 2 threads rounded TRPO's Fisher
     products differently from 1 thread, so a run's numbers depended on the environment: the
@@ -714,6 +744,49 @@ def test_trpos_compiled_line_search_evaluation_equals_the_eager_one(kind, hidden
         assert fast.dtype == slow.dtype and fast.shape == (3,)
         torch.testing.assert_close(fast, slow, rtol=2e-5, atol=2e-6)
     assert float(got["torch"][1].min()) > 1e-3  # the candidate moved: the KL is not ~0
+
+
+@pytest.mark.parametrize("kind, hidden, activation, B", [
+    ("discrete", (16, 8), "tanh", 57), ("box", (16,), "tanh", 40), ("box", (8, 8), "relu", 3)])
+def test_trpos_compiled_line_search_equals_the_eager_one(kind, hidden, activation, B):
+    """TRPO's whole backtracking line search as one compiled call (the evaluation's `search`:
+    trust.line_search.line_search_steps compiled with kernels.surrogate_kl_of) and the eager
+    search over the same compiled evaluation, one call per candidate: the same accepted
+    members, candidates tried and fractions, and the same parameters, KL and improvement to
+    float rounding, for 3 members of which one takes the step whole, one backtracks and one
+    is left out (searching False)."""
+    from trustrl.algos.trpo import TRPO
+    from trustrl.maths.trust.line_search import population_line_search
+    from trustrl.settings.config import make_config
+
+    net, g, obs, old_out, actions = _members_and_samples(kind, hidden, activation, B)
+    with torch.no_grad():
+        batch = {"obs": obs, "actions": actions, "logp_old": net.log_prob(old_out, actions)}
+    flat_old = net.flat.detach().clone()
+    adv = torch.randn(3, B, generator=g)
+    algo = TRPO(net, make_config("trpo", env_id="CartPole-v1"), compiled.Compiled(),
+                torch.zeros(3, 2, dtype=torch.int64))
+    L_old = algo._surrogate_kl(batch, adv, old_out, flat_old, flat_old)[0]
+    # steps along the surrogate's gradient, of three lengths: member 0 accepts at once,
+    # member 1 backtracks (its full step breaks the KL budget)
+    grad = algo.backend.policy_gradient(net, obs, actions, batch["logp_old"], adv, flat_old)[0]
+    step = grad / grad.norm(dim=1, keepdim=True) * torch.tensor([[1e-3], [3.0], [1.0]])
+    searching = torch.tensor([True, True, False])
+    evaluate = algo.backend.line_search_evaluation(net, batch, adv, old_out, flat_old)
+    assert hasattr(evaluate, "search")
+    got = population_line_search(flat_old, step, evaluate, L_old, 0.01, 0.5, 10, searching)
+    ref = population_line_search(flat_old, step, lambda c: evaluate(c), L_old, 0.01, 0.5, 10,
+                                 searching)  # the eager loop, one evaluation per candidate
+    assert got.accepted.tolist() == ref.accepted.tolist()
+    assert ref.accepted[0] and not ref.accepted[2]
+    assert got.steps_tried.tolist() == ref.steps_tried.tolist()
+    assert ref.steps_tried[1] > 1 and ref.steps_tried[2] == 0
+    assert got.step_fraction.tolist() == ref.step_fraction.tolist()
+    for name in ("theta", "kl", "improvement"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a.dtype == b.dtype, name
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, equal_nan=True, msg=name)
+    assert torch.equal(got.theta[2], flat_old[2])
 
 
 @pytest.mark.parametrize("kind, hidden, activation, B", [
