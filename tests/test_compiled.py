@@ -156,6 +156,34 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
         assert ref.iterations[1] < ref.iterations[0]
 
 
+def test_the_compiled_learner_stats_equal_the_torch_ones():
+    """The batched learner's metrics on the compiled backend (Compiled.learner_stats:
+    diagnostics.episode_stats and critic_stats compiled from their source) equal the torch
+    call's: episodes, mean return and length, explained variance and fresh value loss per
+    member, with a member whose episodes never ended (nan) and one with nothing to explain."""
+    import math
+
+    from trustrl.maths.diagnostics import critic_stats, episode_stats
+
+    g = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        done = torch.rand(16, 3, 4, generator=g) < 0.2
+        done[:, 1] = False
+        fin_ret = torch.randn(16, 3, 4, generator=g, dtype=torch.float64)
+        fin_len = torch.randint(1, 500, (16, 3, 4), generator=g)
+        values = torch.randn(3, 64, generator=g)
+        returns = torch.randn(3, 64, generator=g)
+        returns[2] = 0.25
+        got = compiled.Compiled.learner_stats(done, fin_ret, fin_len, values, returns)
+        want = (*episode_stats(done, fin_ret, fin_len.double(), math.nan),
+                *critic_stats(values.double(), returns.double(), math.nan))
+        assert got is not None and len(got) == len(want) == 5
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape == (3,)
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
+        assert math.isnan(float(got[1][1])) and math.isnan(float(got[3][2]))
+
+
 @pytest.mark.parametrize("kind", ["discrete", "box"])
 def test_compiled_natural_step_equals_the_eager_one(kind):
     """TRPO's steps 3-4 through the compiled products' `natural_step` (trust.cg.natural_step
