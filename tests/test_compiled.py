@@ -120,6 +120,20 @@ def test_compiled_fisher_product_equals_the_closed_form(kind, activation):
     assert bool(((u * comp(u)).sum(1) > 0).all())
 
 
+def _compiled_products(kind, seed, P):  # type: ignore[no-untyped-def]
+    """P members (16-8 tanh actors, Discrete or Box dim 2) seeded by `seed`, their parameters
+    and the compiled backend's Fisher-vector products on 40 observations each."""
+    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
+                                                             high=(1.0, 1.0))
+    torch.manual_seed(seed)
+    net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
+                                        for _ in range(P)], "cpu")
+    flat = net.flat.detach().clone()
+    obs = torch.randn(P, 40, 3)
+    return net, flat, compiled.Compiled().fisher_product(net, obs, net.actor(obs, flat), flat,
+                                                         0.1)
+
+
 @pytest.mark.parametrize("kind", ["discrete", "box"])
 def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
     """TRPO's CG through the compiled products' `solve` (trust.cg.cg_steps compiled, the whole
@@ -127,16 +141,8 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
     a population (one member converging earlier is frozen in both)."""
     from trustrl.maths.trust.cg import conjugate_gradient
 
-    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
-                                                             high=(1.0, 1.0))
     for seed in (0, 1, 2):
-        torch.manual_seed(seed)
-        net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
-                                            for _ in range(2)], "cpu")
-        flat = net.flat.detach().clone()
-        obs = torch.randn(2, 40, 3)
-        old_out = net.actor(obs, flat)
-        comp = compiled.Compiled().fisher_product(net, obs, old_out, flat, 0.1)
+        net, flat, comp = _compiled_products(kind, seed, 2)
         assert hasattr(comp, "solve")
         b = torch.randn_like(flat) * net.actor_mask.float()
         b[1] *= 3e-2  # the second member meets the tolerance sooner
@@ -191,15 +197,8 @@ def test_compiled_natural_step_equals_the_eager_one(kind):
     on the same products, per member; a member with no gradient takes no step in both."""
     from trustrl.maths.trust.cg import natural_step
 
-    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
-                                                             high=(1.0, 1.0))
     for seed in (0, 1, 2):
-        torch.manual_seed(seed)
-        net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
-                                            for _ in range(3)], "cpu")
-        flat = net.flat.detach().clone()
-        obs = torch.randn(3, 40, 3)
-        comp = compiled.Compiled().fisher_product(net, obs, net.actor(obs, flat), flat, 0.1)
+        net, flat, comp = _compiled_products(kind, seed, 3)
         g = torch.randn_like(flat) * net.actor_mask.float()
         g[2] = 0.0  # x = 0, x^T F x = 0: no step
         got = comp.natural_step(g, 4, 1e-10, False, 0.01)
