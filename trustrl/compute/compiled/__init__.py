@@ -9,7 +9,11 @@ so the loop runs as machine code with no Python between its operations:
                    epoch's shuffled minibatches, the MLP's forward and backward pass and the
                    Adam step, one call per update;
     fisher_product TRPO's and NPG's Fisher-vector product F v = J^T M J v (what
-                   ClosedForm.fisher_product computes), one call per product of CG;
+                   ClosedForm.fisher_product computes), with the conjugate gradient, x^T F x
+                   and the step size on these products as one call (trust.cg.natural_step
+                   compiled: the products' `natural_step`);
+    line_search    TRPO's backtracking line search (trust.line_search.line_search_steps
+                   compiled with the compiled line-search evaluation), one call per update;
     ppo_epochs     PPO's epochs of minibatch steps (trust.kl_control.k_epochs, the loop
                    algos.ppo.PPO.update runs eagerly, compiled with a compiled minibatch step:
                    forward, loss terms, backward, gradient clip, Adam), one call per update,
