@@ -120,6 +120,20 @@ def test_compiled_fisher_product_equals_the_closed_form(kind, activation):
     assert bool(((u * comp(u)).sum(1) > 0).all())
 
 
+def _compiled_products(kind, seed, P):  # type: ignore[no-untyped-def]
+    """P members (16-8 tanh actors, Discrete or Box dim 2) seeded by `seed`, their parameters
+    and the compiled backend's Fisher-vector products on 40 observations each."""
+    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
+                                                             high=(1.0, 1.0))
+    torch.manual_seed(seed)
+    net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
+                                        for _ in range(P)], "cpu")
+    flat = net.flat.detach().clone()
+    obs = torch.randn(P, 40, 3)
+    return net, flat, compiled.Compiled().fisher_product(net, obs, net.actor(obs, flat), flat,
+                                                         0.1)
+
+
 @pytest.mark.parametrize("kind", ["discrete", "box"])
 def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
     """TRPO's CG through the compiled products' `solve` (trust.cg.cg_steps compiled, the whole
@@ -127,16 +141,8 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
     a population (one member converging earlier is frozen in both)."""
     from trustrl.maths.trust.cg import conjugate_gradient
 
-    action = DISCRETE if kind == "discrete" else ActionSpec("box", dim=2, low=(-1.0, -1.0),
-                                                             high=(1.0, 1.0))
     for seed in (0, 1, 2):
-        torch.manual_seed(seed)
-        net = PopActorCritic.from_policies([ActorCritic(3, action, (16, 8), "tanh")
-                                            for _ in range(2)], "cpu")
-        flat = net.flat.detach().clone()
-        obs = torch.randn(2, 40, 3)
-        old_out = net.actor(obs, flat)
-        comp = compiled.Compiled().fisher_product(net, obs, old_out, flat, 0.1)
+        net, flat, comp = _compiled_products(kind, seed, 2)
         assert hasattr(comp, "solve")
         b = torch.randn_like(flat) * net.actor_mask.float()
         b[1] *= 3e-2  # the second member meets the tolerance sooner
@@ -154,6 +160,57 @@ def test_compiled_conjugate_gradient_equals_the_eager_one(kind):
             torch.testing.assert_close(got.residual, ref.residual, rtol=1e-3,
                                        atol=1e-6 * float(b.norm()))
         assert ref.iterations[1] < ref.iterations[0]
+
+
+def test_the_compiled_learner_stats_equal_the_torch_ones():
+    """The batched learner's metrics on the compiled backend (Compiled.learner_stats:
+    diagnostics.episode_stats and critic_stats compiled from their source) equal the torch
+    call's: episodes, mean return and length, explained variance and fresh value loss per
+    member, with a member whose episodes never ended (nan) and one with nothing to explain."""
+    import math
+
+    from trustrl.maths.diagnostics import critic_stats, episode_stats
+
+    g = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        done = torch.rand(16, 3, 4, generator=g) < 0.2
+        done[:, 1] = False
+        fin_ret = torch.randn(16, 3, 4, generator=g, dtype=torch.float64)
+        fin_len = torch.randint(1, 500, (16, 3, 4), generator=g)
+        values = torch.randn(3, 64, generator=g)
+        returns = torch.randn(3, 64, generator=g)
+        returns[2] = 0.25
+        got = compiled.Compiled.learner_stats(done, fin_ret, fin_len, values, returns)
+        want = (*episode_stats(done, fin_ret, fin_len.double(), math.nan),
+                *critic_stats(values.double(), returns.double(), math.nan))
+        assert got is not None and len(got) == len(want) == 5
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape == (3,)
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
+        assert math.isnan(float(got[1][1])) and math.isnan(float(got[3][2]))
+
+
+@pytest.mark.parametrize("kind", ["discrete", "box"])
+def test_compiled_natural_step_equals_the_eager_one(kind):
+    """TRPO's steps 3-4 through the compiled products' `natural_step` (trust.cg.natural_step
+    compiled: the CG, x^T F x and the step size in one call) give the eager source's results
+    on the same products, per member; a member with no gradient takes no step in both."""
+    from trustrl.maths.trust.cg import natural_step
+
+    for seed in (0, 1, 2):
+        net, flat, comp = _compiled_products(kind, seed, 3)
+        g = torch.randn_like(flat) * net.actor_mask.float()
+        g[2] = 0.0  # x = 0, x^T F x = 0: no step
+        got = comp.natural_step(g, 4, 1e-10, False, 0.01)
+        ref = natural_step(lambda v, comp=comp: comp(v), g, 4, 1e-10, False, 0.01)
+        names = ("x", "iterations", "residual", "xFx", "step_size", "full_step",
+                 "expected_improvement", "ok")
+        assert got[-1].tolist() == ref[-1].tolist() == [True, True, False]
+        for name, a, b in zip(names[:-1], got[:-1], ref[:-1], strict=True):
+            assert a.dtype == b.dtype, name
+            torch.testing.assert_close(a, b, rtol=2e-3, atol=1e-6 * float(b.abs().max()) + 1e-9,
+                                       msg=name)
+        assert float(got[5][2].abs().max()) == 0.0 and float(got[4][2]) == 0.0
 
 
 def test_the_blas_numba_calls_runs_on_one_thread():
@@ -714,6 +771,49 @@ def test_trpos_compiled_line_search_evaluation_equals_the_eager_one(kind, hidden
         assert fast.dtype == slow.dtype and fast.shape == (3,)
         torch.testing.assert_close(fast, slow, rtol=2e-5, atol=2e-6)
     assert float(got["torch"][1].min()) > 1e-3  # the candidate moved: the KL is not ~0
+
+
+@pytest.mark.parametrize("kind, hidden, activation, B", [
+    ("discrete", (16, 8), "tanh", 57), ("box", (16,), "tanh", 40), ("box", (8, 8), "relu", 3)])
+def test_trpos_compiled_line_search_equals_the_eager_one(kind, hidden, activation, B):
+    """TRPO's whole backtracking line search as one compiled call (the evaluation's `search`:
+    trust.line_search.line_search_steps compiled with kernels.surrogate_kl_of) and the eager
+    search over the same compiled evaluation, one call per candidate: the same accepted
+    members, candidates tried and fractions, and the same parameters, KL and improvement to
+    float rounding, for 3 members of which one takes the step whole, one backtracks and one
+    is left out (searching False)."""
+    from trustrl.algos.trpo import TRPO
+    from trustrl.maths.trust.line_search import population_line_search
+    from trustrl.settings.config import make_config
+
+    net, g, obs, old_out, actions = _members_and_samples(kind, hidden, activation, B)
+    with torch.no_grad():
+        batch = {"obs": obs, "actions": actions, "logp_old": net.log_prob(old_out, actions)}
+    flat_old = net.flat.detach().clone()
+    adv = torch.randn(3, B, generator=g)
+    algo = TRPO(net, make_config("trpo", env_id="CartPole-v1"), compiled.Compiled(),
+                torch.zeros(3, 2, dtype=torch.int64))
+    L_old = algo._surrogate_kl(batch, adv, old_out, flat_old, flat_old)[0]
+    # steps along the surrogate's gradient, of three lengths: member 0 accepts at once,
+    # member 1 backtracks (its full step breaks the KL budget)
+    grad = algo.backend.policy_gradient(net, obs, actions, batch["logp_old"], adv, flat_old)[0]
+    step = grad / grad.norm(dim=1, keepdim=True) * torch.tensor([[1e-3], [3.0], [1.0]])
+    searching = torch.tensor([True, True, False])
+    evaluate = algo.backend.line_search_evaluation(net, batch, adv, old_out, flat_old)
+    assert hasattr(evaluate, "search")
+    got = population_line_search(flat_old, step, evaluate, L_old, 0.01, 0.5, 10, searching)
+    ref = population_line_search(flat_old, step, lambda c: evaluate(c), L_old, 0.01, 0.5, 10,
+                                 searching)  # the eager loop, one evaluation per candidate
+    assert got.accepted.tolist() == ref.accepted.tolist()
+    assert ref.accepted[0] and not ref.accepted[2]
+    assert got.steps_tried.tolist() == ref.steps_tried.tolist()
+    assert ref.steps_tried[1] > 1 and ref.steps_tried[2] == 0
+    assert got.step_fraction.tolist() == ref.step_fraction.tolist()
+    for name in ("theta", "kl", "improvement"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a.dtype == b.dtype, name
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, equal_nan=True, msg=name)
+    assert torch.equal(got.theta[2], flat_old[2])
 
 
 @pytest.mark.parametrize("kind, hidden, activation, B", [

@@ -760,14 +760,14 @@ def test_epoch_order_is_torch_stable_argsort_of_the_hash_ties_included(monkeypat
 
 
 def test_ppo_epoch_orders_drawn_ahead_are_the_ones_drawn_per_iteration(monkeypatch):
-    """PPO.epoch_orders hands out the shuffles of up to ORDERS_AHEAD iterations drawn at once:
+    """Algorithm.epoch_orders hands out the shuffles of up to ORDERS_AHEAD iterations drawn at once:
     each iteration's K orders are epoch_order at counters counter * K + e, inside a draw,
     across a fresh draw, after a jump back (a loaded checkpoint) and with a new batch size."""
-    from trustrl.algos import common, ppo
+    from trustrl.algos import common
     from trustrl.learn.learners import BatchedLearner
     from trustrl.settings.config import make_config
 
-    monkeypatch.setattr(ppo, "ORDERS_AHEAD", 3)
+    monkeypatch.setattr(common, "ORDERS_AHEAD", 3)
     cfg = make_config("ppo", env_id="CartPole-v1",
                       sets=dict(num_envs=2, num_steps=16, minibatch_size=8, update_epochs=2,
                                 eval_every=0))
@@ -775,4 +775,4 @@ def test_ppo_epoch_orders_drawn_ahead_are_the_ones_drawn_per_iteration(monkeypat
     K = algo.epochs
     for counter, n in ((0, 32), (1, 32), (2, 32), (3, 32), (7, 32), (1, 32), (2, 20), (2, 32)):
         want = common.epoch_order(algo.keys, (counter * K + torch.arange(K))[:, None], n)
-        assert torch.equal(algo.epoch_orders(counter, n), want), (counter, n)
+        assert torch.equal(algo.epoch_orders(counter, n, K), want), (counter, n)

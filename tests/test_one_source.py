@@ -93,6 +93,24 @@ def test_trpos_compiled_line_search_runs_the_surrogates_source():
         kernels.actor_log_probs)
 
 
+def test_trpos_line_search_compiled_binding_runs_the_source():
+    """TRPO's backtracking line search: the compiled loop is trust.line_search's own
+    line_search_steps, its evaluation the compiled surrogate_kl; the eager search runs the
+    same function."""
+    from trustrl.maths.trust import line_search
+
+    assert "line_search_steps" in inspect.unwrap(
+        line_search.population_line_search).__code__.co_names
+    pytest.importorskip("numba")
+    from trustrl.compute import compiled
+    from trustrl.compute.compiled import kernels
+
+    assert kernels.line_search_steps.py_func.__code__ is line_search.line_search_steps.__code__
+    assert kernels.line_search_steps.py_func.__globals__["evaluate"] is kernels.surrogate_kl_of
+    assert kernels.surrogate_kl_of.py_func.__globals__["surrogate_kl"] is kernels.surrogate_kl
+    assert compiled._kernels()["line_search"] is kernels.line_search_steps
+
+
 def test_trpos_ratio_and_surrogate_are_the_losses_functions_everywhere():
     """TRPO's and NPG's rho = exp(logp - logp_old) and rho A, in every path that computes
     them: the torch line search (TRPO._surrogate_kl), both gradient backends'
@@ -380,6 +398,12 @@ def test_conjugate_gradient_compiled_binding_runs_the_source():
     assert kernels.cg_steps.py_func.__code__ is cg.cg_steps.__code__
     assert kernels.cg_steps.py_func.__globals__["product"] is kernels.fisher_product_of
     assert compiled._kernels()["cg_steps"] is kernels.cg_steps
+    # the CG with x^T F x and the step size (TRPO's steps 3-4) in one compiled call: the
+    # source's natural_step, calling the compiled cg_steps and product
+    assert kernels.natural_step.py_func.__code__ is cg.natural_step.__code__
+    assert kernels.natural_step.py_func.__globals__["cg_steps"] is kernels.cg_steps
+    assert kernels.natural_step.py_func.__globals__["product"] is kernels.fisher_product_of
+    assert compiled._kernels()["natural_step"] is kernels.natural_step
 
 
 def test_ppo_epoch_loop_bindings_run_the_source(monkeypatch):

@@ -24,6 +24,12 @@ from trustrl.maths.losses import value_error, value_error_grad
 from trustrl.maths.optim import PopAdam, clip_coefficient
 from trustrl.nets.popnet import PopNet, seq_args
 
+ORDERS_AHEAD = 16
+"""On a CPU, Algorithm.epoch_orders draws the epochs' shuffles of this many iterations at
+once."""
+ORDERS_AHEAD_NUMBERS = 1 << 21
+"""... and at most this many indices in one draw."""
+
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 DIAGNOSTIC_COLUMNS = (
     "entropy", "approx_kl", "approx_kl_k1", "kl_exact", "clip_fraction", "clip_eps",
@@ -249,17 +255,21 @@ def critic_loss(h: Heads, mb: dict[str, Tensor], want: bool) -> LossTerms:
 
 def fit_critic(net: PopNet, opt: PopAdam, backend: Backend, batch: dict[str, Tensor],
                keys: Tensor, counter: Tensor | int, epochs: int, minibatch_size: int,
-               lr: Tensor | float, buffers: dict[str, Tensor] | None = None) -> Tensor:
+               lr: Tensor | float, buffers: dict[str, Tensor] | None = None,
+               orders: Tensor | None = None) -> Tensor:
     """Regress V on the targets R = A + V_old: `epochs` passes of shuffled minibatches of
     1/2 (V - R)^2 with the critic's optimizer, which steps the flat parameters'
     `net.critic_slice` (the backends' gradient of a critic-only loss covers just those).
-    Returns each member's mean loss over the last epoch [P]."""
+    `orders`: the epochs' shuffles [epochs, P, n] where the caller has them drawn already
+    (Algorithm.epoch_orders: the same numbers). Returns each member's mean loss over the last
+    epoch [P]."""
     P, n = batch["returns"].shape
     kernel = getattr(backend, "fit_critic", None)
     if kernel is not None and buffers is not None:  # the same loop, compiled (eager CPU only)
-        c = torch.as_tensor(counter) * epochs + torch.arange(epochs, device=keys.device)
-        order = epoch_order(keys, c[:, None], n)  # every epoch's, [epochs, P, n]
-        return kernel(net, opt, batch["obs"], batch["returns"], order, minibatch_size, lr)
+        if orders is None:
+            c = torch.as_tensor(counter) * epochs + torch.arange(epochs, device=keys.device)
+            orders = epoch_order(keys, c[:, None], n)  # every epoch's, [epochs, P, n]
+        return kernel(net, opt, batch["obs"], batch["returns"], orders, minibatch_size, lr)
     params = net.views(net.flat.detach())  # type: ignore[attr-defined]
     data = {"obs": batch["obs"], "returns": batch["returns"]}
     last = torch.zeros(P, device=net.flat.device)
@@ -302,6 +312,23 @@ class Algorithm:
         self.opt = PopAdam(net.flat, cfg.adam_eps)
         # the shuffled epochs' copies of the batch, kept from epoch to epoch (common.take)
         self.epoch_buffers: dict[str, Tensor] = {}
+        self._orders_ahead: tuple[int, int, int, Tensor] | None = None  # (counter, n, K, ...)
+
+    def epoch_orders(self, counter: int, n: int, epochs: int) -> Tensor:
+        """Every epoch's shuffle of iteration `counter` for `epochs` epochs [K, P, n]
+        (epoch_order at counters counter * K + e), on a CPU drawn for up to ORDERS_AHEAD
+        iterations at once (the same numbers: they are functions of the counters alone) and
+        handed out in turn: PPO's epochs, TRPO's and NPG's critic fit."""
+        K = epochs
+        ahead = max(1, min(ORDERS_AHEAD, ORDERS_AHEAD_NUMBERS // max(1, K * self.keys.shape[0]
+                                                                     * n)))
+        kept = self._orders_ahead
+        if (kept is None or kept[1] != n or kept[2] != K
+                or not 0 <= counter - kept[0] < kept[3].shape[0] // K):
+            c = counter * K + torch.arange(ahead * K)
+            kept = self._orders_ahead = (counter, n, K, epoch_order(self.keys, c[:, None], n))
+        first = (counter - kept[0]) * K
+        return kept[3][first:first + K]
 
     def learning_rate(self, progress: float) -> float:
         return annealed(self.cfg.lr, self.cfg.anneal_lr, progress)

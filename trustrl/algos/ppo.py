@@ -59,11 +59,6 @@ from trustrl.maths.trust.kl_control import k_epochs
 from trustrl.nets.popnet import PopNet
 from trustrl.util.errors import NotCompilable
 
-ORDERS_AHEAD = 16
-"""On a CPU, the compiled path draws the epochs' shuffles of this many iterations at once."""
-ORDERS_AHEAD_NUMBERS = 1 << 21
-"""... and at most this many indices in one draw."""
-
 
 class PPO(Algorithm):
     """PPO-clip (or, with clip=False, the unclipped K-epoch ablation) with one Adam over all
@@ -102,7 +97,6 @@ class PPO(Algorithm):
         (ppo-penalty's adaptive one; it sets needs_old), or None."""
         self.eager = True  # False under CUDA-graph capture: no host synchronisation
         self.columns = ("value_loss",) + DIAGNOSTIC_COLUMNS + self.extra_columns
-        self._orders_ahead: tuple[int, int, Tensor] | None = None  # (counter, n, orders)
         self._minibatch_buffers: dict[int, dict[str, Tensor]] = {}
         self.eager_reason: str | None = None
         """Why this algorithm's update runs eagerly on the compiled backend (None: it does
@@ -219,7 +213,8 @@ class PPO(Algorithm):
         out = None
         if kernel is not None and objective is not None:
             try:
-                out = kernel(self, batch, self.epoch_orders(int(counter), batch["obs"].shape[1]),
+                out = kernel(self, batch, self.epoch_orders(int(counter), batch["obs"].shape[1],
+                                                      self.epochs),
                              lr, old_out, flat_old, objective, QUANTILES)
             except NotCompilable as e:  # a user's objective: typing failed, nothing moved
                 self._eager_note(e.__cause__ or e)
@@ -233,20 +228,6 @@ class PPO(Algorithm):
             # epoch stops nothing
             out["early_stopped"] = (out["epochs_run"] < self.epochs).float()
         return out
-
-    def epoch_orders(self, counter: int, n: int) -> Tensor:
-        """Every epoch's shuffle of iteration `counter` [K, P, n] (epoch_order at counters
-        counter * K + e), on a CPU drawn for up to ORDERS_AHEAD iterations at once (the same
-        numbers: they are functions of the counters alone) and handed out in turn."""
-        K = self.epochs
-        ahead = max(1, min(ORDERS_AHEAD, ORDERS_AHEAD_NUMBERS // max(1, K * self.keys.shape[0]
-                                                                     * n)))
-        kept = self._orders_ahead
-        if (kept is None or kept[1] != n or not 0 <= counter - kept[0] < kept[2].shape[0] // K):
-            c = counter * K + torch.arange(ahead * K)
-            kept = self._orders_ahead = (counter, n, epoch_order(self.keys, c[:, None], n))
-        first = (counter - kept[0]) * K
-        return kept[2][first:first + K]
 
     def _eager_epochs(self, batch: dict[str, Tensor], counter: Tensor | int, lr: Tensor | float,
                       old_out: Tensor, flat_old: Tensor) -> dict[str, Tensor]:

@@ -21,6 +21,7 @@ double backprop, or J^T M J written out. `line_search=False` is the natural poli
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import torch
@@ -37,7 +38,7 @@ from trustrl.compute.backends import Backend
 from trustrl.maths.distributions import mask_logits
 from trustrl.maths.losses import policy_ratio, surrogate_objective
 from trustrl.maths.optim import PopAdam
-from trustrl.maths.trust.cg import conjugate_gradient
+from trustrl.maths.trust.cg import natural_step
 from trustrl.maths.trust.line_search import population_line_search
 from trustrl.nets.popnet import PopNet
 
@@ -52,7 +53,8 @@ class TRPO(Algorithm):
                      "cg_iters_run", "cg_residual", "ls_steps", "ls_accepted", "step_fraction",
                      "grad_norm")
     int_columns = ("cg_iters_run", "ls_steps", "ls_accepted")
-    kernels = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl", "policy_gradient")
+    kernels = ("critic_fit", "fisher_product", "natural_step", "surrogate_kl", "line_search",
+               "policy_gradient")
 
     def __init__(self, net: PopNet, cfg: Any, backend: Backend, keys: Tensor,
                  line_search: bool = True):
@@ -105,26 +107,28 @@ class TRPO(Algorithm):
         fvp = backend.fisher_product(net, batch["obs"][:, ::k], old_out[:, ::k], flat_old,
                                      cfg.damping,
                                      **_masked(None if mask is None else mask[:, ::k]))
-        cg = conjugate_gradient(fvp, g, cfg.cg_iters, cfg.cg_residual_tol,
-                                lockstep=not self.eager)
-        x = cg.x
-        xFx = (x * fvp(x)).sum(1)
-        # 4. the step that spends the KL budget: 1/2 s^T F s = delta
-        ok = (xFx > 0) & torch.isfinite(xFx)
-        step_size = torch.where(ok, torch.sqrt(2.0 * cfg.max_kl / xFx.clamp(min=1e-30)), 0.0)
-        full_step = torch.where(ok[:, None], step_size[:, None] * x, 0.0)
+        # 4. the step that spends the KL budget: 1/2 s^T F s = delta (trust.cg.natural_step:
+        #    the backend's compiled binding where the products have one, one call with the CG)
+        natural = getattr(fvp, "natural_step", None)
+        if natural is None:
+            natural = partial(natural_step, fvp)
+        _, cg_iters, cg_residual, xFx, step_size, full_step, expected, ok = natural(
+            g, cfg.cg_iters, cfg.cg_residual_tol, not self.eager, cfg.max_kl)
         m: dict[str, Tensor] = {
-            "xFx": xFx, "cg_iters_run": cg.iterations.float(),  # type: ignore[union-attr]
-            "cg_residual": cg.residual, "grad_norm": torch.linalg.vector_norm(g, dim=1),
-            "step_size": step_size,
-            "expected_improvement": torch.where(ok, (g * full_step).sum(1), 0.0),
+            "xFx": xFx, "cg_iters_run": cg_iters.float(), "cg_residual": cg_residual,
+            "grad_norm": torch.linalg.vector_norm(g, dim=1), "step_size": step_size,
+            "expected_improvement": expected,
         }
         nan = torch.full((P,), math.nan, device=dev)
         # 5. backtracking line search per member (TRPO), or the whole step (NPG)
         if self.line_search:
+            # the compiled backend's evaluation brings the whole search compiled (its search)
+            make = getattr(backend, "line_search_evaluation", None)
+            evaluate = None if make is None else make(net, batch, adv, old_out, flat_old)
             ls = population_line_search(
                 flat_old, full_step,
-                lambda cand: self._surrogate_kl(batch, adv, old_out, flat_old, cand), L_old,
+                evaluate or (lambda cand: self._surrogate_kl(batch, adv, old_out, flat_old,
+                                                             cand)), L_old,
                 cfg.max_kl, cfg.backtrack_ratio, cfg.backtrack_iters, searching=ok,
                 lockstep=not self.eager)
             net.flat.copy_(ls.theta)
@@ -139,8 +143,12 @@ class TRPO(Algorithm):
                      step_fraction=ok.float(),
                      surrogate_improvement=torch.where(ok, L_new - L_old, 0.0))
         # 6. the critic: vf_epochs of shuffled minibatches of 1/2 (V - R)^2, its own Adam
+        #    (the compiled fit's shuffles drawn ahead for several iterations: the same orders)
+        compiled_fit = self.eager and hasattr(backend, "fit_critic") and dev.type == "cpu"
+        orders = (self.epoch_orders(int(counter), batch["returns"].shape[1], cfg.vf_epochs)
+                  if compiled_fit else None)
         m["value_loss"] = fit_critic(net, self.opt, backend, batch, self.keys, counter,
                                      cfg.vf_epochs, cfg.vf_minibatch_size, lr,
-                                     self.epoch_buffers if self.eager else None)
+                                     self.epoch_buffers if self.eager else None, orders)
         m.update(diagnostics(net, batch, old_out, flat_old, cfg.clip_eps, self.backend))
         return m

@@ -557,7 +557,7 @@ class BatchedLearner:
         col, algo = self.collector, self.algo
         noise, resets = col._draws()
         n = col.T * col.N
-        orders = algo.epoch_orders(int(col.it), n)  # type: ignore[attr-defined]
+        orders = algo.epoch_orders(int(col.it), n, algo.epochs)  # type: ignore[attr-defined]
         lr = float(self.lr)
         r = algo.backend.ppo_iteration(  # type: ignore[attr-defined]
             algo, col._compiled, col.rollout_state(), noise, resets, orders, lr,
@@ -615,12 +615,23 @@ class BatchedLearner:
         m = self.algo.update(batch, col.it, self.lr)
         with torch.no_grad():
             done = term_b | trunc_b
-            m["episodes"], m["ep_return_mean"], m["ep_length_mean"] = diag.episode_stats(
-                done, fin_ret.double(), fin_len.double(), math.nan)
+            # the compiled backend runs the same two functions compiled (as its fused
+            # iteration does): one call each instead of some twenty torch operations
+            stats = getattr(self.algo.backend, "learner_stats", None)
+            got = None if stats is None or self.graph else stats(
+                done, fin_ret, fin_len, batch["values_old"], batch["returns"])
+            if got is None:
+                got = (*diag.episode_stats(done, fin_ret.double(), fin_len.double(), math.nan),
+                       *diag.critic_stats(batch["values_old"].double(),
+                                          batch["returns"].double(), math.nan))
+            (m["episodes"], m["ep_return_mean"], m["ep_length_mean"],
+             m["explained_variance"], m["value_loss_fresh"]) = got
             m["lr"] = self.lr.expand(P)
-            m["explained_variance"], m["value_loss_fresh"] = diag.critic_stats(
-                batch["values_old"].double(), batch["returns"].double(), math.nan)
-            metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
+            if self.graph or m["lr"].device.type != "cpu":
+                metrics = torch.stack([m[c].double() for c in self.columns], dim=1)
+            else:  # the same float64 values, in one NumPy conversion (no op per column)
+                metrics = torch.from_numpy(np.stack([m[c].numpy() for c in self.columns],
+                                                    axis=1, dtype=np.float64))
             col.it += 1
         return metrics, done, fin_ret, fin_len
 

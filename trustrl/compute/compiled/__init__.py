@@ -9,7 +9,11 @@ so the loop runs as machine code with no Python between its operations:
                    epoch's shuffled minibatches, the MLP's forward and backward pass and the
                    Adam step, one call per update;
     fisher_product TRPO's and NPG's Fisher-vector product F v = J^T M J v (what
-                   ClosedForm.fisher_product computes), one call per product of CG;
+                   ClosedForm.fisher_product computes), with the conjugate gradient, x^T F x
+                   and the step size on these products as one call (trust.cg.natural_step
+                   compiled: the products' `natural_step`);
+    line_search    TRPO's backtracking line search (trust.line_search.line_search_steps
+                   compiled with the compiled line-search evaluation), one call per update;
     ppo_epochs     PPO's epochs of minibatch steps (trust.kl_control.k_epochs, the loop
                    algos.ppo.PPO.update runs eagerly, compiled with a compiled minibatch step:
                    forward, loss terms, backward, gradient clip, Adam), one call per update,
@@ -64,8 +68,8 @@ STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
 
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
-_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "surrogate_kl",
-                 "policy_gradient")
+_KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "natural_step", "surrogate_kl",
+                 "line_search", "policy_gradient")
 
 
 def _one_blas_thread() -> None:
@@ -95,8 +99,9 @@ def _one_blas_thread() -> None:
 
 _SOURCES = ("maths/advantages.py", "maths/diagnostics.py", "maths/distributions.py",
             "maths/normalize.py", "maths/optim.py", "maths/losses.py", "maths/trust/cg.py",
-            "maths/trust/kl_control.py", "compute/compiled/kernels.py",
-            "compute/compiled/rollout.py", "compute/compiled/ppo.py", "compute/compiled/xp.py",
+            "maths/trust/kl_control.py", "maths/trust/line_search.py",
+            "compute/compiled/kernels.py", "compute/compiled/rollout.py", "compute/compiled/ppo.py",
+            "compute/compiled/xp.py",
             "compute/compiled/iteration.py", "envs/classic.py", "envs/step.py",
             "nets/popnet.py")
 """The files compiled code is built from (relative to the package). Numba's disk cache checks
@@ -146,10 +151,12 @@ def _kernels() -> dict[str, Any]:
         from trustrl.compute.compiled import ppo
 
         _KERNELS.update(critic_fit=k.critic_fit, fisher_product=k.actor_fisher_product,
-                        cg_steps=k.cg_steps, mlp_forward=k.mlp_forward, gae=k.gae_into,
+                        cg_steps=k.cg_steps, natural_step=k.natural_step,
+                        mlp_forward=k.mlp_forward, gae=k.gae_into,
                         ppo_epochs=ppo.epochs_kernel(losses.clipped_surrogate_objective,
                                                      losses.clipped_surrogate_objective_grad),
                         ppo_diagnostics=k.ppo_diagnostics, surrogate_kl=k.surrogate_kl,
+                        line_search=k.line_search_steps,
                         policy_gradient=k.policy_gradient)
     return _KERNELS
 
@@ -198,6 +205,8 @@ class Compiled(ClosedForm):
                                  np.zeros((1, D), f32))
             if "cg_steps" in kernels:
                 ks["cg_steps"](args, np.ones((1, D), f32), 2, 1e-10, False)
+            if "natural_step" in kernels:
+                ks["natural_step"](args, np.ones((1, D), f32), 2, 1e-10, False, 0.01)
         D = 2 * d + 2 + 3 * n + n  # one hidden layer of 2, the critic and the log-std
         policy = records.Policy(np.zeros((1, D), f32), np.array((d, 2, n), np.int64), relu,
                                 net.discrete, 0, D - n)
@@ -207,6 +216,11 @@ class Compiled(ClosedForm):
         if "surrogate_kl" in kernels and net.hidden_sizes:
             ks["surrogate_kl"](policy, *batch, np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
                                np.zeros((1, 2)), _mask(None))
+        if "line_search" in kernels and net.hidden_sizes:
+            theta = np.zeros((1, D), f32)
+            ks["line_search"]((*policy[1:], *batch, np.zeros((1, 2, n), f32), theta,
+                               _mask(None)), theta, theta, np.zeros(1, f32), 0.01,
+                              np.ones(2, f32), np.ones(1, np.bool_), False)
         if "policy_gradient" in kernels and net.hidden_sizes:
             ks["policy_gradient"](policy, *batch, np.zeros((1, D), f32),
                                   np.zeros((1, 2, n), f32), np.zeros(1), _mask(None))
@@ -422,6 +436,70 @@ class Compiled(ClosedForm):
         r = torch.from_numpy(res).to(torch.float32)
         return r[:, 0], r[:, 1]
 
+    @staticmethod
+    def learner_stats(done: Tensor, fin_ret: Tensor, fin_len: Tensor, values_old: Tensor,
+                      returns: Tensor) -> tuple[Tensor, ...] | None:
+        """The batched learner's per-member metrics of an unfused iteration: episodes, mean
+        return and length of the episodes that ended (trustrl.maths.diagnostics.episode_stats,
+        from done, fin_ret, fin_len [T, P, N]) and the explained variance and fresh value loss
+        (critic_stats, from V_old and the returns [P, B]), each compiled from that source (the
+        functions the fused iteration calls), in float64 as the learner's torch call; None off
+        the CPU."""
+        if any(x.device.type != "cpu" for x in (done, fin_ret, values_old)):
+            return None
+        from trustrl.compute.compiled import iteration
+
+        f64 = np.float64
+        ep = _first_call_announced(
+            "episode_stats", "compiling the learner's metrics (once per machine, about 5 s; "
+            "cached on disk)", iteration.episode_stats, np.ascontiguousarray(_np(done)),
+            np.ascontiguousarray(_np(fin_ret), f64), np.ascontiguousarray(_np(fin_len), f64),
+            np.nan)
+        cs = _first_call_announced(
+            "critic_stats", "compiling the learner's metrics (once per machine, about 5 s; "
+            "cached on disk)", iteration.critic_stats,
+            np.ascontiguousarray(_np(values_old), f64), np.ascontiguousarray(_np(returns), f64),
+            np.nan)
+        return tuple(torch.from_numpy(np.asarray(x)) for x in (*ep, *cs))
+
+    @torch.no_grad()
+    def line_search_evaluation(self, net: PopActorCritic, batch: dict[str, Tensor],
+                               adv: Tensor, old_out: Tensor, flat_old: Tensor
+                               ) -> Callable[[Tensor], tuple[Tensor, Tensor]] | None:
+        """TRPO's line-search evaluation at candidates cand [P, D] (`surrogate_kl`), its
+        arguments converted once, with the whole search compiled as its `search`
+        (trust.line_search.line_search_steps bound to kernels.surrogate_kl_of: one call);
+        None where the kernels do not apply."""
+        if not _mlp_on_cpu(net) or not net.hidden_sizes:
+            return None
+        f32 = np.float32
+        policy = _policy(net)
+        args = (*policy[1:], np.ascontiguousarray(_np(batch["obs"]), f32),
+                *self._actions_in(net, batch["actions"]),
+                np.ascontiguousarray(_np(batch["logp_old"]), f32),
+                np.ascontiguousarray(_np(adv), f32), np.ascontiguousarray(_np(old_out), f32),
+                np.ascontiguousarray(_np(flat_old), f32), _mask(batch.get("action_mask")))
+        kernel = _kernels()["line_search"]
+
+        def evaluate(cand: Tensor) -> tuple[Tensor, Tensor]:
+            got = self.surrogate_kl(net, batch, adv, old_out, flat_old, cand)
+            assert got is not None
+            return got
+
+        def search(theta_old: Tensor, full_step: Tensor, surrogate_old: Tensor, max_kl: float,
+                   fracs: Tensor, searching: Tensor, lockstep: bool) -> tuple[Tensor, ...]:
+            got = _first_call_announced(
+                "line_search", "compiling TRPO's line search (once per machine, about 10 s; "
+                "cached on disk)", kernel, args, np.ascontiguousarray(_np(theta_old), f32),
+                np.ascontiguousarray(_np(full_step), f32),
+                np.ascontiguousarray(_np(surrogate_old), f32), float(max_kl),
+                np.ascontiguousarray(_np(fracs), f32), np.ascontiguousarray(_np(searching)),
+                bool(lockstep))
+            return tuple(torch.from_numpy(a) for a in got)
+
+        evaluate.search = search  # type: ignore[attr-defined]  # trust.line_search's hook
+        return evaluate
+
     @torch.no_grad()
     def diagnostics(self, net: PopActorCritic, batch: dict[str, Tensor], old_out: Tensor,
                     flat_old: Tensor, clip_eps: float, quantiles: tuple[float, ...]
@@ -501,7 +579,19 @@ class Compiled(ClosedForm):
                               float(residual_tol), bool(lockstep))
             return torch.from_numpy(x), torch.from_numpy(k), torch.from_numpy(res)
 
+        natural = _kernels()["natural_step"]
+
+        def natural_step(g: Tensor, iters: int, residual_tol: float, lockstep: bool,
+                         max_kl: float) -> tuple[Tensor, ...]:
+            """trust.cg.natural_step on these products, compiled: the CG, x^T F x and the
+            step in one call (float32 results, as the eager step's)."""
+            got = natural(args, np.ascontiguousarray(_np(g), np.float32), int(iters),
+                          float(residual_tol), bool(lockstep), float(max_kl))
+            return tuple(torch.from_numpy(a if a.dtype != np.float64 else a.astype(np.float32))
+                         for a in got)
+
         fvp.solve = solve  # type: ignore[attr-defined]  # trust.cg.conjugate_gradient's hook
+        fvp.natural_step = natural_step  # type: ignore[attr-defined]  # algos.trpo's hook
         return fvp
 
 

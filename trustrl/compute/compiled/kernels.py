@@ -20,7 +20,7 @@ from numba import njit
 
 from trustrl.compute.compiled.xp import compiled_source
 from trustrl.maths import advantages, distributions, losses, optim
-from trustrl.maths.trust import cg
+from trustrl.maths.trust import cg, line_search
 from trustrl.nets import popnet
 
 _TANH_CLAMP = np.float32(7.90531110763549805)  # tanh is 1 to float32 beyond this
@@ -428,11 +428,16 @@ def fisher_product_of(args, v):  # type: ignore[no-untyped-def]
     return out
 
 
-cg_steps = compiled_source(cg, ("cg_steps",), bind={"product": fisher_product_of}).cg_steps
+_CG = compiled_source(cg, ("cg_steps", "natural_step"), bind={"product": fisher_product_of})
+cg_steps = _CG.cg_steps
 """trustrl.maths.trust.cg.cg_steps compiled over trustrl.compute.compiled.xp with the compiled
 Fisher-vector
 product: TRPO's and NPG's whole conjugate gradient in one call (before: one call per product,
 the CG arithmetic in eager torch between them)."""
+natural_step = _CG.natural_step
+"""trustrl.maths.trust.cg.natural_step compiled the same way: the CG, x^T F x and the step
+size of TRPO and NPG in one call (its arithmetic after the CG in float64, the results
+returned as float32 by trustrl.compute.compiled)."""
 
 
 gae_into = compiled_source(advantages, ("gae_into",), ("gae_step",)).gae_into
@@ -550,6 +555,28 @@ def surrogate_kl(policy, obs, act_i, act_f, logp_old, adv, old_out, flat_old, re
         surr = surrogate_objective(policy_ratio(logp, logp_old[p]), adv[p])
         res[p, 0] = surr.astype(np.float64).mean()
         res[p, 1] = kl.astype(np.float64).mean()
+
+
+@njit(cache=True, error_model="numpy")
+def surrogate_kl_of(args, cand):  # type: ignore[no-untyped-def]
+    """(mean(rho A), mean KL(pi_old || pi)) per member [P] at the parameters cand [P, D]
+    (`surrogate_kl`), float32 as the eager evaluation returns them: the `evaluate` that
+    trustrl.maths.trust.line_search.line_search_steps calls, compiled. `args`: (sizes, relu,
+    discrete, c0, ls_off: a records.Policy's fields after flat; obs, act_i, act_f, logp_old,
+    adv, old_out, flat_old, mask: surrogate_kl's batch)."""
+    sizes, relu, discrete, c0, ls_off, obs, act_i, act_f, logp_old, adv, old_out, flat_old, \
+        mask = args
+    res = np.empty((logp_old.shape[0], 2), np.float64)
+    surrogate_kl((cand, sizes, relu, discrete, c0, ls_off), obs, act_i, act_f, logp_old, adv,
+                 old_out, flat_old, res, mask)
+    return res[:, 0].astype(np.float32), res[:, 1].astype(np.float32)
+
+
+line_search_steps = compiled_source(line_search, ("line_search_steps",),
+                                    bind={"evaluate": surrogate_kl_of}).line_search_steps
+"""trustrl.maths.trust.line_search.line_search_steps compiled over trustrl.compute.compiled.xp
+with the compiled evaluation `surrogate_kl_of`: TRPO's whole backtracking line search in one
+call (before: one call per candidate, the search's bookkeeping in eager torch between them)."""
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")

@@ -33,6 +33,7 @@ minimum, maximum, zeros_like = np.minimum, np.maximum, np.zeros_like  # torch's 
 exp, log, sqrt = np.exp, np.log, np.sqrt  # trustrl.maths.distributions' and trustrl.maths.optim's
 argmax, take_along_axis = np.argmax, np.take_along_axis  # trustrl.envs.step's
 finfo, full_like = np.finfo, np.full_like  # trustrl.maths.distributions.mask_logits'
+isfinite = np.isfinite  # trustrl.maths.trust.cg.natural_step's
 
 _jit = jit = njit(cache=True, error_model="numpy")
 """How trustrl.envs.classic's functions are compiled over this namespace (``bind``'s wrap)."""

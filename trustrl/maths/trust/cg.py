@@ -77,3 +77,22 @@ def cg_steps(args: Any, b: Any, iters: int, residual_tol: float, lockstep: bool)
         rr = o.where(active, rr_new, rr)
         k = k + active
     return x, k, o.sqrt(rr)
+
+
+def natural_step(args: Any, g: Any, iters: int, residual_tol: float, lockstep: bool,
+                 max_kl: float) -> Any:
+    """TRPO's and NPG's steps 3 and 4 for P members [P, D], over the array namespace `o` (torch
+    eagerly; NumPy under Numba in trustrl.compute.compiled, one call with its CG):
+    x ~= F^-1 g by `cg_steps` on the products `product(args, v)`, x^T F x (one more
+    product), and the step that spends the KL budget, 1/2 s^T F s = delta:
+    s = sqrt(2 delta / x^T F x) x, taken only where x^T F x is positive and finite (else 0).
+    Returns (x, products taken, ||r||, xFx, step size, s, g^T s, ok) per member."""
+    x, k, residual = cg_steps(args, g, iters, residual_tol, lockstep)
+    xFx = (x * product(args, x)).sum(1)
+    ok = (xFx > 0) & o.isfinite(xFx)
+    zero = o.zeros_like(xFx)
+    step_size = o.where(ok, o.sqrt(2.0 * max_kl / o.where(xFx > 1e-30, xFx, zero + 1e-30)),
+                        zero)
+    full_step = o.where(ok[:, None], step_size[:, None] * x, zero[:, None])
+    expected = o.where(ok, (g * full_step).sum(1), zero)
+    return x, k, residual, xFx, step_size, full_step, expected, ok

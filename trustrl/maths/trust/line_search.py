@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+o: Any = torch  # the array namespace of line_search_steps (trustrl.compute.compiled binds NumPy)
 
 
 @dataclass
@@ -31,6 +35,48 @@ class PopulationLineSearch:
     improvement: Tensor  # L(theta) - L(theta_old) of the accepted (or last) candidate
 
 
+def evaluate(args: Any, cand: Any) -> Any:
+    """(surrogate, mean KL to pi_old) per member at cand [P, D]: the eager binding's `args` is
+    the evaluation (a function of cand). The compiled binding of `line_search_steps`
+    (trustrl.compute.compiled) sets this name to a compiled evaluation of (its arguments,
+    cand)."""
+    return args(cand)
+
+
+def line_search_steps(args: Any, theta_old: Any, full_step: Any, surrogate_old: Any,
+                      max_kl: float, fracs: Any, searching: Any, lockstep: bool) -> Any:
+    """The backtracking search of P members [P, D] in step, written over the array namespace
+    `o` (torch eagerly; NumPy under Numba in trustrl.compute.compiled, the whole search one
+    call): candidate j is theta_old + fracs[j] * full_step (fracs [J] the fractions
+    backtrack_ratio^j, in theta's dtype) for every member still searching; a member accepts
+    its first candidate with mean KL <= max_kl and surrogate > surrogate_old, as
+    `evaluate(args, cand)` gives them. `searching` [P] leaves members out from the start. The
+    loop ends when no member searches, or after every candidate with lockstep. Returns
+    (theta, accepted, candidates tried, accepted fraction, kl, improvement): see
+    PopulationLineSearch."""
+    accepted = searching & ~searching
+    steps = o.zeros_like(surrogate_old)  # candidates tried while searching
+    frac_acc = o.zeros_like(surrogate_old)
+    kl_acc = o.full_like(surrogate_old, math.nan)
+    impr_acc = o.full_like(surrogate_old, math.nan)
+    theta = o.where(searching[:, None], theta_old, theta_old)  # a copy
+    for j in range(fracs.shape[0]):
+        pending = searching & ~accepted  # only ever shrinks: steps counts its tries
+        if not lockstep and not o.any(pending):
+            break
+        cand = theta_old + fracs[j] * full_step
+        surrogate, kl = evaluate(args, cand)
+        improvement = surrogate - surrogate_old
+        now = pending & (kl <= max_kl) & (improvement > 0)
+        theta = o.where(now[:, None], cand, theta)
+        steps = steps + pending
+        frac_acc = o.where(now, fracs[j], frac_acc)
+        kl_acc = o.where(pending, kl, kl_acc)
+        impr_acc = o.where(pending, improvement, impr_acc)
+        accepted = accepted | now
+    return theta, accepted, steps, frac_acc, kl_acc, impr_acc
+
+
 @torch.no_grad()
 def population_line_search(
     theta_old: Tensor,
@@ -48,32 +94,21 @@ def population_line_search(
     KL <= max_kl and surrogate > surrogate_old. `evaluate(theta [P, D])` returns (surrogate,
     mean KL to pi_old), each [P]. `searching` [P] leaves members out from the start (no step to
     take). The loop ends when no member searches, or after every candidate with lockstep (no
-    host synchronisation: what a CUDA graph can capture)."""
+    host synchronisation: what a CUDA graph can capture). `line_search_steps` runs it: eagerly,
+    or, where `evaluate` has a `search` (the compiled backend's evaluation), that compiled
+    binding of it in one call."""
     P = theta_old.shape[0]
     dev = theta_old.device
     pending0 = torch.ones(P, dtype=torch.bool, device=dev) if searching is None else searching
-    accepted = torch.zeros(P, dtype=torch.bool, device=dev)
-    steps = torch.zeros(P, device=dev)
-    frac_acc = torch.zeros(P, device=dev)
-    kl_acc = torch.full((P,), float("nan"), device=dev)
-    impr_acc = torch.full((P,), float("nan"), device=dev)
-    theta = theta_old.clone()
-    for j in range(max_backtracks):
-        pending = pending0 & ~accepted
-        if not lockstep and not bool(pending.any()):
-            break
-        frac = backtrack_ratio**j
-        cand = theta_old + frac * full_step
-        surrogate, kl = evaluate(cand)
-        improvement = surrogate - surrogate_old
-        now = pending & (kl <= max_kl) & (improvement > 0)
-        theta = torch.where(now[:, None], cand, theta)
-        steps = torch.where(pending, float(j + 1), steps)
-        frac_acc = torch.where(now, frac, frac_acc)
-        kl_acc = torch.where(pending, kl.to(kl_acc.dtype), kl_acc)
-        impr_acc = torch.where(pending, improvement.to(impr_acc.dtype), impr_acc)
-        accepted |= now
-    return PopulationLineSearch(theta, accepted, steps, frac_acc, kl_acc, impr_acc)
+    fracs = torch.tensor([backtrack_ratio**j for j in range(max_backtracks)],
+                         dtype=theta_old.dtype, device=dev)
+    search = getattr(evaluate, "search", None)
+    if search is not None:
+        got = search(theta_old, full_step, surrogate_old, max_kl, fracs, pending0, lockstep)
+    else:
+        got = line_search_steps(evaluate, theta_old, full_step, surrogate_old, max_kl, fracs,
+                                pending0, lockstep)
+    return PopulationLineSearch(*got)
 
 
 @torch.no_grad()
