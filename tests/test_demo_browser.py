@@ -71,12 +71,14 @@ def shots_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs_root(tmp_path_factory) -> Path:
-    """A real run: `trustrl train --total-steps 2048` (4 iterations of CartPole, seconds)."""
+    """A real run: `trustrl train --total-steps 2048 --preset chapter` (4 iterations of
+    CartPole, seconds)."""
     root = tmp_path_factory.mktemp("runs")
     tests = str(Path(__file__).parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-m", "trustrl.cli", "train", "--total-steps", "2048",
-                        "--runs-dir", str(root), "--quiet"], capture_output=True, text=True,
+                        "--preset", "chapter", "--runs-dir", str(root), "--quiet"],
+                       capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     return root

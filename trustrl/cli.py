@@ -153,7 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         parse_sets,
         preset_choice,
     )
-    from trustrl.training.train import resume, train
+    from trustrl.training.train import resume, start
 
     if args.resume:
         if (args.config or args.sets or args.env_id is not None
@@ -196,12 +196,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                   {k: v for k, v in flags.items() if v is not None})
         cfg = make_config(args.algo, args.env_id, *layers, cli=True)
         note = preset_choice(args.algo, cfg.env_id, *layers).note
-        if note:  # the budget is far below the preset's: say what was done
-            print(f"trustrl: {note}", file=sys.stderr)
         check_writable_dir(cfg.runs_dir, "runs_dir")
         if seeds is not None:
             check_population(cfg, len(seeds))
-        result = train(cfg, progress=not args.quiet, seeds=seeds)
+        trainer = start(cfg, progress=not args.quiet, seeds=seeds)  # train's first half
+        if note:  # the budget is far below the preset's: say what was done, once the run
+            print(f"trustrl: {note}", file=sys.stderr)  # is checked (a bad one: its error)
+        result = trainer.run(None)
     return _report(result)
 
 
