@@ -34,7 +34,7 @@ AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "CartPole-v1": {0.1: False, 0.3: True, 1.0: True},
     "Hopper-v5": {0.1: True},
     "LunarLander-v3": {0.1: False, 0.3: False},
-    "LunarLanderContinuous-v3": {0.1: False, 0.3: False},
+    "LunarLanderContinuous-v3": {0.1: False, 0.3: False, 1.0: True},
     "MountainCar-v0": {0.1: False, 0.3: False, 1.0: False},
     "MountainCarContinuous-v0": {0.3: False, 1.0: False},
     "Pendulum-v1": {0.1: True, 0.3: True, 1.0: False}}}
