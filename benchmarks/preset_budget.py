@@ -288,11 +288,11 @@ def rule_pick(records: list[dict[str, Any]], rules: dict[str, dict[float, bool]]
     """What a rule `rules` (derive_rule's form) would take at (env, f): the preset's source
     or 'none' (the preset where the defaults cannot run; the verdict of the largest measured
     fraction not above f; the defaults below the least)."""
+    from trustrl.settings.presets.budget import takes
+
     if "refused" in _cell(records, env, f, "none", HELDOUT_SEEDS):
         return preset_source(env)
-    at = rules.get(env, {})
-    below = [m for m in at if m <= f + 1e-9]
-    return preset_source(env) if below and at[max(below)] else "none"
+    return preset_source(env) if takes(rules.get(env, {}), f) else "none"
 
 
 def heldout_check(records: list[dict[str, Any]], env: str, f: float,

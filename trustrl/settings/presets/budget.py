@@ -80,18 +80,19 @@ def fraction(total_steps: int | None, values: dict[str, Any]) -> float:
     return total_steps / budget
 
 
-def band(algo: str, env_id: str, f: float) -> float | None:
-    """The measured fraction whose verdict holds at a budget of f: the largest not above f
-    (None: f is below the least measured)."""
-    below = [m for m in AUTO_PRESET_AT[algo][env_id] if m <= f + 1e-9]
+def band(at: dict[float, bool], f: float) -> float | None:
+    """Of the measured fractions `at` (an entry of AUTO_PRESET_AT, or derive_rule's), the one
+    whose verdict holds at a budget of f: the largest not above f (None: f is below the least
+    measured)."""
+    below = [m for m in at if m <= f + 1e-9]
     return max(below) if below else None
 
 
-def takes(algo: str, env_id: str, f: float) -> bool:
-    """Whether auto takes the preset of a ruled (algo, env_id) at a budget of f: where the
-    preset led the defaults at the band's measured fraction."""
-    m = band(algo, env_id, f)
-    return m is not None and AUTO_PRESET_AT[algo][env_id][m]
+def takes(at: dict[float, bool], f: float) -> bool:
+    """Whether the rule `at` takes the preset at a budget of f: where it passed at the band's
+    measured fraction (never below the least measured)."""
+    m = band(at, f)
+    return m is not None and at[m]
 
 
 def _pct(x: float) -> str:
@@ -108,8 +109,10 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
     budget = values.get("total_steps")
     total = total_steps if total_steps is not None else budget
     in_rule = ruled(algo, first, values, env_id)
+    at = AUTO_PRESET_AT[algo][env_id] if in_rule else {}
+    m, taken = band(at, f), takes(at, f)
     # a budget below the preset's where auto would not take it (out of the rule: any)
-    far = f < 1 and not (in_rule and takes(algo, env_id, f))
+    far = f < 1 and not taken
     where = (f"total_steps {total:,} is {_pct(f)} of {label}'s budget {budget:,}"
              if far and total and budget else "")
     if request != "auto":
@@ -126,13 +129,12 @@ def decide(algo: str, env_id: str, request: str, source: str, values: dict[str, 
                 f"measured against the defaults only; {DOCS}); --preset none runs trustrl's "
                 "defaults" if where and source == "zoo" else None)
         return Choice(label, values, reason, note)
-    m = band(algo, env_id, f)
-    if takes(algo, env_id, f):
+    if taken:
         return Choice(label, values, f"auto: {label}; total_steps is {_pct(f)} of its budget, "
                       f"and at {_pct(m)} it passed the rule's test against trustrl's defaults "
                       f"({DOCS})", None)
     where = f"total_steps {total:,} is {_pct(f)} of {label}'s budget {budget:,}"
-    why = (f"below the least fraction measured ({_pct(min(AUTO_PRESET_AT[algo][env_id]))})"
+    why = (f"below the least fraction measured ({_pct(min(at))})"
            if m is None else
            f"and at {_pct(m)} it did not pass the rule's test against trustrl's defaults")
     if total is not None and total < defaults_batch:
