@@ -37,6 +37,26 @@ def test_tanh_approximation_is_within_a_few_ulp_of_numpy():
     assert np.array_equal(r, np.maximum(x, 0.0))
 
 
+def test_last_axis_argmax_and_sum_equal_numpys():
+    """compiled.xp's argmax and sum over the last axis (row loops; Numba's with an axis run a
+    generic loop) give NumPy's answer: ties to the first maximum, a NaN as the maximum (its
+    first index), any leading shape, float32 sums in float32."""
+    from trustrl.compute.compiled import xp
+
+    g = np.random.default_rng(3)
+    for shape in ((1, 4, 2), (3, 5, 7), (6, 1), (2, 3, 4, 3)):
+        x = g.standard_normal(shape).astype(np.float32)
+        x.reshape(-1, shape[-1])[::2, -1] = x.reshape(-1, shape[-1])[::2, 0]  # ties
+        got = xp.argmax(x, -1)
+        assert got.shape == shape[:-1] and np.array_equal(got, np.argmax(x, -1))
+        s = xp.sum(x, -1)
+        assert s.dtype == np.float32 and s.shape == shape[:-1]
+        np.testing.assert_allclose(s, x.sum(-1), rtol=1e-6, atol=1e-6)
+    x = np.array([[0.0, np.nan, 5.0, np.nan], [np.nan, 1.0, 2.0, 3.0], [1.0, 3.0, 3.0, 2.0]],
+                 np.float32)
+    assert np.array_equal(xp.argmax(x, -1), np.argmax(x, -1))
+
+
 def _net(P: int, activation: str, hidden=(64, 64), obs_dim=4, seed=0):
     torch.manual_seed(seed)
     pols = [ActorCritic(obs_dim, DISCRETE, hidden, activation) for _ in range(P)]

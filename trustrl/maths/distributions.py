@@ -123,20 +123,20 @@ def log_softmax(x: Any) -> Any:
     logit of 100 is inf in float32), or a softmax followed by a log (log 0 = -inf for a very
     unlikely action, where the shifted form stays finite)."""
     shifted = x - o.amax(x, -1)[..., None]
-    return shifted - o.log(o.exp(shifted).sum(-1))[..., None]
+    return shifted - o.log(o.sum(o.exp(shifted), -1))[..., None]
 
 
 def categorical_entropy(logp: Any) -> Any:
     """H = -sum_a p(a) log p(a) per row, from the log-probabilities over the last axis (a
     masked action's p is exactly 0, so its finite MASKED_LOGIT-like log p adds 0)."""
-    return -(o.exp(logp) * logp).sum(-1)
+    return -o.sum(o.exp(logp) * logp, -1)
 
 
 def categorical_kl(logp_p: Any, logp_q: Any) -> Any:
     """KL(p || q) = sum_a p(a) (log p(a) - log q(a)) per row, exactly, from log-probabilities
     over the last axis. The easy mistake: the arguments' order (PPO's diagnostics and penalty
     take pi_old as p)."""
-    return (o.exp(logp_p) * (logp_p - logp_q)).sum(-1)
+    return o.sum(o.exp(logp_p) * (logp_p - logp_q), -1)
 
 
 # --- the categorical's derivatives in the logits, written once ---------------------------------
