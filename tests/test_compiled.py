@@ -57,6 +57,48 @@ def test_last_axis_argmax_and_sum_equal_numpys():
     assert np.array_equal(xp.argmax(x, -1), np.argmax(x, -1))
 
 
+def test_stale_caches_are_dropped_under_numba_cache_dir(tmp_path, monkeypatch):
+    """With NUMBA_CACHE_DIR set, Numba keeps the compiled functions of each source there (a
+    folder per source folder); a change to any compiled source drops trustrl's cache files
+    there too, and only those, so that no kernel keeps an older copy of a function inlined
+    from another file."""
+    from pathlib import Path
+
+    from numba.core import caching, config
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))
+    root = Path(compiled.__file__).resolve().parents[2]
+    folders = set()
+    for rel in compiled._SOURCES:
+        source = root / rel
+        folder = compiled._cache_folder(source)
+        # Numba's own locator for a function of that file
+        locator = caching.UserProvidedCacheLocator.from_function(_net, str(source))
+        assert folder == Path(locator.get_cache_path())
+        folders.add(folder)
+    assert len(folders) == len({(root / rel).parent for rel in compiled._SOURCES})
+
+    def fill() -> None:
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in ("k.f-1.py311.nbi", "k.f-1.py311.1.nbc", "other.txt"):
+                (folder / name).write_text("x")
+
+    fill()
+    stamp = compiled._cache_folder(Path(compiled.__file__).resolve()) / "numba-sources.sha256"
+    stamp.write_text("an older fingerprint")
+    compiled._drop_stale_caches()
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir() if p != stamp) == ["other.txt"]
+    fingerprint = stamp.read_text()
+    assert fingerprint != "an older fingerprint"
+    fill()  # nothing changed since: kept
+    compiled._drop_stale_caches()
+    for folder in folders:
+        assert len([p for p in folder.iterdir() if p != stamp]) == 3
+    assert stamp.read_text() == fingerprint
+
+
 def _net(P: int, activation: str, hidden=(64, 64), obs_dim=4, seed=0):
     torch.manual_seed(seed)
     pols = [ActorCritic(obs_dim, DISCRETE, hidden, activation) for _ in range(P)]

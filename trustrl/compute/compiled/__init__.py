@@ -109,12 +109,27 @@ only a function's own
 file, but a compiled function includes the code of those it calls from other files."""
 
 
+def _cache_folder(source: Any) -> Any:
+    """The folder where Numba's disk cache keeps the compiled functions of the file `source`
+    (a Path): its folder under NUMBA_CACHE_DIR where that is set (Numba's name for it: the
+    source folder's name and a digest of its path), else the __pycache__ beside it."""
+    from pathlib import Path
+
+    from numba.core import config
+    from numba.core.caching import _CacheLocator
+
+    if config.CACHE_DIR:
+        return Path(config.CACHE_DIR) / _CacheLocator.get_suitable_cache_subpath(str(source))
+    return source.parent / "__pycache__"
+
+
 def _drop_stale_caches() -> None:
     """Delete trustrl's Numba cache files when any of `_SOURCES` changed since they were written
     (a fingerprint of their contents is kept beside them), so that compiled code never
     includes an older version of a function from another file (an edited checkout; an
-    installed package rewrites every file, which Numba notices itself). Only where the cache
-    folders are writable; silent otherwise."""
+    installed package rewrites every file, which Numba notices itself). The cache folders are
+    Numba's: NUMBA_CACHE_DIR's where it is set, else the __pycache__ beside each source. Only
+    where they are writable; silent otherwise."""
     import hashlib
     from pathlib import Path
 
@@ -126,14 +141,14 @@ def _drop_stale_caches() -> None:
         except OSError:
             return
     digest = h.hexdigest()
-    stamp = Path(__file__).resolve().parent / "__pycache__" / "numba-sources.sha256"
+    stamp = _cache_folder(Path(__file__).resolve()) / "numba-sources.sha256"
     try:
         if stamp.read_text() == digest:
             return
     except OSError:
         pass
     try:
-        for folder in {(root / rel).parent / "__pycache__" for rel in _SOURCES}:
+        for folder in {_cache_folder(root / rel) for rel in _SOURCES}:
             for f in folder.glob("*.nb[ic]"):
                 f.unlink(missing_ok=True)
         stamp.parent.mkdir(exist_ok=True)
