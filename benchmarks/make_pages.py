@@ -487,6 +487,33 @@ def purejaxrl_pairs(folder: Path) -> list[str]:
                  rows)
 
 
+def purejaxrl_ab(folder: Path) -> list[str]:
+    """trustrl against PureJaxRL at two commits, row by row: full_run_A.json (every row) and
+    rows_one_seeds_B.json (`--rows one seeds --no-e2e`), A and B the commits in the names; each
+    cell the median of the pairs' ratios, the pairs, and trustrl's SPS (median, range)."""
+    (full,) = sorted(folder.glob("full_run_*.json"))
+    (rows,) = sorted(folder.glob("rows_one_seeds_*.json"))
+    runs = {f.stem.rsplit("_", 1)[1]: json.loads(f.read_text()) for f in (full, rows)}
+    names = {"one": "1 seed x 4 envs", "seeds": "16 seeds x 4 envs", "wide": "1 seed x 64 envs"}
+
+    def cell(r: dict[str, Any] | None) -> tuple[str, list[float]]:
+        if r is None:
+            return "not run", []
+        pairs = ratios(r["trustrl_sps"], r["purejaxrl_sps"])
+        xs = r["trustrl_sps"]
+        return (f"**{med(pairs):.2f}x** ({listed(pairs, 2)}); trustrl {num(med(xs))} SPS "
+                f"({num(min(xs))}-{num(max(xs))})"), pairs
+
+    out = []
+    for key, label in names.items():
+        cells = [cell(run.get(key)) for run in runs.values()]
+        pairs = [x for _, ps in cells for x in ps]
+        met = sum(x >= 1.0 for x in pairs)
+        out.append([label, *(c for c, _ in cells),
+                    f">= 1.0x: met in {met} of {len(pairs)} pairs"])
+    return table(["row", *(f"{c}: trustrl / PureJaxRL (pairs)" for c in runs), "goal"], out)
+
+
 GPU_SETTINGS = {"single": ("single: 4 envs x 128 steps, 4 minibatches", "default"),
                 "envs2048": ("2048 envs x 128 steps, 8 minibatches", "wide"),
                 "seeds1024": ("1024 seeds, 4 envs x 128 steps each", "seeds"),
@@ -578,7 +605,7 @@ def transcribed(path: Path) -> list[str]:
 
 BLOCKS: dict[str, Callable[[Path], list[str]]] = {
     "transcribed": transcribed, "mujoco_table": mujoco_table, "atari_threads": atari_threads,
-    "purejaxrl_pairs": purejaxrl_pairs, "gpu_session": gpu_session,
+    "purejaxrl_pairs": purejaxrl_pairs, "purejaxrl_ab": purejaxrl_ab, "gpu_session": gpu_session,
     "pendulum_gamma": pendulum_gamma}
 """What a block of a marked page may be: its kind -> the renderer of its file or folder."""
 
