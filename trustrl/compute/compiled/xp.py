@@ -139,8 +139,8 @@ def _std_impl(x, axis):  # type: ignore[no-untyped-def]
 def argmax(x, axis):  # type: ignore[no-untyped-def]
     """np.argmax over the last axis (`axis` -1, the only one the sources take it over:
     trustrl.envs.step.categorical_sample), one loop per row, the first maximum's index as
-    np.argmax's: Numba's np.argmax with an axis runs a generic loop (0.52 against 0.05 us for
-    the [1, 4, 2] of one CartPole step)."""
+    np.argmax's: Numba's np.argmax with an axis runs a generic loop (on the [1, 4, 2] of one
+    CartPole step 1.51 against 0.10 us, timed one after the other in one process)."""
     rows, out = _rows(x, np.int64)
     for i in range(rows.shape[0]):
         best = 0
