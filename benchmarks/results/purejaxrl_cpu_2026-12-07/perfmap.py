@@ -1,4 +1,4 @@
-"""Write perf's map /tmp/perf-PID.map (perf's convention for code made at run time) of every
+"""Write perf's map perf-PID.map (in the folder where perf reads it: `PERF_MAP_DIR`) of every
 compiled Numba function in this process whose object code Numba still holds: those compiled in
 this process, not loaded from the disk cache (so run with an empty NUMBA_CACHE_DIR). Each
 library's symbols come from `nm` on its object code, placed by its entry point's address."""
@@ -7,6 +7,10 @@ import gc
 import os
 import subprocess
 import tempfile
+
+PERF_MAP_DIR = os.path.join(os.sep, "tmp")
+"""perf reads the symbols of code made at run time from this fixed folder on every Linux
+machine (not TMPDIR)."""
 
 
 def write() -> int:
@@ -49,6 +53,6 @@ def write() -> int:
                 continue
             for name, (off, size) in syms.items():
                 lines.append(f"{base + off:x} {size:x} {name[:200]}")
-    with open(f"/tmp/perf-{os.getpid()}.map", "w") as fh:
+    with open(os.path.join(PERF_MAP_DIR, f"perf-{os.getpid()}.map"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     return len(lines)
