@@ -97,6 +97,10 @@ def test_stale_caches_are_dropped_under_numba_cache_dir(tmp_path, monkeypatch):
     for folder in folders:
         assert len([p for p in folder.iterdir() if p != stamp]) == 3
     assert stamp.read_text() == fingerprint
+    # a Numba without that (private) naming: the folder beside the source, no error
+    monkeypatch.delattr(caching, "_CacheLocator")
+    source = root / compiled._SOURCES[0]
+    assert compiled._cache_folder(source) == source.parent / "__pycache__"
 
 
 def _net(P: int, activation: str, hidden=(64, 64), obs_dim=4, seed=0):

@@ -115,11 +115,15 @@ def _cache_folder(source: Any) -> Any:
     source folder's name and a digest of its path), else the __pycache__ beside it."""
     from pathlib import Path
 
-    from numba.core import config
-    from numba.core.caching import _CacheLocator
+    try:
+        from numba.core import config
+        from numba.core.caching import _CacheLocator  # Numba's own naming, not public
 
-    if config.CACHE_DIR:
-        return Path(config.CACHE_DIR) / _CacheLocator.get_suitable_cache_subpath(str(source))
+        if config.CACHE_DIR:
+            return Path(config.CACHE_DIR) / _CacheLocator.get_suitable_cache_subpath(
+                str(source))
+    except (ImportError, AttributeError):  # another Numba: the in-tree folder, as before
+        pass
     return source.parent / "__pycache__"
 
 
