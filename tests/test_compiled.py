@@ -97,6 +97,12 @@ def test_stale_caches_are_dropped_under_numba_cache_dir(tmp_path, monkeypatch):
     for folder in folders:
         assert len([p for p in folder.iterdir() if p != stamp]) == 3
     assert stamp.read_text() == fingerprint
+    # a cache folder not made yet (a first run with NUMBA_CACHE_DIR): the fingerprint is
+    # written, so the second run keeps what the first compiled
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "fresh" / "cache"))
+    compiled._drop_stale_caches()
+    fresh = compiled._cache_folder(Path(compiled.__file__).resolve()) / "numba-sources.sha256"
+    assert fresh.read_text() == fingerprint
     # a Numba without that (private) naming: the folder beside the source, no error
     monkeypatch.delattr(caching, "_CacheLocator")
     source = root / compiled._SOURCES[0]

@@ -155,7 +155,7 @@ def _drop_stale_caches() -> None:
         for folder in {_cache_folder(root / rel) for rel in _SOURCES}:
             for f in folder.glob("*.nb[ic]"):
                 f.unlink(missing_ok=True)
-        stamp.parent.mkdir(exist_ok=True)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(digest)
     except OSError:
         pass
