@@ -109,8 +109,8 @@ def test_auto_keeps_the_preset_below_one_batch_of_the_defaults():
     ("trpo", "CartPole-v1", "chapter:CartPole-v1"),  # the chapter's, for TRPO
     ("trpo", "LunarLander-v3", "zoo:LunarLander-v3"),  # TRPO: not measured
     ("ppo", "ALE/Pong-v5", "cleanrl:ALE/Pong-v5"),
-    ("ppo", "HalfCheetah-v5", "zoo:HalfCheetah-v5"),  # not measured against the defaults
-    ("ppo", "BipedalWalker-v3", "zoo:BipedalWalker-v3"),  # not measured
+    ("ppo", "Humanoid-v5", "zoo:Humanoid-v5"),  # not measured against the defaults
+    ("ppo", "BipedalWalkerHardcore-v3", "zoo:BipedalWalkerHardcore-v3"),  # not measured
 ])
 def test_presets_out_of_the_rule_are_kept_and_said(algo, env, label):
     c = choose(algo, env, "auto", 4096, DEFAULTS_BATCH)
