@@ -109,7 +109,8 @@ def test_the_gymnasium_collector_trains_eagerly_on_a_cold_cache_too(monkeypatch,
     assert lr.algo.backend.name == "closed-form" and lr.cfg.grad_backend == "closed-form"
     assert lr.collector.acting is None
     lr.iterate()
-    for cached, sets, cold in ((True, {}, True), (False, {"total_steps": 10**6}, True),
+    for cached, sets, cold in ((True, {}, True),
+                               (False, {"total_steps": learners.COMPILE_PAYS_STEPS}, True),
                                (False, {}, False)):
         lr = _gym_learner(monkeypatch, cached=cached, cold_start=cold,
                           **{"total_steps": 4096, **sets})

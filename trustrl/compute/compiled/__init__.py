@@ -339,7 +339,7 @@ class Compiled(ClosedForm):
             np.ascontiguousarray(_np(order)), int(algo.minibatch_size), np.ones(P, np.bool_),
             kl_stop, f32(algo.target_kl if kl_stop else 0.0), True, last, runs)
         _compiling_objective(f"ppo_epochs:{kernel.source_tag}", "compiling PPO's update (once "
-                             "per machine, about 20 s; cached on disk)", kernel, *args)
+                             "per machine, about a minute; cached on disk)", kernel, *args)
         _count_epochs(opt, runs, order.shape[0], math.ceil(N / algo.minibatch_size))
         s = torch.from_numpy(last)
         columns = ("policy_loss", "value_loss", "grad_norm", "clip_fraction_mb", "kl_penalty")
@@ -393,7 +393,7 @@ class Compiled(ClosedForm):
                                      out["diag"], out["stats"], out["action_mask"]))
         _compiling_objective(f"ppo_iteration:{rollout.dynamics.env_id}:{kernel.source_tag}",
                               f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
-                              "per machine, about 60 s; cached on disk)", kernel, *args)
+                              "per machine, about 4 minutes; cached on disk)", kernel, *args)
         _count_epochs(opt, out["epochs_run"], order.shape[0], -(-(T * N) // minibatch_size))
         return out
 
