@@ -201,20 +201,17 @@ def _prepare(algo: Algorithm, net: PopNet) -> None:
         prepare(net, algo.kernels)
 
 
-COMPILE_SECONDS = 221
-"""What compiling a run's kernels takes on an empty Numba cache: `trustrl train
---set grad_backend=compiled` on CartPole-v1 (PPO's chapter preset, 100,000 steps), the whole
-training time (metrics.csv's wall_time) less that of the same command with the cache warm, 2
-idle cores (docs/compiled.md, "Cold start", 2026-12-07)."""
 EAGER_SPS = 4_200
-"""That run's env steps per second trained eagerly (closed form, NumPy rollout)."""
+"""The env steps per second of compiled.ITERATION_COMPILE_SECONDS's run, trained eagerly (closed
+form, NumPy rollout)."""
 COMPILED_SPS = 25_000
 """That run's env steps per second trained compiled."""
-COMPILE_PAYS_STEPS = int(round(COMPILE_SECONDS / (1 / EAGER_SPS - 1 / COMPILED_SPS), -4))
+COMPILE_PAYS_STEPS = int(round(
+    compiled.ITERATION_COMPILE_SECONDS / (1 / EAGER_SPS - 1 / COMPILED_SPS), -4))
 """On a machine whose Numba cache lacks a run's kernels, `grad_backend` 'auto' compiles them
 only for a run of at least this many env steps (all members together): from there compiling
-and then training compiled ends no later than training eagerly (COMPILE_SECONDS at the two
-speeds above); a shorter new run trains eagerly (closed form, NumPy rollout)."""
+and then training compiled ends no later than training eagerly (the compile's seconds at the
+two speeds above); a shorter new run trains eagerly (closed form, NumPy rollout)."""
 
 
 def cold_start_eager(cfg: Any, algo: Algorithm, members: int, gym: bool = False,
@@ -231,9 +228,9 @@ def cold_start_eager(cfg: Any, algo: Algorithm, members: int, gym: bool = False,
     if steps >= COMPILE_PAYS_STEPS or compiled.run_cached(algo, cfg.env_id, masked, gym=gym):
         return None
     return (f"training eagerly: the compiled kernels of this run are not on this machine yet, "
-            f"and compiling them (about {COMPILE_SECONDS / 60:.0f} minutes, once) pays off "
-            f"from about "
-            f"{COMPILE_PAYS_STEPS:,} steps; --set grad_backend=compiled compiles them now, "
+            f"and compiling them (about {compiled.ITERATION_COMPILE_SECONDS / 60:.0f} minutes, "
+            f"once) pays off from about {COMPILE_PAYS_STEPS:,} steps; "
+            "--set grad_backend=compiled compiles them now, "
             "for this and every later run")
 
 

@@ -68,6 +68,12 @@ STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
 
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
+ITERATION_COMPILE_SECONDS = 221
+"""What compiling PPO's fused iteration (with everything it calls) takes on an empty Numba
+cache: `trustrl train --set grad_backend=compiled` on CartPole-v1 (PPO's chapter preset,
+100,000 steps), its training time (metrics.csv's wall_time) less that of the same command with
+the cache warm, 2 idle cores (docs/compiled.md, "Cold start", 2026-12-07). The note printed
+while it compiles and the cold-start rule (learners.COMPILE_PAYS_STEPS) read it."""
 _KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "natural_step", "surrogate_kl",
                  "line_search", "policy_gradient")
 
@@ -393,7 +399,8 @@ class Compiled(ClosedForm):
                                      out["diag"], out["stats"], out["action_mask"]))
         _compiling_objective(f"ppo_iteration:{rollout.dynamics.env_id}:{kernel.source_tag}",
                               f"compiling PPO's iteration on {rollout.dynamics.env_id} (once "
-                              "per machine, about 4 minutes; cached on disk)", kernel, *args)
+                              f"per machine, about {ITERATION_COMPILE_SECONDS / 60:.0f} "
+                              "minutes; cached on disk)", kernel, *args)
         _count_epochs(opt, out["epochs_run"], order.shape[0], -(-(T * N) // minibatch_size))
         return out
 
