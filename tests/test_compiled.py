@@ -648,6 +648,59 @@ def test_compiling_is_announced_and_loading_from_the_disk_cache_is_not(capsys, m
     assert err[0] == "trustrl: compiling X" and err[1].startswith("trustrl: compiled in ")
 
 
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_what_trustrl_compiles_llvm_optimises_at_its_level_and_a_users_level_stands(
+        monkeypatch, on_disk):
+    """Numba's pass builders read its optimisation level at each compile: inside
+    `_announce_compiling` (every kernel's first call) they get compiled.OPT_LEVEL, with the
+    announcement or without it; outside, and where the user set NUMBA_OPT, Numba's own
+    level; the level is back after the block."""
+    from numba import njit
+    from numba.core import codegen, config
+
+    seen: list[int] = []
+    pass_builder = codegen.CPUCodegen._pass_builder
+
+    def spy(self, **kw):  # type: ignore[no-untyped-def]
+        if "opt" not in kw:  # the full passes (Numba's cheap pass asks for level 0 itself)
+            seen.append(int(config.OPT))
+        return pass_builder(self, **kw)
+
+    monkeypatch.setattr(codegen.CPUCodegen, "_pass_builder", spy)
+    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    config.reload_config()  # Numba re-reads its settings at a compile when NUMBA_* changed
+    monkeypatch.setattr(config, "OPT", type(config.OPT)(3))
+    monkeypatch.setattr(compiled, "_cached", lambda k: on_disk)
+
+    @njit
+    def inside(x):  # type: ignore[no-untyped-def]
+        return x + 1
+
+    with compiled._announce_compiling("compiling X", inside):
+        inside(1)
+    assert seen and set(seen) == {compiled.OPT_LEVEL} and compiled.OPT_LEVEL != 3
+    assert int(config.OPT) == 3
+    seen.clear()
+
+    @njit
+    def outside(x):  # type: ignore[no-untyped-def]
+        return x + 2
+
+    outside(1)
+    assert seen and set(seen) == {3}
+    seen.clear()
+    monkeypatch.setenv("NUMBA_OPT", "3")
+    config.reload_config()  # as at a process start with NUMBA_OPT set: no reload in the block
+
+    @njit
+    def users(x):  # type: ignore[no-untyped-def]
+        return x + 3
+
+    with compiled._announce_compiling("compiling X", users):
+        users(1)
+    assert seen and set(seen) == {3}
+
+
 def test_a_kernel_with_code_on_disk_counts_as_cached():
     """_cached reads Numba's index file: a kernel called in this session (so compiled or
     loaded, and written to the cache) is cached; a new function never compiled is not."""

@@ -68,11 +68,12 @@ STATS = ("ep_return_mean", "ep_length_mean", "episodes", "explained_variance",
 
 _KERNELS: dict[str, Any] = {}
 _READY: dict[str, bool] = {}  # kernels called once in this process (loaded or compiled)
-ITERATION_COMPILE_SECONDS = 221
+ITERATION_COMPILE_SECONDS = 131
 """What compiling PPO's fused iteration (with everything it calls) takes on an empty Numba
 cache: `trustrl train --set grad_backend=compiled` on CartPole-v1 (PPO's chapter preset,
 100,000 steps), its training time (metrics.csv's wall_time) less that of the same command with
-the cache warm, 2 idle cores (docs/compiled.md, "Cold start", 2026-12-07). The note printed
+the cache warm, on one core with the other idle, at `OPT_LEVEL` (docs/compiled.md, "LLVM's
+optimisation level", 2026-12-07: 131 s; 220 s at Numba's default level). The note printed
 while it compiles and the cold-start rule (learners.COMPILE_PAYS_STEPS) read it."""
 _KERNEL_NAMES = ("critic_fit", "fisher_product", "cg_steps", "natural_step", "surrogate_kl",
                  "line_search", "policy_gradient")
@@ -209,46 +210,47 @@ class Compiled(ClosedForm):
             print("trustrl: compiling the compiled backend's kernels (once per machine, about "
                   "20 s; cached on disk)", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        d, n, relu = net.obs_dim, net.n_out, net.activation == "relu"
-        f32 = np.float32
-        if "critic_fit" in kernels:
-            D = 2 * d + 5
-            ks["critic_fit"](np.zeros((1, D + 1), f32), 1, np.array((d, 2, 1), np.int64), relu,
-                             records.Adam(np.zeros((1, D), f32), np.zeros((1, D), f32),
-                                          np.zeros(1), 1e-3, 0.9, 0.999, 1e-8),
-                             np.zeros((1, 2, d), f32), np.zeros((1, 2), f32),
-                             np.zeros((1, 1, 2), np.int64), 2, np.zeros(1, f32))
-        if "fisher_product" in kernels and net.hidden_sizes:
-            L = len(net.hidden_sizes)  # the hidden outputs' tuple has one array per layer
-            sizes = np.array((d, *(2,) * L, n), np.int64)
-            A = int((sizes[:-1] * sizes[1:] + sizes[1:]).sum())  # the actor's parameters
-            D = A + n  # and the log-std
-            args = (np.zeros((1, D), f32), sizes, relu, np.zeros((1, 2, d), f32),
-                    tuple(np.zeros((1, 2, 2), f32) for _ in range(L)),
-                    np.ones((1, 2, n), f32), net.discrete, 0.1, A)
-            ks["fisher_product"](*args[:7], np.zeros((1, D), f32), *args[7:],
-                                 np.zeros((1, D), f32))
-            if "cg_steps" in kernels:
-                ks["cg_steps"](args, np.ones((1, D), f32), 2, 1e-10, False)
-            if "natural_step" in kernels:
-                ks["natural_step"](args, np.ones((1, D), f32), 2, 1e-10, False, 0.01)
-        D = 2 * d + 2 + 3 * n + n  # one hidden layer of 2, the critic and the log-std
-        policy = records.Policy(np.zeros((1, D), f32), np.array((d, 2, n), np.int64), relu,
-                                net.discrete, 0, D - n)
-        batch = (np.zeros((1, 2, d), f32), *self._actions_in(
-            net, torch.zeros((1, 2), dtype=torch.long) if net.discrete
-            else torch.zeros((1, 2, n))), np.zeros((1, 2), f32), np.zeros((1, 2), f32))
-        if "surrogate_kl" in kernels and net.hidden_sizes:
-            ks["surrogate_kl"](policy, *batch, np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
-                               np.zeros((1, 2)), _mask(None))
-        if "line_search" in kernels and net.hidden_sizes:
-            theta = np.zeros((1, D), f32)
-            ks["line_search"]((*policy[1:], *batch, np.zeros((1, 2, n), f32), theta,
-                               _mask(None)), theta, theta, np.zeros(1, f32), 0.01,
-                              np.ones(2, f32), np.ones(1, np.bool_), False)
-        if "policy_gradient" in kernels and net.hidden_sizes:
-            ks["policy_gradient"](policy, *batch, np.zeros((1, D), f32),
-                                  np.zeros((1, 2, n), f32), np.zeros(1), _mask(None))
+        with _opt_level():  # what this compiles, at trustrl's level
+            d, n, relu = net.obs_dim, net.n_out, net.activation == "relu"
+            f32 = np.float32
+            if "critic_fit" in kernels:
+                D = 2 * d + 5
+                ks["critic_fit"](np.zeros((1, D + 1), f32), 1, np.array((d, 2, 1), np.int64), relu,
+                                 records.Adam(np.zeros((1, D), f32), np.zeros((1, D), f32),
+                                              np.zeros(1), 1e-3, 0.9, 0.999, 1e-8),
+                                 np.zeros((1, 2, d), f32), np.zeros((1, 2), f32),
+                                 np.zeros((1, 1, 2), np.int64), 2, np.zeros(1, f32))
+            if "fisher_product" in kernels and net.hidden_sizes:
+                L = len(net.hidden_sizes)  # the hidden outputs' tuple has one array per layer
+                sizes = np.array((d, *(2,) * L, n), np.int64)
+                A = int((sizes[:-1] * sizes[1:] + sizes[1:]).sum())  # the actor's parameters
+                D = A + n  # and the log-std
+                args = (np.zeros((1, D), f32), sizes, relu, np.zeros((1, 2, d), f32),
+                        tuple(np.zeros((1, 2, 2), f32) for _ in range(L)),
+                        np.ones((1, 2, n), f32), net.discrete, 0.1, A)
+                ks["fisher_product"](*args[:7], np.zeros((1, D), f32), *args[7:],
+                                     np.zeros((1, D), f32))
+                if "cg_steps" in kernels:
+                    ks["cg_steps"](args, np.ones((1, D), f32), 2, 1e-10, False)
+                if "natural_step" in kernels:
+                    ks["natural_step"](args, np.ones((1, D), f32), 2, 1e-10, False, 0.01)
+            D = 2 * d + 2 + 3 * n + n  # one hidden layer of 2, the critic and the log-std
+            policy = records.Policy(np.zeros((1, D), f32), np.array((d, 2, n), np.int64), relu,
+                                    net.discrete, 0, D - n)
+            batch = (np.zeros((1, 2, d), f32), *self._actions_in(
+                net, torch.zeros((1, 2), dtype=torch.long) if net.discrete
+                else torch.zeros((1, 2, n))), np.zeros((1, 2), f32), np.zeros((1, 2), f32))
+            if "surrogate_kl" in kernels and net.hidden_sizes:
+                ks["surrogate_kl"](policy, *batch, np.zeros((1, 2, n), f32), np.zeros((1, D), f32),
+                                   np.zeros((1, 2)), _mask(None))
+            if "line_search" in kernels and net.hidden_sizes:
+                theta = np.zeros((1, D), f32)
+                ks["line_search"]((*policy[1:], *batch, np.zeros((1, 2, n), f32), theta,
+                                   _mask(None)), theta, theta, np.zeros(1, f32), 0.01,
+                                  np.ones(2, f32), np.ones(1, np.bool_), False)
+            if "policy_gradient" in kernels and net.hidden_sizes:
+                ks["policy_gradient"](policy, *batch, np.zeros((1, D), f32),
+                                      np.zeros((1, 2, n), f32), np.zeros(1), _mask(None))
         if cold:
             print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
                   flush=True)
@@ -888,17 +890,46 @@ def _announce_compiling(what: str, *kernels: Any) -> Any:
     """Print "trustrl: <what>" on stderr before the block and how long it took after it, when
     one of `kernels` has no compiled code on disk for its current source (the first run on a
     machine, or an edited checkout): loading cached code says nothing, however long a loaded
-    machine takes to do it."""
+    machine takes to do it. What the block compiles, LLVM optimises at `OPT_LEVEL`."""
     if all(_cached(k) for k in kernels):
-        yield
+        with _opt_level():
+            yield
         return
     print(f"trustrl: {what}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        yield
+        with _opt_level():
+            yield
     finally:
         print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
               flush=True)
+
+
+OPT_LEVEL = 2
+"""LLVM's optimisation level for the kernels trustrl compiles (what Numba's NUMBA_OPT sets; its
+default is 3), unless the user set NUMBA_OPT: on PPO's fused iteration level 2 compiled in
+0.59x the time of level 3 (131 s against 220 s) and trained as fast, within the noise of the
+measurement (docs/compiled.md, "LLVM's optimisation level")."""
+
+
+@contextlib.contextmanager
+def _opt_level() -> Any:
+    """Numba's optimisation level set to `OPT_LEVEL` for the block (what Numba compiles in it:
+    its pass builders read the level at each compile), and back after it; where the user set
+    NUMBA_OPT, theirs."""
+    import os
+
+    from numba.core import config
+
+    before = config.OPT
+    if "NUMBA_OPT" in os.environ or before != 3 or getattr(before, "is_opt_max", False):
+        yield  # the user's level (or one set in this process) stands
+        return
+    config.OPT = type(before)(OPT_LEVEL)
+    try:
+        yield
+    finally:
+        config.OPT = before
 
 
 _ROLLOUTS: dict[tuple[str, bool], CompiledRollout] = {}
