@@ -47,8 +47,9 @@ PLAN: list[tuple[str, float, tuple[int, ...]]] = [
     # (env, fraction of the preset's budget, seeds), in the order they run: the cheap cells
     # first (MountainCarContinuous' budget is 20k, CartPole's and Pendulum's about 100k; the
     # classic-control envs run on the batched collector), then the larger fractions and
-    # Box2D, then MuJoCo and BipedalWalker at 10%, then MuJoCo at 30% (the zoo's Humanoid and
-    # HumanoidStandup budgets, 10M steps, are out of this machine's reach at any fraction)
+    # Box2D, then MuJoCo and BipedalWalker at 10%, then MuJoCo at 30%, the cheapest env first
+    # (the zoo's Humanoid and HumanoidStandup budgets, 10M steps, are out of this machine's
+    # reach at any fraction)
     (env, f, seeds) for env, f in (
         ("MountainCarContinuous-v0", 0.1), ("MountainCarContinuous-v0", 0.3),
         ("MountainCarContinuous-v0", 1.0), ("CartPole-v1", 0.1), ("Pendulum-v1", 0.1),
@@ -61,8 +62,9 @@ PLAN: list[tuple[str, float, tuple[int, ...]]] = [
         ("HalfCheetah-v5", 0.1),
         ("Walker2d-v5", 0.1), ("Swimmer-v5", 0.1), ("BipedalWalker-v3", 0.1),
         ("InvertedPendulum-v5", 0.1), ("InvertedDoublePendulum-v5", 0.1), ("Reacher-v5", 0.1),
-        ("Ant-v5", 0.1), ("Hopper-v5", 0.3), ("HalfCheetah-v5", 0.3), ("Walker2d-v5", 0.3),
-        ("Swimmer-v5", 0.3))
+        ("Ant-v5", 0.1), ("Swimmer-v5", 0.3), ("InvertedPendulum-v5", 0.3),
+        ("InvertedDoublePendulum-v5", 0.3), ("Reacher-v5", 0.3), ("Ant-v5", 0.3),
+        ("Walker2d-v5", 0.3), ("Hopper-v5", 0.3), ("HalfCheetah-v5", 0.3))
     for seeds in (DERIVE_SEEDS, HELDOUT_SEEDS)]
 """What this script runs, cheapest first (per env: 10% then 30% of the zoo's budget, the
 derivation seeds then the held-out ones, the preset then the defaults)."""

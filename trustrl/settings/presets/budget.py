@@ -44,7 +44,7 @@ AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "MountainCarContinuous-v0": {0.3: False, 1.0: False},
     "Pendulum-v1": {0.1: True, 0.3: True, 1.0: False},
     "Reacher-v5": {0.1: False},
-    "Swimmer-v5": {0.1: True},
+    "Swimmer-v5": {0.1: True, 0.3: True},
     "Walker2d-v5": {0.1: False}}}
 """Per algorithm and env: per measured fraction of the budget of the preset auto looks at first
 (the chapter's where there is one, else the zoo's), whether the preset led the defaults there
