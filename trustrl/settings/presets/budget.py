@@ -36,7 +36,7 @@ AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "CartPole-v1": {0.1: False, 0.3: True, 1.0: True},
     "HalfCheetah-v5": {0.1: True},
     "Hopper-v5": {0.1: True},
-    "InvertedDoublePendulum-v5": {0.1: False},
+    "InvertedDoublePendulum-v5": {0.1: False, 0.3: False},
     "InvertedPendulum-v5": {0.1: True},
     "LunarLander-v3": {0.1: False, 0.3: False, 1.0: False},
     "LunarLanderContinuous-v3": {0.1: False, 0.3: False, 1.0: True},
