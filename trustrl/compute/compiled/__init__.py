@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -205,12 +206,8 @@ class Compiled(ClosedForm):
         if not kernels:
             return
         ks = _kernels()
-        cold = not all(_cached(ks[k]) for k in kernels)
-        if cold:
-            print("trustrl: compiling the compiled backend's kernels (once per machine, about "
-                  "20 s; cached on disk)", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        with _opt_level():  # what this compiles, at trustrl's level
+        with _announce_compiling("compiling the compiled backend's kernels (once per machine, "
+                                 "about 20 s; cached on disk)", *(ks[k] for k in kernels)):
             d, n, relu = net.obs_dim, net.n_out, net.activation == "relu"
             f32 = np.float32
             if "critic_fit" in kernels:
@@ -251,9 +248,6 @@ class Compiled(ClosedForm):
             if "policy_gradient" in kernels and net.hidden_sizes:
                 ks["policy_gradient"](policy, *batch, np.zeros((1, D), f32),
                                       np.zeros((1, 2, n), f32), np.zeros(1), _mask(None))
-        if cold:
-            print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
-                  flush=True)
 
     def fit_critic(self, net: PopActorCritic, opt: PopAdam, obs: Tensor, returns: Tensor,
                    order: Tensor, minibatch_size: int, lr: float | Tensor) -> Tensor:
@@ -891,18 +885,17 @@ def _announce_compiling(what: str, *kernels: Any) -> Any:
     one of `kernels` has no compiled code on disk for its current source (the first run on a
     machine, or an edited checkout): loading cached code says nothing, however long a loaded
     machine takes to do it. What the block compiles, LLVM optimises at `OPT_LEVEL`."""
-    if all(_cached(k) for k in kernels):
-        with _opt_level():
-            yield
-        return
-    print(f"trustrl: {what}", file=sys.stderr, flush=True)
+    announce = not all(_cached(k) for k in kernels)
+    if announce:
+        print(f"trustrl: {what}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
         with _opt_level():
             yield
     finally:
-        print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
-              flush=True)
+        if announce:
+            print(f"trustrl: compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
 
 
 OPT_LEVEL = 2
@@ -917,8 +910,6 @@ def _opt_level() -> Any:
     """Numba's optimisation level set to `OPT_LEVEL` for the block (what Numba compiles in it:
     its pass builders read the level at each compile), and back after it; where the user set
     NUMBA_OPT, theirs."""
-    import os
-
     from numba.core import config
 
     before = config.OPT
