@@ -78,8 +78,8 @@ if __name__ == "__main__":
         futures = [pool.submit(task, i) for i in range(2)]
         while not all(Path(f"started{i}").is_file() for i in range(2)):
             time.sleep(0.05)  # both workers inside their task
-        print(" ".join(str(p) for p in pool._processes), flush=True)
-        try:
+        try:  # the pids are printed inside the try: a SIGTERM sent on reading them lands here
+            print(" ".join(str(p) for p in pool._processes), flush=True)
             for f in futures:
                 f.result()
         except KeyboardInterrupt:
@@ -100,11 +100,11 @@ def test_pool_workers_and_the_resource_tracker_die_with_their_parent(how, tmp_pa
         kids = descendants(proc.pid)
         assert set(workers) <= kids
         os.kill(proc.pid, getattr(signal, how))
-        out, _ = proc.communicate(timeout=60)  # stdout ends: no worker holds it open
+        out, err = proc.communicate(timeout=60)  # stdout ends: no worker holds it open
         assert wait_for(lambda: not any(alive(p) for p in kids), 30), \
             [p for p in kids if alive(p)]
         if how == "SIGTERM":
-            assert "stopped" in out and proc.returncode != 0
+            assert "stopped" in out and proc.returncode != 0, (out, err, proc.returncode)
     finally:
         cleanup(kids | {proc.pid})
 
