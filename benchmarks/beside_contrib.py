@@ -66,8 +66,9 @@ def run_interleaved(tools: Sequence[str], seeds: list[int], total: int, warm_ste
         r = run_one(tool, seed, total)
         r.update(ended=time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                  load_average=round(os.getloadavg()[0], 1))
-        print(f"{tool:{width}s} seed {seed}: return {r['final_return']:.{digits}f}  "
-              f"sps {r['sps']:,.0f}", flush=True)
+        ret = r["final_return"]  # None: not evaluated (a speed-only benchmark)
+        print(f"{tool:{width}s} seed {seed}: return "
+              f"{'-' if ret is None else f'{ret:.{digits}f}'}  sps {r['sps']:,.0f}", flush=True)
         runs.append(r)
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({

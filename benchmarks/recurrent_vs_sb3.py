@@ -1,7 +1,8 @@
 """Recurrent PPO: sb3-contrib's RecurrentPPO against trustrl's PPO with recurrent=lstm, and a
 memoryless trustrl PPO for contrast, on rl-baselines3-zoo's partially observed envs
-(CartPoleNoVel-v1, PendulumNoVel-v1: the velocities removed, docs/recurrent.md), with the zoo's
-settings for RecurrentPPO, same budget, one invocation.
+(CartPoleNoVel-v1, PendulumNoVel-v1: the velocities removed, docs/recurrent.md) and one Atari
+game (BreakoutNoFrameskip-v4, NatureCNN then the LSTM), with the zoo's settings for
+RecurrentPPO, same budget, one invocation.
 
     nice -n 10 python benchmarks/recurrent_vs_sb3.py [--env CartPoleNoVel-v1] \\
         [--total-steps 50000] [--seeds 0,1,2] [--out benchmarks/results/recurrent_DATE] \\
@@ -23,19 +24,37 @@ Needs sb3-contrib (`pip install "trustrl[bench]"`). The settings are rl-baseline
   no normalisation). trustrl trains minibatches of 64 steps as one sequence each
   (sequence_length 64, from the state the rollout had there); it has no gSDE, so its actions
   are drawn from a state-independent diagonal Gaussian (the difference the table's row names).
+- BreakoutNoFrameskip-v4 (the zoo's `atari` entry, the id its Atari benchmarks train): the
+  AtariWrapper with terminal_on_life_loss False, frame_stack 4, n_envs 8, n_timesteps 1e7,
+  CnnLstmPolicy, n_steps 128, n_epochs 4, batch_size 256, learning_rate lin_2.5e-4,
+  clip_range lin_0.1, vf_coef 0.5, ent_coef 0.01; the rest sb3-contrib's defaults (gamma
+  0.99, gae_lambda 0.95, max_grad_norm 0.5, LSTM of 256 each for actor and critic behind one
+  NatureCNN, no hidden layers after it: net_arch [] for NatureCNN, orthogonal init).
+  sb3-contrib runs on SB3's make_atari_env (that wrapper) and VecFrameStack(4); trustrl on
+  its own chain, as `trustrl train --env BreakoutNoFrameskip-v4` builds it (trustrl.envs.atari:
+  no-op reset, frame skip 4 with max-pooling, 84x84 grey, FIRE at reset, rewards clipped to
+  their sign, 4 stacked frames: the same steps), with one difference trustrl has no key for:
+  a lost life ends its training episode (EpisodicLife), which the zoo turns off, so trustrl's
+  LSTM state and its value bootstrap are reset at every lost life, not only at a game's end.
+  A minibatch of 256 steps is 2 envs' whole segments of 128 on both (4 per epoch). The
+  zoo's 1e7 steps take hours per run on a CPU: this entry measures the train SPS at a
+  shorter budget and no score (`evaluate` False: no greedy evaluation, the table says so).
 
 One difference in the network on both: sb3-contrib's actor and critic each have their own
 LSTM (enable_critic_lstm), trustrl's share one (docs/recurrent.md).
 
     sb3-recurrent    RecurrentPPO("MlpLstmPolicy") with the zoo's settings
     trustrl-lstm     trustrl PPO, recurrent lstm, the same settings
-    trustrl-mlp      trustrl PPO, recurrent none (the same MLPs), the same settings
+    trustrl-mlp      trustrl PPO, recurrent none (the same MLPs; on Atari the same NatureCNN,
+                     shared by actor and critic), the same settings
 
 Measured per run, after an untimed warm-up of each tool: the seconds of learn() (train SPS =
-steps / seconds; and CPU SPS = steps / CPU seconds, one thread) and the final greedy return
-over 20 episodes reset with seeds 10000 + i (observation statistics frozen). One torch thread
-per run. results.json keeps every run; RESULT.md and the table in docs/recurrent.md (between
-its markers, CartPoleNoVel-v1's) are generated from it.
+steps / seconds; and CPU SPS = steps / CPU seconds, one thread) and, where the env's entry
+evaluates, the final greedy return over 20 episodes reset with seeds 10000 + i (observation
+statistics frozen). One torch thread
+per run. results.json keeps every run; RESULT.md and the env's table in docs/recurrent.md (between
+its markers: CartPoleNoVel-v1's and BreakoutNoFrameskip-v4's; PendulumNoVel-v1's section is
+written by hand) are generated from it.
 """
 
 from __future__ import annotations
@@ -54,6 +73,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "recurrent.md"
 MARK_BEGIN, MARK_END = "<!-- recurrent-table:begin -->", "<!-- recurrent-table:end -->"
+ATARI_BEGIN, ATARI_END = ("<!-- recurrent-atari-table:begin -->",
+                          "<!-- recurrent-atari-table:end -->")
 sys.path.insert(0, str(HERE))
 from beside_contrib import (  # noqa: E402 - the benchmarks beside sb3-contrib share these
     plot,
@@ -74,6 +95,7 @@ ENVS: dict[str, dict[str, Any]] = {
                      "normalize_obs": True, "normalize_reward": True, "vf_coef": 0.5,
                      "max_grad_norm": 0.5},
         "recurrent_hidden": 64, "normalize": True, "best": "500 is the most",
+        "zoo_steps": 100_000, "markers": (MARK_BEGIN, MARK_END),
         "sb3": lambda torch: {"policy_kwargs": dict(
             ortho_init=False, activation_fn=torch.nn.ReLU, lstm_hidden_size=64,
             enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64]))}},
@@ -85,41 +107,71 @@ ENVS: dict[str, dict[str, Any]] = {
                      "activation": "tanh", "hidden_sizes": (64, 64), "normalize_obs": False,
                      "normalize_reward": False, "vf_coef": 0.5, "max_grad_norm": 0.5},
         "recurrent_hidden": 256, "normalize": False, "best": "0 is the most",
+        "zoo_steps": 100_000,
         "sb3": lambda torch: {"use_sde": True, "sde_sample_freq": 4}},
+    "BreakoutNoFrameskip-v4": {
+        "settings": {"num_envs": 8, "num_steps": 128, "minibatch_size": 256,
+                     "gae_lambda": 0.95, "gamma": 0.99, "update_epochs": 4, "ent_coef": 0.01,
+                     "lr": 2.5e-4, "anneal_lr": True, "clip_eps": 0.1, "anneal_clip": True,
+                     "ortho_init": True, "hidden_sizes": (), "normalize_obs": False,
+                     "normalize_reward": False, "vf_coef": 0.5, "max_grad_norm": 0.5},
+        "recurrent_hidden": 256, "normalize": False, "zoo_steps": 10_000_000,
+        "atari": {"terminal_on_life_loss": False, "frame_stack": 4}, "evaluate": False,
+        "markers": (ATARI_BEGIN, ATARI_END), "memoryless": {"shared_trunk": True},
+        "sb3": lambda torch: {}},
 }
 """Per env: the zoo's settings on trustrl's keys (n_steps -> num_steps, batch_size ->
 minibatch_size (and sequence_length where the zoo's minibatch is shorter than a segment),
 n_epochs -> update_epochs, lin_ schedules -> anneal_lr / anneal_clip over the run's steps,
 normalize -> normalize_obs and normalize_reward; vf_coef and max_grad_norm: SB3's defaults),
-the LSTM's units, whether the zoo normalises, and sb3-contrib's own extra arguments (a
-function of the torch module)."""
+the LSTM's units, whether the zoo normalises, the zoo's budget (zoo_steps), sb3-contrib's
+own extra arguments (a function of the torch module); an Atari game has `atari` (the zoo's
+AtariWrapper keywords and frame stack: sb3-contrib's CnnLstmPolicy on make_atari_env, trustrl
+on its own Atari chain) and `evaluate` False (no greedy evaluation: train SPS only); `markers`:
+the pair between which docs/recurrent.md shows the env's table (none: a section by hand);
+`memoryless`: more keys of the trustrl-mlp row (on Atari one NatureCNN for actor and critic,
+shared_trunk, as the LSTM row's and SB3's CnnPolicy's, not trustrl's default of one each)."""
 
 
 def run_sb3(env_id: str, seed: int, total: int) -> dict[str, Any]:
     import torch
     from sb3_contrib import RecurrentPPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
+    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+    from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
     import trustrl.envs  # noqa: F401 - registers the NoVel envs
 
     torch.set_num_threads(1)
     e = ENVS[env_id]
     s = e["settings"]
-    env = make_vec_env(env_id, n_envs=s["num_envs"], seed=seed)
+    atari = e.get("atari")
+    if atari:
+        import ale_py
+        import gymnasium as gym
+
+        gym.register_envs(ale_py)  # the Atari ids (Gymnasium 1.x registers them on demand)
+        wrap = {k: v for k, v in atari.items() if k != "frame_stack"}
+        env = VecFrameStack(make_atari_env(env_id, n_envs=s["num_envs"], seed=seed,
+                                           wrapper_kwargs=wrap), atari["frame_stack"])
+    else:
+        env = make_vec_env(env_id, n_envs=s["num_envs"], seed=seed)
     if e["normalize"]:
         env = VecNormalize(env, gamma=s["gamma"])
     lr = (lambda f: f * s["lr"]) if s["anneal_lr"] else s["lr"]
     clip = (lambda f: f * s["clip_eps"]) if s["anneal_clip"] else s["clip_eps"]
     extra = e["sb3"](torch)
     model = RecurrentPPO(
-        "MlpLstmPolicy", env, n_steps=s["num_steps"], batch_size=s["minibatch_size"],
-        n_epochs=s["update_epochs"], learning_rate=lr, clip_range=clip, gamma=s["gamma"],
-        gae_lambda=s["gae_lambda"], ent_coef=s["ent_coef"], vf_coef=s["vf_coef"],
-        max_grad_norm=s["max_grad_norm"], seed=seed, device="cpu", verbose=0, **extra)
+        "CnnLstmPolicy" if atari else "MlpLstmPolicy", env, n_steps=s["num_steps"],
+        batch_size=s["minibatch_size"], n_epochs=s["update_epochs"], learning_rate=lr,
+        clip_range=clip, gamma=s["gamma"], gae_lambda=s["gae_lambda"], ent_coef=s["ent_coef"],
+        vf_coef=s["vf_coef"], max_grad_norm=s["max_grad_norm"], seed=seed, device="cpu",
+        verbose=0, **extra)
     t, c = time.perf_counter(), time.process_time()
     model.learn(total)
     seconds, cpu = time.perf_counter() - t, time.process_time() - c
+    if not e.get("evaluate", True):
+        env.close()
+        return {"seconds": seconds, "cpu_seconds": cpu, "returns": []}
     eval_env = make_vec_env(env_id, n_envs=1)
     if e["normalize"]:
         env.training, env.norm_reward = False, False
@@ -147,6 +199,7 @@ def run_trustrl(env_id: str, seed: int, total: int, recurrent: str) -> dict[str,
     sets = dict(e["settings"])
     if recurrent == "none":
         sets.pop("sequence_length", None)
+        sets.update(e.get("memoryless", {}))
     with tempfile.TemporaryDirectory() as runs:
         model = PPO(env_id, seed=seed, recurrent=recurrent,
                     recurrent_hidden=e["recurrent_hidden"], vector="sync", eval_every=0,
@@ -155,8 +208,8 @@ def run_trustrl(env_id: str, seed: int, total: int, recurrent: str) -> dict[str,
         t, c = time.perf_counter(), time.process_time()
         model.learn(total)
         seconds, cpu = time.perf_counter() - t, time.process_time() - c
-        returns = model.agent.evaluate(env_id, EVAL_EPISODES, deterministic=True,
-                                       seed=EVAL_SEED)
+        returns = (model.agent.evaluate(env_id, EVAL_EPISODES, deterministic=True,
+                                        seed=EVAL_SEED) if e.get("evaluate", True) else [])
     return {"seconds": seconds, "cpu_seconds": cpu, "returns": [float(x) for x in returns]}
 
 
@@ -168,7 +221,8 @@ def runner(env_id: str) -> Any:
         else:
             r = run_trustrl(env_id, seed, total, "lstm" if tool == "trustrl-lstm" else "none")
         r.update(tool=tool, seed=seed, total_steps=total, sps=total / r["seconds"],
-                 cpu_sps=total / r["cpu_seconds"], final_return=float(np.mean(r["returns"])))
+                 cpu_sps=total / r["cpu_seconds"],
+                 final_return=float(np.mean(r["returns"])) if r["returns"] else None)
         return r
     return run_one
 
@@ -178,10 +232,15 @@ def table(results: dict[str, Any]) -> str:
     env_id = results.get("env_id", "CartPoleNoVel-v1")  # results before --env: CartPole
     total = runs[0]["total_steps"]
     cpu = all("cpu_sps" in r for r in runs)  # results before 2026-12-07 have wall time only
-    lines = [f"{env_id}, {total:,} steps (the zoo trains 100,000), seeds "
-             f"{sorted({r['seed'] for r in runs})}: mean [min, max] over seeds. Final return: "
-             f"the greedy mean over {EVAL_EPISODES} evaluation episodes "
-             f"({ENVS[env_id]['best']}). SPS "
+    e = ENVS[env_id]
+    scored = e.get("evaluate", True)
+    lines = [f"{env_id}, {total:,} steps (the zoo trains {e['zoo_steps']:,}), seeds "
+             f"{sorted({r['seed'] for r in runs})}: mean [min, max] over seeds. "
+             + (f"Final return: the greedy mean over {EVAL_EPISODES} evaluation episodes "
+                f"({e['best']})." if scored else
+                f"No score: {total / e['zoo_steps']:.1%} of the zoo's budget says nothing of "
+                "the score the zoo's settings reach, so the runs are not evaluated.")
+             + " SPS "
              "= steps / seconds of learn()"
              + (" (wall time), CPU SPS = steps / CPU seconds of learn() (process time, one "
                 "thread: the work, whatever else the machine runs)." if cpu else "."),
@@ -195,7 +254,9 @@ def table(results: dict[str, Any]) -> str:
         if not rs:
             continue
         sps = [r["sps"] for r in rs]
-        row = (f"| {tool} | {spread([r['final_return'] for r in rs], '.1f')} | "
+        score = (spread([r["final_return"] for r in rs], ".1f") if scored
+                 else "not measured (not the zoo's budget)")
+        row = (f"| {tool} | {score} | "
                f"{spread(sps, ',.0f')} | {statistics.fmean(sps) / sps_peer:.2f}x |")
         if cpu:
             c = [r["cpu_sps"] for r in rs]
@@ -242,9 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     text = table(json.loads((a.out / "results.json").read_text()))
     (a.out / "RESULT.md").write_text("# Recurrent PPO: trustrl against sb3-contrib's "
                                      "RecurrentPPO\n\n" + text + "\n")
-    if not a.no_docs and json.loads((a.out / "results.json").read_text()).get(
-            "env_id", "CartPoleNoVel-v1") == "CartPoleNoVel-v1":
-        write_between_markers(DOC, MARK_BEGIN, MARK_END, text)  # docs/recurrent.md's table
+    markers = ENVS[json.loads((a.out / "results.json").read_text()).get(
+        "env_id", "CartPoleNoVel-v1")].get("markers")
+    if not a.no_docs and markers:
+        write_between_markers(DOC, *markers, text)  # the env's table in docs/recurrent.md
     print(text)
     return 0
 
