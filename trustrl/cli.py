@@ -323,7 +323,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
-    """The EnvFactory a run's config.json records (env_id, env_kwargs, wrappers)."""
+    """The EnvFactory a run's config.json records (env_id, env_kwargs, wrappers, the Atari
+    keys)."""
     from types import SimpleNamespace
 
     from trustrl.envs.factory import env_factory
@@ -335,7 +336,8 @@ def _run_env(saved: dict[str, Any], cfg_path: Path) -> Any:
     return env_factory(SimpleNamespace(
         env_id=env_id, env_kwargs=_parse_value("env_kwargs", dict, saved.get("env_kwargs")),
         wrappers=_parse_value("wrappers", list, saved.get("wrappers")),
-        atari_wrappers=saved.get("atari_wrappers") is not False))
+        atari_wrappers=saved.get("atari_wrappers") is not False,
+        atari_episodic_life=saved.get("atari_episodic_life") is not False))
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -13,10 +13,15 @@ For training (`atari_env(env_id, train=True)`), in order from the emulator outwa
                                    info["episode"] when the game ends: what the collector logs
                                    as an episode (episodes.csv, ep_return_mean), not the lives
     EpisodicLife                   a lost life ends the training episode; the next reset goes on
-                                   with the same game (a no-op step) until the game is over
+                                   with the same game (a no-op step) until the game is over.
+                                   Left out with `atari_episodic_life` false (episodic_life=
+                                   False): a training episode is then the whole game, as with
+                                   SB3's AtariWrapper(terminal_on_life_loss=False)
     FireReset                      presses FIRE (then action 2) after every reset, in games that
-                                   have FIRE (Breakout, Pong...); in evaluation also after a
-                                   lost life (NOOP, FIRE, 2: what training plays there)
+                                   have FIRE (Breakout, Pong...); where there is no EpisodicLife
+                                   (evaluation, or training with `atari_episodic_life` false)
+                                   also after a lost life (NOOP, FIRE, 2: what training with
+                                   EpisodicLife plays there), or Breakout would stall
     SignReward                     rewards clipped to their sign (-1, 0, +1)
     gymnasium FrameStackObservation  the last 4 frames: uint8 observations (4, 84, 84)
 
@@ -27,8 +32,8 @@ left out: an episode is the whole game and its return the game's raw score. Fram
 step; ALE ends a game after 108,000 frames (27,000 steps; the presets' eval_max_steps).
 
 A run applies it to every Atari id (`ALE/...`, `...NoFrameskip-v4`: `is_atari_id`) unless the
-config key `atari_wrappers` is false; config.json records that key, so `trustrl eval` and
-`--resume` rebuild the same env. `env_kwargs` go to gym.make (and may override
+config key `atari_wrappers` is false; config.json records that key and `atari_episodic_life`,
+so `trustrl eval` and `--resume` rebuild the same env. `env_kwargs` go to gym.make (and may override
 repeat_action_probability, e.g. 0.25 for Machado et al.'s sticky actions), but not frameskip:
 the chain skips frames itself.
 """
@@ -187,11 +192,12 @@ def is_atari_id(env_id: Any) -> bool:
     return entry.startswith("ale_py")
 
 
-def atari_env(env_id: str, kwargs: dict[str, Any] | None = None, train: bool = True
-              ) -> gym.Env:
+def atari_env(env_id: str, kwargs: dict[str, Any] | None = None, train: bool = True,
+              episodic_life: bool = True) -> gym.Env:
     """The Atari env of `env_id` behind the preprocessing chain (module docstring): training
-    (episodic life, rewards clipped to their sign) or evaluation (whole games, raw scores).
-    EnvError in one line for kwargs the chain cannot take."""
+    (episodic life unless `episodic_life` is false, rewards clipped to their sign) or
+    evaluation (whole games, raw scores; `episodic_life` has no effect there). EnvError in one
+    line for kwargs the chain cannot take."""
     kwargs = dict(kwargs or {})
     if "frameskip" in kwargs and kwargs["frameskip"] != 1:
         raise EnvError(f"env_kwargs frameskip={kwargs['frameskip']!r}: the Atari preprocessing "
@@ -209,10 +215,13 @@ def atari_env(env_id: str, kwargs: dict[str, Any] | None = None, train: bool = T
     env = gym.wrappers.AtariPreprocessing(env, noop_max=NOOP_MAX, frame_skip=FRAME_SKIP,
                                           screen_size=SCREEN_SIZE, terminal_on_life_loss=False,
                                           grayscale_obs=True, scale_obs=False)
+    lives_end_episodes = train and episodic_life
     if train:  # the whole game's raw score, as info["episode"] at its end (GAME_SCORES)
-        env = EpisodicLife(gym.wrappers.RecordEpisodeStatistics(env))
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+    if lives_end_episodes:
+        env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():  # type: ignore[attr-defined]
-        env = FireReset(env, on_life_loss=not train)
+        env = FireReset(env, on_life_loss=not lives_end_episodes)
     if train:
         env = SignReward(env)
     return gym.wrappers.FrameStackObservation(env, FRAME_STACK)

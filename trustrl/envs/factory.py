@@ -174,6 +174,9 @@ class EnvFactory:
     """(wrapper, kwargs) pairs applied in order."""
     atari: str | None = None
     """'train' or 'eval': an Atari id behind trustrl.envs.atari's preprocessing (None: not)."""
+    episodic_life: bool = True
+    """With atari 'train': a lost life ends the training episode (the config's
+    atari_episodic_life); false: whole games. No effect otherwise."""
 
     @property
     def label(self) -> str:
@@ -230,7 +233,8 @@ class EnvFactory:
         if fn is None and self.atari:
             from trustrl.envs.atari import atari_env
 
-            env = atari_env(self.env, self.kwargs, train=self.atari == "train")
+            env = atari_env(self.env, self.kwargs, train=self.atari == "train",
+                            episodic_life=self.episodic_life)
         elif fn is None:
             env = gym.make(self.env, **self.kwargs)
         else:
@@ -262,7 +266,8 @@ class EnvFactory:
 
 
 def env_factory(cfg: Any) -> EnvFactory:
-    """The EnvFactory of a config (its env_id, env_kwargs and wrappers)."""
+    """The EnvFactory of a config (its env_id, env_kwargs, wrappers, atari_wrappers and
+    atari_episodic_life)."""
     check_env_target(cfg.env_id)
     pairs = []
     for w in parse_wrappers(getattr(cfg, "wrappers", None)):
@@ -279,7 +284,8 @@ def env_factory(cfg: Any) -> EnvFactory:
 
     atari = "train" if getattr(cfg, "atari_wrappers", True) and is_atari_id(cfg.env_id) else None
     factory = EnvFactory(cfg.env_id, parse_env_kwargs(getattr(cfg, "env_kwargs", None)),
-                         tuple(pairs), atari)
+                         tuple(pairs), atari,
+                         episodic_life=getattr(cfg, "atari_episodic_life", True) is not False)
     factory.check_wrappers()
     return factory
 

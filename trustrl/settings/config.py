@@ -223,6 +223,13 @@ class RunConfig:
     standard preprocessing (trustrl.envs.atari: no-op reset, frame skip 4, 84x84 grey, 4 stacked
     frames; episodic life and rewards clipped to their sign in training only; evaluation plays
     whole games with raw scores); false: the env as gym.make gives it."""
+    atari_episodic_life: bool = True
+    """In that preprocessing's training chain, a lost life ends the training episode (the value
+    bootstrap and a recurrent policy's state stop there; the game goes on at the next reset);
+    false: a training episode is the whole game and FIRE is pressed after a lost life, as SB3's
+    AtariWrapper(terminal_on_life_loss=False) and the evaluation chain do. Rewards stay clipped
+    to their sign; evaluation is the same either way. No effect where there is no Atari chain
+    (a non-Atari env, or atari_wrappers false)."""
     algo_class: str | None = None
     """Your own subclass of this algorithm's class (of trustrl.algos.ppo.PPO for ppo), as
     'module:Class', run in its place: --set algo_class=mymod:MyPPO (through the Python API also
