@@ -277,3 +277,113 @@ def test_check_env_knows_the_legacy_atari_ids_in_a_fresh_process():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-500:]
     assert out.stdout.split() == ["image", "6"]
+
+
+# ----- atari_episodic_life false: whole games in training (SB3's terminal_on_life_loss=False) --
+def _noop_game(env, steps: int):
+    """NOOPs only from a seeded reset: per step (lives, terminated). Only FIRE launches
+    Breakout's ball, so the game moves on from a lost life only where the chain presses it."""
+    env.reset(seed=2)
+    out = []
+    for _ in range(steps):
+        _, _, term, trunc, info = env.step(0)
+        out.append((info["lives"], term))
+        if term or trunc:
+            break
+    return out
+
+
+def test_without_episodic_life_a_training_episode_is_the_whole_game():
+    """atari_env(..., episodic_life=False): no EpisodicLife, so lives run out inside one
+    episode (terminated only at the game's end, lives 0); FIRE is pressed after each lost
+    life (an agent that never presses it still plays the game to its end); rewards stay
+    clipped."""
+    env = atari_env(BREAKOUT, train=True, episodic_life=False)
+    names = _wrappers(env)
+    assert "EpisodicLife" not in names and "SignReward" in names and "FireReset" in names
+    assert "RecordEpisodeStatistics" in names
+    game = _noop_game(env, 3000)
+    env.close()
+    lives = [lv for lv, _ in game]
+    assert game[-1] == (0, True)  # the game's own end, not a stall at 4 lives
+    assert not any(term for _, term in game[:-1])  # no lost life ended the episode
+    assert sorted(set(lives), reverse=True) == [5, 4, 3, 2, 1, 0] and lives == sorted(
+        lives, reverse=True)  # the lives decreasing within the one episode
+    env = atari_env(BREAKOUT, train=True, episodic_life=False)
+    ends, rewards, _ = _play(env, 400)
+    env.close()
+    assert ends and all(lv == 0 and term for _, lv, term in ends)
+    assert set(rewards) <= {-1.0, 0.0, 1.0} and 1.0 in rewards
+    # the default: the first lost life ends the episode
+    env = atari_env(BREAKOUT, train=True)
+    game = _noop_game(env, 3000)
+    env.close()
+    assert game[-1] == (4, True)
+
+
+def test_the_config_key_reaches_the_factory_and_survives_pickle():
+    import pickle
+
+    import trustrl
+    from trustrl.settings.config import config_from_dict, config_to_dict
+
+    class Cfg:
+        env_id, env_kwargs, wrappers = BREAKOUT, {}, []
+
+    assert env_factory(Cfg).episodic_life is True  # the default
+    Cfg.atari_episodic_life = False
+    factory = env_factory(Cfg)
+    assert (factory.atari, factory.episodic_life) == ("train", False)
+    twin = pickle.loads(pickle.dumps(factory))  # what Ray runners and async workers receive
+    assert (twin.atari, twin.episodic_life) == ("train", False)
+    assert "EpisodicLife" not in _wrappers(twin.make())
+    assert "EpisodicLife" in _wrappers(EnvFactory(BREAKOUT, atari="train").make())
+    evaluated = evaluation_env(factory)  # evaluation: the same chain either way
+    assert _wrappers(evaluated.make()) == _wrappers(EnvFactory(BREAKOUT, atari="eval").make())
+    Cfg.atari_wrappers = False  # no Atari chain: nothing to leave out (no error)
+    assert env_factory(Cfg).plain_id == BREAKOUT
+    model = trustrl.PPO(BREAKOUT, atari_episodic_life=False)  # the Python API
+    assert env_factory(model.config).episodic_life is False
+    saved = config_to_dict(model.config)
+    assert saved["atari_episodic_life"] is False
+    assert env_factory(config_from_dict(saved)).episodic_life is False  # resume's way
+    with pytest.raises(trustrl.ConfigError, match="atari_episodic_life"):
+        trustrl.PPO(BREAKOUT, atari_episodic_life="maybe").config.validate()
+
+
+def test_cli_trains_resumes_and_evaluates_without_episodic_life(tmp_path, monkeypatch):
+    """`--set atari_episodic_life=false` on the zoo's NoFrameskip-v4 id, kept tiny: config.json
+    records it, the learner's envs are made without EpisodicLife, and `--resume` (extending
+    the run) and `trustrl eval` rebuild the run from its folder."""
+    learners = importlib.import_module("trustrl.learn.learners")
+    made = []
+    real = learners.env_factory
+
+    def recording(cfg):
+        made.append(real(cfg))
+        return made[-1]
+
+    monkeypatch.setattr(learners, "env_factory", recording)
+    env_id = "BreakoutNoFrameskip-v4"
+    rc, out, err = run_cli(
+        ["train", "ppo", "--env", env_id, "--total-steps", "64", "--runs-dir", "runs",
+         "--quiet", "--set", "atari_episodic_life=false", "--set", "num_envs=2",
+         "--set", "num_steps=16", "--set", "minibatch_size=16", "--set", "eval_episodes=1",
+         "--set", "eval_max_steps=200", "--set", "tensorboard=false"], tmp_path)
+    assert rc == 0, err
+    (run,) = (tmp_path / "runs").iterdir()
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["atari_episodic_life"] is False and cfg["atari_wrappers"] is True
+    assert [(f.atari, f.episodic_life) for f in made] == [("train", False)]
+    rc, out, err = run_cli(["train", "--resume", str(run), "--total-steps", "96", "--quiet"],
+                           tmp_path)
+    assert rc == 0, err
+    assert [(f.atari, f.episodic_life) for f in made] == [("train", False)] * 2
+    rc, out, err = run_cli(["eval", str(run), "--episodes", "1"], tmp_path)
+    assert rc == 0 and f"{env_id} " in out, err
+
+
+def test_bad_atari_episodic_life_is_one_line(tmp_path):
+    assert_bad(["train", "--env", BREAKOUT, "--set", "atari_episodic_life=maybe",
+                "--total-steps", "64", "--runs-dir", "runs"], tmp_path, "atari_episodic_life")
+    assert not (tmp_path / "runs").exists()
