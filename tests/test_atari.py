@@ -385,5 +385,6 @@ def test_cli_trains_resumes_and_evaluates_without_episodic_life(tmp_path, monkey
 
 def test_bad_atari_episodic_life_is_one_line(tmp_path):
     assert_bad(["train", "--env", BREAKOUT, "--set", "atari_episodic_life=maybe",
-                "--total-steps", "64", "--runs-dir", "runs"], tmp_path, "atari_episodic_life")
+                "--total-steps", "64", "--runs-dir", "runs"], tmp_path, "atari_episodic_life",
+               "'maybe' is not true or false")
     assert not (tmp_path / "runs").exists()
