@@ -33,9 +33,11 @@ Needs sb3-contrib (`pip install "trustrl[bench]"`). The settings are rl-baseline
   sb3-contrib runs on SB3's make_atari_env (that wrapper) and VecFrameStack(4); trustrl on
   its own chain, as `trustrl train --env BreakoutNoFrameskip-v4` builds it (trustrl.envs.atari:
   no-op reset, frame skip 4 with max-pooling, 84x84 grey, FIRE at reset, rewards clipped to
-  their sign, 4 stacked frames: the same steps), with one difference trustrl has no key for:
-  a lost life ends its training episode (EpisodicLife), which the zoo turns off, so trustrl's
-  LSTM state and its value bootstrap are reset at every lost life, not only at a game's end.
+  their sign, 4 stacked frames: the same steps) with atari_episodic_life false, the zoo's
+  terminal_on_life_loss False: a lost life does not end the training episode (FIRE is pressed
+  after it), so the LSTM state and the value bootstrap are reset at a game's end only. The
+  table of 2026-12-07 (benchmarks/results/recurrent_atari_2026-12-07) was measured before
+  that key existed, with trustrl's EpisodicLife on (a lost life ended its training episode).
   A minibatch of 256 steps is 2 envs' whole segments of 128 on both (4 per epoch). The
   zoo's 1e7 steps take hours per run on a CPU: this entry measures the train SPS at a
   shorter budget and no score (`evaluate` False: no greedy evaluation, the table says so).
@@ -127,7 +129,7 @@ normalize -> normalize_obs and normalize_reward; vf_coef and max_grad_norm: SB3'
 the LSTM's units, whether the zoo normalises, the zoo's budget (zoo_steps), sb3-contrib's
 own extra arguments (a function of the torch module); an Atari game has `atari` (the zoo's
 AtariWrapper keywords and frame stack: sb3-contrib's CnnLstmPolicy on make_atari_env, trustrl
-on its own Atari chain) and `evaluate` False (no greedy evaluation: train SPS only); `markers`:
+on its own Atari chain with atari_episodic_life = terminal_on_life_loss) and `evaluate` False (no greedy evaluation: train SPS only); `markers`:
 the pair between which docs/recurrent.md shows the env's table (none: a section by hand);
 `memoryless`: more keys of the trustrl-mlp row (on Atari one NatureCNN for actor and critic,
 shared_trunk, as the LSTM row's and SB3's CnnPolicy's, not trustrl's default of one each)."""
@@ -200,6 +202,8 @@ def run_trustrl(env_id: str, seed: int, total: int, recurrent: str) -> dict[str,
     if recurrent == "none":
         sets.pop("sequence_length", None)
         sets.update(e.get("memoryless", {}))
+    if "atari" in e:  # SB3's AtariWrapper keyword on trustrl's key
+        sets["atari_episodic_life"] = e["atari"]["terminal_on_life_loss"]
     with tempfile.TemporaryDirectory() as runs:
         model = PPO(env_id, seed=seed, recurrent=recurrent,
                     recurrent_hidden=e["recurrent_hidden"], vector="sync", eval_every=0,

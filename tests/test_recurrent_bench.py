@@ -96,6 +96,7 @@ def test_trustrl_gets_the_same_settings_on_its_keys(bench, monkeypatch, tool) ->
     assert kw["recurrent_hidden"] == z["lstm_hidden_size"]
     assert kw["hidden_sizes"] == ()  # SB3's net_arch for NatureCNN: the heads read features
     assert not kw["normalize_obs"] and not kw["normalize_reward"]
+    assert kw["atari_episodic_life"] is False  # the zoo's terminal_on_life_loss False
     # the memoryless row shares its one NatureCNN, as the LSTM row and SB3's CnnPolicy do
     assert kw.get("shared_trunk", False) is (tool == "none")
     cfg = make_config("ppo", env_id, sets={k: v for k, v in kw.items()
