@@ -257,10 +257,12 @@ def test_atari_presets_cleanrl_and_zoo():
             c["gamma"], c["gae_lambda"], c["max_grad_norm"], c["adam_eps"]) == \
         (8, 128, 4, 256, 2.5e-4, True, 0.1, True, 0.01, 0.5, 0.99, 0.95, 0.5, 1e-5)
     assert (c["hidden_sizes"], c["shared_trunk"], c["atari_wrappers"]) == ((), True, True)
+    assert c["atari_episodic_life"] is True  # ppo_atari.py's EpisodicLifeEnv
     z = ZOO_PRESETS[("ppo", "BreakoutNoFrameskip-v4")]
     assert (z["hidden_sizes"], z["shared_trunk"], z["atari_wrappers"], z["clip_eps"],
             z["clip_value_loss"], z["minibatch_size"]) == ((), True, True, 0.1, False, 256)
     assert z["eval_deterministic"] is False  # the zoo samples actions in Atari evaluations
+    assert z["atari_episodic_life"] is True  # AtariWrapper's terminal_on_life_loss default
     assert all(v.get("eval_deterministic", True) for (_, env), v in ZOO_PRESETS.items()
                if "NoFrameskip" not in env)
     assert any("VecFrameStack" in n for n in ENTRIES[("ppo", "BreakoutNoFrameskip-v4")].notes)

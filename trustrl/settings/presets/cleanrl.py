@@ -35,6 +35,7 @@ PPO_ATARI: dict[str, Any] = dict(
     norm_adv=True, clip_eps=0.1, clip_value_loss=True, ent_coef=0.01, vf_coef=0.5,
     max_grad_norm=0.5, target_kl=None, normalize_obs=False, normalize_reward=False,
     hidden_sizes=(), shared_trunk=True, ortho_init=True, atari_wrappers=True,
+    atari_episodic_life=True,
     eval_every=0, eval_max_steps=27_000,
 )
 """ppo_atari.py's setting in trustrl's keys."""

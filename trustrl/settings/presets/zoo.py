@@ -36,11 +36,17 @@ The mapping (`to_config`), the same for every env:
     policy CnnPolicy -> hidden_sizes () and shared_trunk true (SB3's CNN policy: one
                   NatureCNN shared by the two heads, no hidden layers after it); trustrl
                   puts its NatureCNN in front of image observations itself
-    env_wrapper AtariWrapper with frame_stack 4 -> atari_wrappers true (trustrl.envs.atari:
-                  the same no-op reset, frame skip 4 with max-pooling, episodic life, fire
-                  reset, 84x84 grey frames, reward sign; then 4 stacked frames) and
+    env_wrapper AtariWrapper with frame_stack 4 -> atari_wrappers and atari_episodic_life
+                  true (trustrl.envs.atari: the same no-op reset, frame skip 4 with
+                  max-pooling, episodic life, fire reset, 84x84 grey frames, reward sign;
+                  then 4 stacked frames) and
                   eval_deterministic false: the zoo evaluates Atari agents with sampled
-                  actions (rl_zoo3/exp_manager.py, deterministic_eval = not is_atari)
+                  actions (rl_zoo3/exp_manager.py, deterministic_eval = not is_atari).
+                  ppo.yml names the wrapper with no keywords: SB3's terminal_on_life_loss
+                  True, which is atari_episodic_life true (hyperparams/ppo_lstm.yml's
+                  terminal_on_life_loss False would be atari_episodic_life false; no
+                  preset here comes from that file, and an env_wrapper with keywords
+                  has no mapping)
     TRPO: target_kl -> max_kl, cg_max_steps -> cg_iters, cg_damping -> damping,
           line_search_shrinking_factor -> backtrack_ratio, line_search_max_iter ->
           backtrack_iters, n_critic_updates -> vf_epochs, sub_sampling_factor ->
@@ -168,7 +174,7 @@ def to_config(algo: str, zoo: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     policy = z.pop("policy", "MlpPolicy")
     wrapper, stack = z.pop("env_wrapper", None), z.pop("frame_stack", None)
     if (wrapper, stack) == ("AtariWrapper", 4):
-        out.update(atari_wrappers=True, eval_deterministic=False)
+        out.update(atari_wrappers=True, atari_episodic_life=True, eval_deterministic=False)
     elif (wrapper, stack) != (None, None):
         raise ValueError(f"env_wrapper {wrapper} with frame_stack {stack} has no mapping")
     pk = dict(z.pop("policy_kwargs", {}))
