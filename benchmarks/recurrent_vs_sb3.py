@@ -129,7 +129,8 @@ normalize -> normalize_obs and normalize_reward; vf_coef and max_grad_norm: SB3'
 the LSTM's units, whether the zoo normalises, the zoo's budget (zoo_steps), sb3-contrib's
 own extra arguments (a function of the torch module); an Atari game has `atari` (the zoo's
 AtariWrapper keywords and frame stack: sb3-contrib's CnnLstmPolicy on make_atari_env, trustrl
-on its own Atari chain with atari_episodic_life = terminal_on_life_loss) and `evaluate` False (no greedy evaluation: train SPS only); `markers`:
+on its own Atari chain with atari_episodic_life = terminal_on_life_loss) and `evaluate` False
+(no greedy evaluation: train SPS only); `markers`:
 the pair between which docs/recurrent.md shows the env's table (none: a section by hand);
 `memoryless`: more keys of the trustrl-mlp row (on Atari one NatureCNN for actor and critic,
 shared_trunk, as the LSTM row's and SB3's CnnPolicy's, not trustrl's default of one each)."""
