@@ -207,7 +207,7 @@ class Compiled(ClosedForm):
             return
         ks = _kernels()
         with _announce_compiling("compiling the compiled backend's kernels (once per machine, "
-                                 "about 20 s; cached on disk)", *(ks[k] for k in kernels)):
+                                 "about a minute; cached on disk)", *(ks[k] for k in kernels)):
             d, n, relu = net.obs_dim, net.n_out, net.activation == "relu"
             f32 = np.float32
             if "critic_fit" in kernels:
@@ -720,13 +720,13 @@ class CompiledRollout:
     def run(self, *args: Any) -> Any:
         """trustrl.compute.compiled.rollout.rollout with this env's constants. The first call in a
         process loads the rollout (and GAE, which the learner calls next) from the disk cache
-        or, the first time on a machine, compiles them (10-20 s), saying so on stderr when it
-        compiles."""
+        or, the first time on a machine, compiles them (about a minute: 46-62 s on CartPole-v1,
+        2026-12-07), saying so on stderr when it compiles."""
         if self._ready:
             return self._run(self.dynamics.k, *args)
         gae = _kernels()["gae"]
         with _announce_compiling(f"compiling the rollout of {self.dynamics.env_id} (once per "
-                                 "machine, about 20 s; cached on disk)", self._run, gae):
+                                 "machine, about a minute; cached on disk)", self._run, gae):
             out = self._run(self.dynamics.k, *args)
             f32 = np.float32
             gae(*(np.zeros((1, 1), f32),) * 6, f32(0.99), f32(0.95))
