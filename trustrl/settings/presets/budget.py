@@ -37,7 +37,7 @@ AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "HalfCheetah-v5": {0.1: True},
     "Hopper-v5": {0.1: True},
     "InvertedDoublePendulum-v5": {0.1: False, 0.3: False},
-    "InvertedPendulum-v5": {0.1: True},
+    "InvertedPendulum-v5": {0.1: True, 0.3: True},
     "LunarLander-v3": {0.1: False, 0.3: False, 1.0: False},
     "LunarLanderContinuous-v3": {0.1: False, 0.3: False, 1.0: True},
     "MountainCar-v0": {0.1: False, 0.3: False, 1.0: False},
