@@ -36,8 +36,9 @@ Needs sb3-contrib (`pip install "trustrl[bench]"`). The settings are rl-baseline
   their sign, 4 stacked frames: the same steps) with atari_episodic_life false, the zoo's
   terminal_on_life_loss False: a lost life does not end the training episode (FIRE is pressed
   after it), so the LSTM state and the value bootstrap are reset at a game's end only. The
-  table of 2026-12-07 (benchmarks/results/recurrent_atari_2026-12-07) was measured before
-  that key existed, with trustrl's EpisodicLife on (a lost life ended its training episode).
+  first table of 2026-12-07 (benchmarks/results/recurrent_atari_2026-12-07) was measured
+  before that key existed, with trustrl's EpisodicLife on (a lost life ended its training
+  episode); recurrent_atari_2026-12-07b with the key false.
   A minibatch of 256 steps is 2 envs' whole segments of 128 on both (4 per epoch). The
   zoo's 1e7 steps take hours per run on a CPU: this entry measures the train SPS at a
   shorter budget and no score (`evaluate` False: no greedy evaluation, the table says so).
