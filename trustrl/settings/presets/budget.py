@@ -43,7 +43,7 @@ AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "MountainCar-v0": {0.1: False, 0.3: False, 1.0: False},
     "MountainCarContinuous-v0": {0.3: False, 1.0: False},
     "Pendulum-v1": {0.1: True, 0.3: True, 1.0: False},
-    "Reacher-v5": {0.1: False},
+    "Reacher-v5": {0.1: False, 0.3: False},
     "Swimmer-v5": {0.1: True, 0.3: True},
     "Walker2d-v5": {0.1: False}}}
 """Per algorithm and env: per measured fraction of the budget of the preset auto looks at first
