@@ -247,6 +247,21 @@ def zoo(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     return greedy_result(model, env_id, seed, seconds, monitor_dir, n_envs, episodes, norm)
 
 
+def atari_vec_env(env_id: str, n_envs: int, seed: int, n_stack: int, **make_kwargs: Any) -> Any:
+    """An Atari game the way SB3 and the zoo build it: make_atari_env (SB3's AtariWrapper;
+    `make_kwargs` such as wrapper_kwargs, vec_env_cls, monitor_dir) of n_envs, then
+    VecFrameStack of n_stack. The NoFrameskip-v4 and ALE/ ids registered first (Gymnasium 1.x
+    registers them on demand)."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, **make_kwargs),
+                         n_stack=n_stack)
+
+
 def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
               anneal_steps: int | None = None) -> dict[str, Any]:
     """The zoo's `atari` block (`params`) built the way the zoo builds it: make_atari_env
@@ -255,15 +270,12 @@ def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
     run's steps), as the zoo's run had them at that step. No evaluation: the curve is every
     training game's raw score (no lives are lost in games like Enduro, so a game is one
     episode)."""
-    import ale_py
     import gymnasium as gym
     import stable_baselines3
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+    from stable_baselines3.common.vec_env import DummyVecEnv
 
-    gym.register_envs(ale_py)  # the NoFrameskip-v4 ids
     torch.set_num_threads(1)
     z = dict(params)
     horizon = anneal_steps or total_steps
@@ -271,9 +283,8 @@ def zoo_atari(env_id: str, params: dict[str, Any], seed: int, total_steps: int,
         raise SystemExit("zoo-atari takes the zoo's atari block (AtariWrapper, CnnPolicy)")
     n_envs = int(z["n_envs"])
     monitor_dir = tempfile.mkdtemp(prefix="sb3-monitor-")
-    env = VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed,
-                                       vec_env_cls=DummyVecEnv, monitor_dir=monitor_dir),
-                        n_stack=int(z["frame_stack"]))
+    env = atari_vec_env(env_id, n_envs, seed, int(z["frame_stack"]), vec_env_cls=DummyVecEnv,
+                        monitor_dir=monitor_dir)
     model = PPO("CnnPolicy", env, device="cpu", seed=seed, verbose=0,
                 n_steps=int(z["n_steps"]), batch_size=int(z["batch_size"]),
                 n_epochs=int(z["n_epochs"]),

@@ -139,9 +139,10 @@ shared_trunk, as the LSTM row's and SB3's CnnPolicy's, not trustrl's default of 
 
 def run_sb3(env_id: str, seed: int, total: int) -> dict[str, Any]:
     import torch
+    from peer_sb3 import atari_vec_env
     from sb3_contrib import RecurrentPPO
-    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
-    from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
     import trustrl.envs  # noqa: F401 - registers the NoVel envs
 
@@ -150,13 +151,9 @@ def run_sb3(env_id: str, seed: int, total: int) -> dict[str, Any]:
     s = e["settings"]
     atari = e.get("atari")
     if atari:
-        import ale_py
-        import gymnasium as gym
-
-        gym.register_envs(ale_py)  # the Atari ids (Gymnasium 1.x registers them on demand)
         wrap = {k: v for k, v in atari.items() if k != "frame_stack"}
-        env = VecFrameStack(make_atari_env(env_id, n_envs=s["num_envs"], seed=seed,
-                                           wrapper_kwargs=wrap), atari["frame_stack"])
+        env = atari_vec_env(env_id, s["num_envs"], seed, atari["frame_stack"],
+                            wrapper_kwargs=wrap)
     else:
         env = make_vec_env(env_id, n_envs=s["num_envs"], seed=seed)
     if e["normalize"]:
