@@ -150,6 +150,16 @@ def selected(env: str, fraction: float, only: list[str] | None) -> bool:
         o == env or o == f"{env}:{round(fraction * 100)}" for o in only)
 
 
+def next_time(hh_mm: str, now: dt.datetime) -> dt.datetime:
+    """The first moment at or after `now` whose clock reads HH:MM (tomorrow's where today's
+    has passed, so that a deadline after midnight means the coming one)."""
+    h, m = (int(x) for x in hh_mm.split(":"))
+    if not (0 <= h < 24 and 0 <= m < 60):
+        raise ValueError(hh_mm)
+    at = now.replace(hour=h, minute=m, second=0, microsecond=0)
+    return at if at >= now else at + dt.timedelta(days=1)
+
+
 def run_plan(out: Path, until: dt.datetime | None, only: list[str] | None = None) -> None:
     """Every run of PLAN (of its cells in `only`, see `selected`) without a record, in order;
     with `until`, a run whose expected time (the median seconds per step of the env's runs so
@@ -464,9 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     until = None
     if args.until:
-        h, m = (int(x) for x in args.until.split(":"))
-        today = dt.datetime.now(dt.timezone.utc)
-        until = today.replace(hour=h, minute=m, second=0, microsecond=0)
+        try:
+            until = next_time(args.until, dt.datetime.now(dt.timezone.utc))
+        except ValueError:
+            p.error(f"--until {args.until!r}: not a time of day as HH:MM")
     plan_cells = {f"{e}:{round(f * 100)}" for e, f, _ in PLAN} | {e for e, _, _ in PLAN}
     unknown = [o for o in args.only or [] if o not in plan_cells]
     if unknown:

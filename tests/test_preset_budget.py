@@ -5,6 +5,7 @@ trains more than two iterations."""
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import json
 from pathlib import Path
@@ -275,3 +276,17 @@ def test_only_selects_the_plans_cells_by_env_or_env_and_percentage(tmp_path):
     assert not bench.selected("Hopper-v5", 0.1, ["Hopper-v4", "HalfCheetah-v5:10"])
     with pytest.raises(SystemExit):  # a cell not in the plan is an error, before any run
         bench.main(["--out", str(tmp_path), "--only", "Hopper-v5:20"])
+
+
+def test_until_means_the_coming_time_of_day_even_past_midnight(tmp_path, capsys):
+    bench = _bench()
+    now = dt.datetime(2026, 12, 7, 22, 45, 10, tzinfo=dt.timezone.utc)
+    assert bench.next_time("23:30", now) == now.replace(hour=23, minute=30, second=0)
+    assert bench.next_time("00:35", now) == dt.datetime(2026, 12, 8, 0, 35,
+                                                        tzinfo=dt.timezone.utc)
+    assert bench.next_time("22:45", now) == dt.datetime(2026, 12, 8, 22, 45,
+                                                        tzinfo=dt.timezone.utc)
+    for bad in ("24:00", "7", "ab:cd", "1:2:3"):
+        with pytest.raises(SystemExit):  # a one-line usage error, before any run
+            bench.main(["--out", str(tmp_path), "--until", bad, "--only", "Hopper-v5:20"])
+        assert "--until" in capsys.readouterr().err
