@@ -9,7 +9,10 @@ env but CartPole-v1 and Pendulum-v1, where it is the chapter's (trustrl/settings
 chapter.py: CartPole's 100,000 steps, the zoo's too; Pendulum's 122,880, the zoo's 100,000).
 Seeds 1-3 are the ones `--preset auto`'s budget rule (trustrl/settings/presets/budget.py) is derived
 from; seeds 4-6 are held out to check it. One JSON file per run under OUT/runs/; a run whose
-file exists is not run again (the script resumes where it stopped). One run at a time.
+file exists is not run again (the script resumes where it stopped). One run at a time per
+process; several processes (one per core) may run the same plan side by side: each claims a run
+by a lock on a file RUN.running (which holds its process id), and the others pass over a run
+so claimed; the lock ends with its process, so a run whose process died is run again.
 
     python benchmarks/preset_budget.py --out benchmarks/results/preset_budget      # run, resume
     python benchmarks/preset_budget.py --out benchmarks/results/preset_budget --until 07:10
@@ -160,6 +163,34 @@ def next_time(hh_mm: str, now: dt.datetime) -> dt.datetime:
     return at if at >= now else at + dt.timedelta(days=1)
 
 
+def claim_run(claim: Path) -> tuple[int | None, int]:
+    """Claim the run of `claim` (RUN.running) for this process by a lock on that file, which
+    the kernel lets go when the process ends however it ends: (an open descriptor holding the
+    lock, 0), or (None, the process id of the live process that holds it)."""
+    import fcntl
+
+    while True:
+        fd = os.open(claim, os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = int(os.read(fd, 32) or b"0")
+            except ValueError:
+                holder = 0
+            os.close(fd)
+            return None, holder
+        try:  # the file may have been removed by its last holder between open and lock
+            same = os.stat(claim).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            return fd, 0
+        os.close(fd)
+
+
 def run_plan(out: Path, until: dt.datetime | None, only: list[str] | None = None) -> None:
     """Every run of PLAN (of its cells in `only`, see `selected`) without a record, in order;
     with `until`, a run whose expected time (the median seconds per step of the env's runs so
@@ -182,8 +213,20 @@ def run_plan(out: Path, until: dt.datetime | None, only: list[str] | None = None
                 if until is not None and now + dt.timedelta(seconds=need) > until:
                     print(f"skipped: {path.name} would end after {until:%H:%M} UTC", flush=True)
                     continue
-                rec = run_one(env, setting, fraction, seed, scratch)
-                path.write_text(json.dumps(rec, indent=1) + "\n")
+                claim = path.with_suffix(".running")
+                fd, holder = claim_run(claim)
+                if fd is None:
+                    print(f"passed over: {path.name} is being run by process {holder}",
+                          flush=True)
+                    continue
+                try:
+                    if path.is_file():  # another process ran it meanwhile
+                        continue
+                    rec = run_one(env, setting, fraction, seed, scratch)
+                    path.write_text(json.dumps(rec, indent=1) + "\n")
+                finally:
+                    claim.unlink(missing_ok=True)
+                    os.close(fd)
                 print(f"{path.name}: {rec['status']} {rec.get('final', rec.get('error'))} "
                       f"({rec['wall_s']} s)", flush=True)
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -290,3 +293,47 @@ def test_until_means_the_coming_time_of_day_even_past_midnight(tmp_path, capsys)
         with pytest.raises(SystemExit):  # a one-line usage error, before any run
             bench.main(["--out", str(tmp_path), "--until", bad, "--only", "Hopper-v5:20"])
         assert "--until" in capsys.readouterr().err
+
+
+def test_processes_side_by_side_pass_over_a_claimed_run_and_rerun_a_dead_ones(tmp_path,
+                                                                             monkeypatch):
+    bench = _bench()
+    claim = tmp_path / "a.running"
+    fd, _ = bench.claim_run(claim)
+    assert fd is not None and claim.read_text() == str(os.getpid())
+    assert bench.claim_run(claim) == (None, os.getpid())  # held: another claim is refused
+    claim.unlink()
+    os.close(fd)
+    # a claimant killed with SIGKILL leaves its file; its lock dies with it
+    code = ("import importlib.util, os, sys\n"
+            "s = importlib.util.spec_from_file_location("
+            f"'b', {str(ROOT / 'benchmarks' / 'preset_budget.py')!r})\n"
+            "m = importlib.util.module_from_spec(s); s.loader.exec_module(m)\n"
+            f"fd, _ = m.claim_run(__import__('pathlib').Path({str(claim)!r}))\n"
+            "assert fd is not None\n"
+            "os.kill(os.getpid(), 9)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    assert claim.is_file()
+    fd, _ = bench.claim_run(claim)
+    assert fd is not None
+    os.close(fd)
+    claim.unlink()
+
+    ran = []
+
+    def fake_run(env, setting, fraction, seed, runs_dir):
+        ran.append((setting, seed))
+        return dict(env=env, setting=setting, fraction=fraction, seed=seed, budget=1,
+                    status="finished", final=0.0, wall_s=0.0)
+
+    monkeypatch.setattr(bench, "run_one", fake_run)
+    runs = tmp_path / "out" / "runs"
+    runs.mkdir(parents=True)
+    held = (runs / bench.run_name("CartPole-v1", "none", 0.1, 2)).with_suffix(".running")
+    fd, _ = bench.claim_run(held)  # as if a process beside this one were running it
+    bench.run_plan(tmp_path / "out", None, ["CartPole-v1:10"])
+    assert ("none", 2) not in ran and ("chapter", 2) in ran and len(ran) == 11
+    assert not (runs / bench.run_name("CartPole-v1", "none", 0.1, 2)).exists()
+    assert sorted(p.suffix for p in runs.iterdir()).count(".running") == 1  # only the held one
+    os.close(fd)
