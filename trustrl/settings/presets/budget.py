@@ -32,7 +32,7 @@ from typing import Any
 
 AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "Acrobot-v1": {0.1: False, 0.3: False, 1.0: False},
-    "Ant-v5": {0.1: False},
+    "Ant-v5": {0.1: False, 0.3: False},
     "CartPole-v1": {0.1: False, 0.3: True, 1.0: True},
     "HalfCheetah-v5": {0.1: True},
     "Hopper-v5": {0.1: True},
@@ -45,7 +45,7 @@ AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "Pendulum-v1": {0.1: True, 0.3: True, 1.0: False},
     "Reacher-v5": {0.1: False, 0.3: False},
     "Swimmer-v5": {0.1: True, 0.3: True},
-    "Walker2d-v5": {0.1: False}}}
+    "Walker2d-v5": {0.1: False, 0.3: False}}}
 """Per algorithm and env: per measured fraction of the budget of the preset auto looks at first
 (the chapter's where there is one, else the zoo's), whether the preset led the defaults there
 (a fraction where the defaults could not run is no verdict: MountainCarContinuous' 10%). The
