@@ -465,10 +465,10 @@ def table_lines(records: list[dict[str, Any]]) -> list[str]:
             mark = (" (Atari, out of auto's rule)" if values.get("atari_wrappers") else
                     " (the chapter's preset)" if ("ppo", env) in PRESETS else "")
             missing.setdefault(", ".join(gaps), []).append(env + mark)
-    lines += ["Not measured (both settings on seeds 1-6), for want of CPU time (one run at a "
-              "time on one core shared with other work, in four sessions; what the cells "
-              "would cost: \"The cost of the cells not measured\" "
-              "above the table):", ""]
+    lines += ["Not measured (both settings on seeds 1-6), for want of CPU time (the runs "
+              "above ran one at a time per core on a 2-core machine shared with other work, "
+              "over several sessions; what the cells would cost: \"The cost of the cells not "
+              "measured\" above the table):", ""]
     lines += [f"- at {gaps}: {', '.join(envs)}" for gaps, envs in missing.items()]
     begun: dict[tuple[str, float], int] = {}
     for r in records:

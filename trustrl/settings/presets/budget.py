@@ -17,8 +17,8 @@ band of budget, since a preset's worth at a part of its budget differs from env 
 from budget to budget (on Hopper-v5 the zoo's preset led at 10%, on Acrobot-v1 it led at no
 fraction; the chapter's Pendulum-v1 preset led at 10% and 30% and not at 100%, where the two
 tie). It covers the envs of AUTO_PRESET_ENVS, those measured. Out of the rule: the zoo's PPO
-presets of the envs not measured (Humanoid, HumanoidStandup, BipedalWalker, the -v4
-MuJoCo ids, ...), a preset that auto
+presets of the envs not measured (Humanoid, HumanoidStandup, BipedalWalkerHardcore, the
+-v4 MuJoCo ids, ...), a preset that auto
 does not look at first (`--preset zoo` on CartPole-v1), CleanRL's, the presets of the other
 algorithms and the zoo's Atari presets (image observations): none was measured against the
 defaults at a part of its budget, so `auto` takes them as before. Every preset applied at less
@@ -33,6 +33,7 @@ from typing import Any
 AUTO_PRESET_AT: dict[str, dict[str, dict[float, bool]]] = {"ppo": {
     "Acrobot-v1": {0.1: False, 0.3: False, 1.0: False},
     "Ant-v5": {0.1: False, 0.3: False},
+    "BipedalWalker-v3": {0.1: False},
     "CartPole-v1": {0.1: False, 0.3: True, 1.0: True},
     "HalfCheetah-v5": {0.1: True},
     "Hopper-v5": {0.1: True},
