@@ -13,16 +13,16 @@ defaults at 10%, 30% and 100% of the preset's budget, seeds 1-3 to derive, 4-6 t
 "Led" is the derivation's criterion: the preset's median on seeds 1-3 at least the defaults'
 median plus the preset's own spread (max - min over the seeds), so that three seeds' noise does
 not swap a setting that was measured as good for one that was not. The rule is per env and per
-band of budget, since a preset's worth at a part of its budget differs from env to env and
-from budget to budget (on Hopper-v5 the zoo's preset led at 10% and not at 30%, on Acrobot-v1 it led at no
-fraction; the chapter's Pendulum-v1 preset led at 10% and 30% and not at 100%, where the two
-tie). It covers the envs of AUTO_PRESET_ENVS, those measured. Out of the rule: the zoo's PPO
-presets of the envs not measured (Humanoid, HumanoidStandup, BipedalWalkerHardcore, the
--v4 MuJoCo ids, ...), a preset that auto
-does not look at first (`--preset zoo` on CartPole-v1), CleanRL's, the presets of the other
-algorithms and the zoo's Atari presets (image observations): none was measured against the
-defaults at a part of its budget, so `auto` takes them as before. Every preset applied at less
-than its budget where auto would not take it is said in one line (`Choice.note`).
+band of budget, since a preset's worth at a part of its budget differs from env to env and from
+budget to budget (on Hopper-v5 the zoo's preset led at 10% and not at 30%, on Acrobot-v1 it led
+at no fraction; the chapter's Pendulum-v1 preset led at 10% and 30% and not at 100%, where the
+two tie). It covers the envs of AUTO_PRESET_ENVS, those measured. Out of the rule: the zoo's
+PPO presets of the envs not measured (Humanoid, HumanoidStandup, BipedalWalkerHardcore, the -v4
+MuJoCo ids, ...), a preset that auto does not look at first (`--preset zoo` on CartPole-v1),
+CleanRL's, the presets of the other algorithms and the zoo's Atari presets (image
+observations): none was measured against the defaults at a part of its budget, so `auto` takes
+them as before. Every preset applied at less than its budget where auto would not take it is
+said in one line (`Choice.note`).
 """
 
 from __future__ import annotations
